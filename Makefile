@@ -1,0 +1,73 @@
+# stepprof — top-level build. `make` builds build/libstepprof.so; `make demo`
+# and `make test` first install missing Debian packages (scripts/deps.sh).
+# Test fixtures (the CUDA stand-in, target programs, unit tests) have their own
+# make fragments beside their sources.
+
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+CC ?= cc
+BUILD ?= build
+PREFIX ?= /usr/local
+PYTHON ?= python3
+
+CFLAGS_COMMON := -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC
+EXTRA_CFLAGS ?=
+EXTRA_LDFLAGS ?=
+LIB_CFLAGS := $(CFLAGS_COMMON) -fvisibility=hidden -ftls-model=initial-exec -isystem $(CUDA_HOME)/include \
+              -MMD -MP $(EXTRA_CFLAGS)
+LIBYAML_A ?= $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libyaml.a /usr/lib/libyaml.a /usr/lib64/libyaml.a))
+
+LIB_DIRS := inject collectors schedule exporters
+LIB_SRCS := $(foreach d,$(LIB_DIRS),$(filter-out %_main.c,$(wildcard $(d)/*.c)))
+LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+LIB := $(BUILD)/libstepprof.so
+
+.PHONY: all lib programs unit demo test bench install deps clean check-exports
+all: lib
+
+lib: $(LIB)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -c -o $@ $<
+
+$(LIB): $(LIB_OBJS)
+	@test -n "$(LIBYAML_A)" || { echo "libyaml.a not found: apt-get install libyaml-dev" >&2; exit 1; }
+	$(CC) -shared -o $@ $(LIB_OBJS) -Wl,--no-undefined -Wl,--exclude-libs,ALL $(LIBYAML_A) \
+	      -ldl -lpthread $(EXTRA_LDFLAGS)
+
+-include $(LIB_OBJS:.o=.d)
+
+include tests/fakecuda/fakecuda.mk
+include tests/programs/programs.mk
+-include tests/unit/unit.mk
+
+HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
+programs: $(PROGRAMS_C) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
+unit: $(UNIT_TESTS)
+
+deps:
+	@sh scripts/deps.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory lib $(FAKECUDA_LIB) programs
+	@sh scripts/demo.sh
+
+test: deps
+	@$(MAKE) --no-print-directory lib $(FAKECUDA_LIB) programs unit
+	@$(PYTHON) tests/run_tests.py
+
+bench: deps
+	@$(MAKE) --no-print-directory lib $(FAKECUDA_LIB) programs
+	@sh scripts/bench.sh
+
+check-exports: $(LIB)
+	@nm -D --defined-only $(LIB)
+
+install: $(LIB)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/doc/stepprof
+	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libstepprof.so
+	install -m 0644 README.md profiling.example.yaml $(DESTDIR)$(PREFIX)/share/doc/stepprof/
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,8 @@
+/* collectors/api.c — the row data of collectors/api.h, expanded once. */
+#include "api.h"
+
+const sp_api_info_t sp_api_table[SP_API_COUNT] = {
+#define SP_API_ROW(sym, cbid, shape, stream) [SP_API_##sym] = {#sym, cbid, SP_SHAPE_##shape, stream},
+    SP_API_LIST(SP_API_ROW)
+#undef SP_API_ROW
+};

@@ -1,0 +1,91 @@
+/* collectors/api.h — the table of interposed CUDA runtime entry points: one
+ * row per symbol with its CUPTI runtime callback id (cupti_runtime_cbid.h,
+ * CUDA 13.0) and its shape, which says what the record's payload holds and
+ * how the exporter prints it. Interposers (inject/) and exporters share it so
+ * a symbol is named in exactly one place. */
+#ifndef SP_API_H
+#define SP_API_H
+
+enum sp_api_shape {
+    SP_SHAPE_LAUNCH,     /* a[0]=func a[1]=grid.x|y<<32 a[2]=block.x|y<<32 a[3]=stream
+                            a[4]=grid.z|block.z<<32 aux=dynamic shared memory */
+    SP_SHAPE_KLAUNCH,    /* same, a[0] is a cudaKernel_t from __cudaGetKernel */
+    SP_SHAPE_GRAPH,      /* a[0]=graph exec a[3]=stream */
+    SP_SHAPE_HOSTFN,     /* a[0]=host fn a[3]=stream */
+    SP_SHAPE_ALLOC,      /* a[0]=returned ptr a[1]=bytes a[2]=flags/pitch a[3]=stream */
+    SP_SHAPE_FREE,       /* a[0]=ptr a[3]=stream */
+    SP_SHAPE_COPY,       /* a[0]=dst a[1]=bytes a[2]=kind (SP_COPY_PEER for peer) a[3]=stream a[4]=src
+                            aux=dst device|src device<<16 (peer) */
+    SP_SHAPE_SET,        /* a[0]=ptr a[1]=bytes a[2]=value a[3]=stream */
+    SP_SHAPE_SYNC,       /* a[0]=event (if any) a[3]=stream */
+    SP_SHAPE_PLAIN,      /* no payload */
+};
+
+/* Copy kind recorded for cudaMemcpyPeer*, which take no cudaMemcpyKind. */
+#define SP_COPY_PEER 100
+
+/* X(symbol, cbid, shape, takes a stream argument) */
+#define SP_API_LIST(X)                                         \
+    X(cudaLaunchKernel, 211, LAUNCH, 1)                           \
+    X(cudaLaunchKernel_ptsz, 214, LAUNCH, 1)                      \
+    X(__cudaLaunchKernel, 505, KLAUNCH, 1)                        \
+    X(__cudaLaunchKernel_ptsz, 506, KLAUNCH, 1)                   \
+    X(cudaLaunchKernelExC, 430, LAUNCH, 1)                        \
+    X(cudaLaunchKernelExC_ptsz, 431, LAUNCH, 1)                   \
+    X(cudaLaunchCooperativeKernel, 269, LAUNCH, 1)                \
+    X(cudaLaunchCooperativeKernel_ptsz, 270, LAUNCH, 1)           \
+    X(cudaGraphLaunch, 311, GRAPH, 1)                             \
+    X(cudaGraphLaunch_ptsz, 312, GRAPH, 1)                        \
+    X(cudaLaunchHostFunc, 284, HOSTFN, 1)                         \
+    X(cudaLaunchHostFunc_ptsz, 285, HOSTFN, 1)                    \
+    X(cudaMalloc, 20, ALLOC, 0)                                   \
+    X(cudaMallocAsync, 373, ALLOC, 1)                             \
+    X(cudaMallocAsync_ptsz, 374, ALLOC, 1)                        \
+    X(cudaMallocHost, 25, ALLOC, 0)                               \
+    X(cudaHostAlloc, 27, ALLOC, 0)                                \
+    X(cudaMallocManaged, 206, ALLOC, 0)                           \
+    X(cudaMallocPitch, 21, ALLOC, 0)                              \
+    X(cudaFree, 22, FREE, 0)                                      \
+    X(cudaFreeAsync, 375, FREE, 1)                                \
+    X(cudaFreeAsync_ptsz, 376, FREE, 1)                           \
+    X(cudaFreeHost, 26, FREE, 0)                                  \
+    X(cudaMemcpy, 31, COPY, 0)                                    \
+    X(cudaMemcpy_ptds, 215, COPY, 0)                              \
+    X(cudaMemcpyAsync, 41, COPY, 1)                               \
+    X(cudaMemcpyAsync_ptsz, 225, COPY, 1)                         \
+    X(cudaMemcpy2D, 32, COPY, 0)                                  \
+    X(cudaMemcpy2D_ptds, 216, COPY, 0)                            \
+    X(cudaMemcpy2DAsync, 44, COPY, 1)                             \
+    X(cudaMemcpy2DAsync_ptsz, 228, COPY, 1)                       \
+    X(cudaMemcpyPeer, 160, COPY, 0)                               \
+    X(cudaMemcpyPeerAsync, 161, COPY, 1)                          \
+    X(cudaMemset, 49, SET, 0)                                     \
+    X(cudaMemset_ptds, 233, SET, 0)                               \
+    X(cudaMemsetAsync, 51, SET, 1)                                \
+    X(cudaMemsetAsync_ptsz, 235, SET, 1)                          \
+    X(cudaDeviceSynchronize, 165, SYNC, 0)                        \
+    X(cudaStreamSynchronize, 131, SYNC, 1)                        \
+    X(cudaStreamSynchronize_ptsz, 239, SYNC, 1)                   \
+    X(cudaEventSynchronize, 137, SYNC, 0)                         \
+    X(cudaStreamWaitEvent, 147, SYNC, 1)                          \
+    X(cudaStreamWaitEvent_ptsz, 247, SYNC, 1)                     \
+    X(cudaProfilerStart, 171, PLAIN, 0)                           \
+    X(cudaProfilerStop, 172, PLAIN, 0)
+
+enum sp_api_id {
+#define SP_API_ENUM(sym, cbid, shape, stream) SP_API_##sym,
+    SP_API_LIST(SP_API_ENUM)
+#undef SP_API_ENUM
+    SP_API_COUNT
+};
+
+typedef struct sp_api_info {
+    const char *name;
+    int cbid;
+    enum sp_api_shape shape;
+    int has_stream;
+} sp_api_info_t;
+
+extern const sp_api_info_t sp_api_table[SP_API_COUNT];
+
+#endif

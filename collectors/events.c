@@ -1,0 +1,180 @@
+/* collectors/events.c — the bounded chunk pool behind collectors/events.h.
+ * Everything here is the cold path: a thread's first record (registration),
+ * a full chunk (refill under a mutex, once per ~900 records), and the
+ * exporter's collection pass. A chunk is recycled only after its owner has
+ * retired it and the exporter has consumed every record in it, so a writer
+ * never shares a chunk with a reader that frees it. */
+#define _GNU_SOURCE
+#include "events.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+_Atomic uint32_t sp_ev_gate = SP_GATE_UNINIT;
+__thread sp_thread_t *sp_ev_self __attribute__((tls_model("initial-exec")));
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char *pool_base;
+static uint32_t pool_chunks;       /* chunks in the pool */
+static uint32_t pool_next;         /* first never-used chunk */
+static sp_chunk_t *free_list;      /* recycled chunks */
+static _Atomic(sp_thread_t *) threads;
+static _Atomic uint32_t thread_count;
+
+static sp_chunk_t *chunk_at(uint32_t i)
+{
+    return (sp_chunk_t *)(pool_base + (size_t)i * SP_CHUNK_BYTES);
+}
+
+int sp_ev_pool_init(long buffer_mb)
+{
+    size_t bytes = (size_t)buffer_mb << 20;
+    if (bytes < SP_CHUNK_BYTES)
+        bytes = SP_CHUNK_BYTES;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        sp_log(SP_LOG_ERROR, "cannot reserve a %ld MB event buffer (%s); profiling disabled", buffer_mb,
+               strerror(errno));
+        return -1;
+    }
+    /* Huge pages make first-touch faults ~500x rarer than 4 KiB pages; that
+     * fault cost would otherwise land on the recording thread. */
+    madvise(p, bytes, MADV_HUGEPAGE);
+    pool_base = p;
+    pool_chunks = (uint32_t)(bytes / SP_CHUNK_BYTES);
+    return 0;
+}
+
+void sp_ev_set_gate(uint32_t value)
+{
+    atomic_store_explicit(&sp_ev_gate, value, memory_order_release);
+}
+
+sp_thread_t *sp_ev_thread_slow(void)
+{
+    int saved = errno;
+    sp_thread_t *t = calloc(1, sizeof *t);
+    if (t) {
+        t->tid = (int)gettid();
+        prctl(PR_GET_NAME, t->name, 0, 0, 0);
+        t->slot = atomic_fetch_add(&thread_count, 1);
+        sp_thread_t *head = atomic_load(&threads);
+        do
+            t->next = head;
+        while (!atomic_compare_exchange_weak(&threads, &head, t));
+        sp_ev_self = t;
+    }
+    errno = saved;
+    return t;
+}
+
+sp_event_t *sp_ev_reserve_slow(sp_thread_t *t)
+{
+    sp_chunk_t *c = NULL;
+    pthread_mutex_lock(&pool_lock);
+    if (free_list) {
+        c = free_list;
+        free_list = c->next_free;
+    } else if (pool_next < pool_chunks) {
+        c = chunk_at(pool_next);
+        c->index = pool_next++;
+    }
+    if (c) {
+        atomic_store_explicit(&c->count, 0, memory_order_relaxed);
+        c->consumed = 0;
+        atomic_store_explicit(&c->retired, 0, memory_order_relaxed);
+        c->owner = t;
+        c->next_free = NULL;
+        if (t->cur)
+            atomic_store_explicit(&t->cur->retired, 1, memory_order_release);
+        t->cur = c;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (!c) {
+        atomic_store_explicit(&t->dropped, atomic_load_explicit(&t->dropped, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+        return NULL;
+    }
+    return &c->ev[0];
+}
+
+size_t sp_ev_collect(uint32_t window, sp_event_ref_t **out)
+{
+    size_t n = 0, cap = 0;
+    sp_event_ref_t *v = NULL;
+    pthread_mutex_lock(&pool_lock);
+    uint32_t used = pool_next;
+    for (uint32_t i = 0; i < used; i++) {
+        sp_chunk_t *c = chunk_at(i);
+        if (!c->owner)
+            continue;
+        /* retired is read before count: a retired chunk's count is final. */
+        int retired = atomic_load_explicit(&c->retired, memory_order_acquire);
+        uint32_t cnt = atomic_load_explicit(&c->count, memory_order_acquire);
+        uint32_t k = c->consumed;
+        for (; k < cnt; k++) {
+            const sp_event_t *e = &c->ev[k];
+            if (e->window > window)
+                break;
+            if (e->window < window)
+                continue;
+            if (n == cap) {
+                size_t ncap = cap ? cap * 2 : 4096;
+                sp_event_ref_t *nv = realloc(v, ncap * sizeof *nv);
+                if (!nv)
+                    break;
+                v = nv;
+                cap = ncap;
+            }
+            v[n].ev = *e;
+            v[n].thread = c->owner;
+            n++;
+        }
+        c->consumed = k;
+        if (retired && k == cnt) {
+            c->owner = NULL;
+            c->next_free = free_list;
+            free_list = c;
+        }
+    }
+    pthread_mutex_unlock(&pool_lock);
+    *out = v;
+    return n;
+}
+
+uint64_t sp_ev_dropped_total(void)
+{
+    uint64_t sum = 0;
+    for (sp_thread_t *t = atomic_load(&threads); t; t = t->next)
+        sum += atomic_load_explicit(&t->dropped, memory_order_relaxed);
+    return sum;
+}
+
+const sp_thread_t *sp_ev_threads(void)
+{
+    return atomic_load(&threads);
+}
+
+/* The child of fork() inherits the parent's records and thread list; it must
+ * start empty so it never writes the parent's events. The pool itself is
+ * released: other parent threads do not exist in the child to retire their
+ * chunks, and a child that uses CUDA is re-activated with a fresh pool. */
+void sp_ev_after_fork_child(void)
+{
+    pthread_mutex_init(&pool_lock, NULL);
+    if (pool_base)
+        munmap(pool_base, (size_t)pool_chunks * SP_CHUNK_BYTES);
+    pool_base = NULL;
+    pool_chunks = pool_next = 0;
+    free_list = NULL;
+    atomic_store(&threads, NULL);
+    atomic_store(&thread_count, 0);
+    sp_ev_self = NULL;
+}

@@ -1,0 +1,125 @@
+/* collectors/events.h — the event buffer: fixed-size records in per-thread
+ * chunks carved from one bounded pool (buffer_mb). Writing a record is a TLS
+ * load, a bounds check and a release store of the chunk's count: no lock, no
+ * malloc, no syscall. Chunks are single-writer logs; the exporter reads them
+ * concurrently up to the published count. When the pool is exhausted records
+ * are dropped and counted per thread.
+ *
+ * The gate is the global flag every interposer tests first: 0 = not
+ * collecting, SP_GATE_UNINIT = stepprof not activated yet, else the id of the
+ * current window (SP_WIN_WARMUP set for warmup windows, whose records are
+ * timed but not stored). */
+#ifndef SP_EVENTS_H
+#define SP_EVENTS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SP_GATE_UNINIT 0xFFFFFFFFu
+#define SP_WIN_WARMUP 0x80000000u
+#define SP_WIN_COUNT 0x40000000u   /* markers only: nothing timed or stored */
+
+enum sp_ev_kind {
+    SP_EV_API = 1,    /* name = enum sp_api_id */
+    SP_EV_RANGE = 2,  /* name = string id; a[0] = nesting depth */
+    SP_EV_MARK = 3,   /* name = string id */
+    SP_EV_STEP = 4,   /* ProfilerStep#a[0] */
+};
+
+typedef struct sp_event {
+    uint64_t t0, t1;   /* clock ticks (collectors/clock.h) */
+    uint64_t a[5];     /* payload; meaning by kind and API shape */
+    uint32_t name;
+    uint32_t corr;     /* per-thread sequence number */
+    uint32_t window;
+    int32_t result;
+    uint16_t kind;
+    uint16_t flags;
+    uint32_t aux;
+} sp_event_t;
+
+struct sp_thread;
+
+typedef struct sp_chunk {
+    _Atomic uint32_t count;    /* records published by the owner */
+    uint32_t consumed;         /* exporter's cursor: records before it are done */
+    _Atomic int retired;       /* owner has moved on to another chunk */
+    uint32_t index;
+    struct sp_thread *owner;
+    struct sp_chunk *next_free;
+    uint64_t pad;
+    sp_event_t ev[];
+} sp_chunk_t;
+
+#define SP_CHUNK_BYTES (64u * 1024u)
+#define SP_CHUNK_EVENTS ((uint32_t)((SP_CHUNK_BYTES - sizeof(sp_chunk_t)) / sizeof(sp_event_t)))
+
+typedef struct sp_thread {
+    sp_chunk_t *cur;
+    uint32_t corr_seq;
+    uint32_t slot;             /* registration order, 0-based */
+    int in_hook;               /* recursion guard for interposers */
+    int tid;
+    _Atomic uint64_t dropped;  /* written by the owner only */
+    char name[16];
+    struct sp_thread *next;
+} sp_thread_t;
+
+extern _Atomic uint32_t sp_ev_gate;
+extern __thread sp_thread_t *sp_ev_self __attribute__((tls_model("initial-exec")));
+
+static inline uint32_t sp_ev_gate_load(void)
+{
+    return atomic_load_explicit(&sp_ev_gate, memory_order_relaxed);
+}
+
+sp_thread_t *sp_ev_thread_slow(void);
+sp_event_t *sp_ev_reserve_slow(sp_thread_t *t);
+
+static inline sp_thread_t *sp_ev_thread(void)
+{
+    sp_thread_t *t = sp_ev_self;
+    if (__builtin_expect(t == NULL, 0))
+        t = sp_ev_thread_slow();
+    return t;
+}
+
+/* A slot for one record, or NULL (warmup window, or dropped and counted). */
+static inline sp_event_t *sp_ev_reserve(sp_thread_t *t, uint32_t window)
+{
+    if (window & (SP_WIN_WARMUP | SP_WIN_COUNT))
+        return NULL;
+    sp_chunk_t *c = t->cur;
+    if (__builtin_expect(c != NULL, 1)) {
+        uint32_t n = atomic_load_explicit(&c->count, memory_order_relaxed);
+        if (__builtin_expect(n < SP_CHUNK_EVENTS, 1))
+            return &c->ev[n];
+    }
+    return sp_ev_reserve_slow(t);
+}
+
+static inline void sp_ev_commit(sp_thread_t *t)
+{
+    sp_chunk_t *c = t->cur;
+    uint32_t n = atomic_load_explicit(&c->count, memory_order_relaxed);
+    atomic_store_explicit(&c->count, n + 1, memory_order_release);
+}
+
+/* Pool lifetime: create before the gate opens; 0 on success. */
+int sp_ev_pool_init(long buffer_mb);
+void sp_ev_set_gate(uint32_t value);
+
+/* Read API for exporters. sp_ev_collect copies every stored record of
+ * `window` (published so far) into a malloc'ed array, with the owning thread
+ * of each in *threads_out, and advances the chunks' cursors past them. */
+typedef struct sp_event_ref {
+    sp_event_t ev;
+    const sp_thread_t *thread;
+} sp_event_ref_t;
+size_t sp_ev_collect(uint32_t window, sp_event_ref_t **out);
+uint64_t sp_ev_dropped_total(void);
+const sp_thread_t *sp_ev_threads(void);    /* registration list, newest first */
+void sp_ev_after_fork_child(void);
+
+#endif

@@ -1,0 +1,98 @@
+/* collectors/ranges.c — see ranges.h. The push/pop stack lives in TLS (depth
+ * 256; deeper pushes are counted so pops stay paired but are not stored).
+ * Start/end ranges go through a 4096-slot table indexed by id, each slot
+ * claimed with an atomic id so a stale end cannot close a newer range. */
+#include "ranges.h"
+
+#include "clock.h"
+#include "events.h"
+
+#include <stdatomic.h>
+
+#define STACK_MAX 256
+#define SLOTS 4096u
+
+typedef struct open_range {
+    uint64_t t0;
+    uint32_t name;
+    uint32_t window;
+} open_range_t;
+
+static __thread open_range_t stack[STACK_MAX];
+static __thread int depth;
+
+static struct {
+    _Atomic uint64_t id;
+    open_range_t r;
+} slots[SLOTS];
+static _Atomic uint64_t next_id = 1;
+
+static int recording(uint32_t w)
+{
+    return w != 0 && w != SP_GATE_UNINIT && !(w & (SP_WIN_WARMUP | SP_WIN_COUNT));
+}
+
+static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_arg)
+{
+    if (!recording(r->window))
+        return;
+    sp_thread_t *t = sp_ev_thread();
+    sp_event_t *e = t ? sp_ev_reserve(t, r->window) : NULL;
+    if (!e)
+        return;
+    e->t0 = r->t0;
+    e->t1 = t1;
+    e->name = r->name;
+    e->corr = ++t->corr_seq;
+    e->window = r->window;
+    e->result = 0;
+    e->kind = (uint16_t)kind;
+    e->flags = 0;
+    e->aux = 0;
+    e->a[0] = depth_arg;
+    e->a[1] = e->a[2] = e->a[3] = e->a[4] = 0;
+    sp_ev_commit(t);
+}
+
+void sp_range_push(uint32_t name)
+{
+    if (depth < STACK_MAX)
+        stack[depth] = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load()};
+    depth++;
+}
+
+int sp_range_pop(void)
+{
+    if (depth == 0)
+        return -1;
+    int level = depth--;
+    if (depth < STACK_MAX)
+        store(&stack[depth], sp_clock_ticks(), SP_EV_RANGE, (uint64_t)depth);
+    return level - 1;
+}
+
+uint64_t sp_range_start(uint32_t name)
+{
+    uint64_t id = atomic_fetch_add(&next_id, 1);
+    unsigned i = (unsigned)(id & (SLOTS - 1));
+    slots[i].r = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load()};
+    atomic_store_explicit(&slots[i].id, id, memory_order_release);
+    return id;
+}
+
+void sp_range_end(uint64_t id)
+{
+    unsigned i = (unsigned)(id & (SLOTS - 1));
+    uint64_t expect = id;
+    open_range_t r = slots[i].r;
+    if (!atomic_compare_exchange_strong(&slots[i].id, &expect, 0))
+        return;
+    store(&r, sp_clock_ticks(), SP_EV_RANGE, 0);
+}
+
+void sp_range_mark(uint32_t name)
+{
+    uint64_t now = sp_clock_ticks();
+    open_range_t r = {now, name, sp_ev_gate_load()};
+    store(&r, now, SP_EV_MARK, 0);
+}

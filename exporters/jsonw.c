@@ -1,0 +1,166 @@
+/* exporters/jsonw.c — see jsonw.h. Writes go through write(2) directly so an
+ * error (ENOSPC, EFBIG, EIO) is seen at the call that caused it. */
+#include "jsonw.h"
+
+#include "gz.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+void sp_jw_init(sp_jw_t *w, int fd, struct sp_gz *gz)
+{
+    w->fd = fd;
+    w->gz = gz;
+    w->err = 0;
+    w->n = 0;
+    w->written = 0;
+}
+
+int sp_jw_flush(sp_jw_t *w)
+{
+    if (w->gz) {
+        if (!w->err && w->n)
+            w->err = sp_gz_write(w->gz, w->buf, w->n);
+        w->written += w->n;
+        w->n = 0;
+        return w->err ? -1 : 0;
+    }
+    size_t off = 0;
+    while (!w->err && off < w->n) {
+        ssize_t k = write(w->fd, w->buf + off, w->n - off);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            w->err = errno;
+        } else if (k == 0) {
+            w->err = EIO;
+        } else {
+            off += (size_t)k;
+        }
+    }
+    w->written += off;
+    w->n = 0;
+    return w->err ? -1 : 0;
+}
+
+void sp_jw_raw(sp_jw_t *w, const char *s, size_t len)
+{
+    while (len) {
+        if (w->n == sizeof w->buf && sp_jw_flush(w) != 0)
+            return;
+        size_t room = sizeof w->buf - w->n;
+        size_t k = len < room ? len : room;
+        memcpy(w->buf + w->n, s, k);
+        w->n += k;
+        s += k;
+        len -= k;
+    }
+}
+
+void sp_jw_puts(sp_jw_t *w, const char *s)
+{
+    sp_jw_raw(w, s, strlen(s));
+}
+
+void sp_jw_printf(sp_jw_t *w, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        sp_jw_raw(w, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
+static int utf8_len(const unsigned char *s)
+{
+    unsigned c = s[0];
+    int n;
+    unsigned min;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+        min = 0x80;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        min = 0x800;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    unsigned cp = c & (0x3fu >> (n - 1));
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3fu);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+void sp_jw_str(sp_jw_t *w, const char *str, int as_name)
+{
+    const unsigned char *s = (const unsigned char *)(str ? str : "");
+    sp_jw_raw(w, "\"", 1);
+    while (*s) {
+        unsigned c = *s;
+        if (c == '\n' && as_name) {
+            s++;
+            continue;
+        }
+        if (c == '\\') {
+            sp_jw_raw(w, as_name ? "/" : "\\\\", as_name ? 1 : 2);
+            s++;
+        } else if (c == '"') {
+            sp_jw_raw(w, "\\\"", 2);
+            s++;
+        } else if (c < 0x20 || c == 0x7f) {
+            char esc[8];
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            sp_jw_raw(w, esc, 6);
+            s++;
+        } else {
+            int n = utf8_len(s);
+            if (n == 0) {
+                sp_jw_raw(w, "\\ufffd", 6);
+                s++;
+            } else {
+                sp_jw_raw(w, (const char *)s, (size_t)n);
+                s += n;
+            }
+        }
+    }
+    sp_jw_raw(w, "\"", 1);
+}
+
+void sp_jw_us(sp_jw_t *w, int64_t ns)
+{
+    const char *sign = "";
+    if (ns < 0) {
+        sign = "-";
+        ns = -ns;
+    }
+    sp_jw_printf(w, "%s%" PRId64 ".%03" PRId64, sign, ns / 1000, ns % 1000);
+}
+
+int sp_jw_finish(sp_jw_t *w)
+{
+    sp_jw_flush(w);
+    if (w->gz) {
+        int e = sp_gz_close(w->gz);
+        w->gz = NULL;
+        if (!w->err)
+            w->err = e;
+    }
+    return w->err ? -1 : 0;
+}

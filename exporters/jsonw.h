@@ -1,0 +1,35 @@
+/* exporters/jsonw.h — a streaming JSON writer onto a file descriptor: a
+ * 256 KiB buffer, sticky error state, and string escaping that yields valid
+ * JSON for any bytes (control characters escaped, invalid UTF-8 replaced by
+ * U+FFFD). Traces reach millions of events, so nothing is built in memory. */
+#ifndef SP_JSONW_H
+#define SP_JSONW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sp_gz;
+
+typedef struct sp_jw {
+    int fd;
+    struct sp_gz *gz; /* non-NULL: output is gzip-compressed */
+    int err;          /* errno of the first failed write, 0 if none */
+    size_t n;
+    uint64_t written; /* bytes handed to write(2) so far */
+    char buf[256 * 1024];
+} sp_jw_t;
+
+void sp_jw_init(sp_jw_t *w, int fd, struct sp_gz *gz);
+void sp_jw_raw(sp_jw_t *w, const char *s, size_t len);
+void sp_jw_puts(sp_jw_t *w, const char *s);
+void sp_jw_printf(sp_jw_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A quoted JSON string. as_name applies the trace's name rules: backslash
+ * becomes '/', newlines are dropped. */
+void sp_jw_str(sp_jw_t *w, const char *s, int as_name);
+/* Nanoseconds as microseconds with exactly three decimals. */
+void sp_jw_us(sp_jw_t *w, int64_t ns);
+int sp_jw_flush(sp_jw_t *w);
+/* Flush, and finish the gzip stream if any; 0 or -1 (w->err set). */
+int sp_jw_finish(sp_jw_t *w);
+
+#endif

@@ -1,0 +1,27 @@
+/* exporters/outfile.h — output files that readers never see half-written:
+ * created as "<final>.tmp.<pid>" with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0644
+ * (umask applies), and renamed into place only when complete. Also owns the
+ * file stem "<worker>.<unix_ns>" with the worker name made safe for a path. */
+#ifndef SP_OUTFILE_H
+#define SP_OUTFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sp_outfile {
+    char final[4096];
+    char tmp[4200];
+    int fd;
+} sp_outfile_t;
+
+/* "<worker>.<unix_ns>", worker reduced to [A-Za-z0-9._-] (others -> '_', no
+ * leading '.', at most 128 bytes) so it cannot leave the output directory. */
+void sp_outfile_stem(char *out, size_t len, const char *worker, uint64_t unix_ns);
+
+/* Creates dir (and parents) if needed and opens the temporary file for
+ * dir/stem+suffix. 0 on success; on failure prints one stepprof: line. */
+int sp_outfile_open(sp_outfile_t *f, const char *dir, const char *stem, const char *suffix);
+int sp_outfile_commit(sp_outfile_t *f);  /* close + rename; 0 on success */
+void sp_outfile_abort(sp_outfile_t *f);  /* close + unlink the temporary */
+
+#endif

@@ -1,0 +1,266 @@
+/* exporters/trace.c — streams one window's events as Kineto-flavoured Chrome
+ * trace JSON: top-level keys in the order HTA and TensorBoard expect (rank
+ * metadata before traceEvents), host events as "X" slices on pid/tid, process
+ * and thread metadata, and the closing "Record Window End" instant. The args
+ * of each runtime call are printed from its API shape (collectors/api.h). */
+#define _GNU_SOURCE
+#include "trace.h"
+
+#include "../collectors/api.h"
+#include "../collectors/clock.h"
+#include "../collectors/kernels.h"
+#include "../collectors/strings.h"
+#include "gz.h"
+#include "jsonw.h"
+#include "outfile.h"
+#include "../collectors/log.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define STEPPROF_VERSION "0.1.0"
+
+typedef struct ctx {
+    sp_jw_t *w;
+    int pid;
+    uint64_t base_ns;
+} ctx_t;
+
+static const char *copy_kind_name(uint64_t k)
+{
+    static const char *const names[] = {"HtoH", "HtoD", "DtoH", "DtoD", "Default"};
+    if (k < sizeof names / sizeof names[0])
+        return names[k];
+    return k == SP_COPY_PEER ? "PtoP" : "Unknown";
+}
+
+static uint64_t correlation(const sp_event_ref_t *r)
+{
+    return ((uint64_t)r->thread->slot << 32) | r->ev.corr;
+}
+
+static void slice_head(ctx_t *c, const char *cat, const char *name, const sp_event_ref_t *r)
+{
+    sp_jw_t *w = c->w;
+    sp_jw_printf(w, "{\"ph\": \"X\", \"cat\": \"%s\", \"name\": ", cat);
+    sp_jw_str(w, name, 1);
+    sp_jw_printf(w, ", \"pid\": %d, \"tid\": %d, \"ts\": ", c->pid, r->thread->tid);
+    sp_jw_us(w, (int64_t)(r->ev.t0 - c->base_ns));
+    sp_jw_puts(w, ", \"dur\": ");
+    sp_jw_us(w, (int64_t)(r->ev.t1 - r->ev.t0));
+}
+
+static void dim_arg(sp_jw_t *w, const char *key, uint64_t xy, uint32_t z)
+{
+    sp_jw_printf(w, ", \"%s\": [%u, %u, %u]", key, (unsigned)(xy & 0xffffffffu), (unsigned)(xy >> 32), z);
+}
+
+static void api_args(sp_jw_t *w, const sp_event_t *e)
+{
+    const sp_api_info_t *api = &sp_api_table[e->name];
+    switch (api->shape) {
+    case SP_SHAPE_LAUNCH:
+    case SP_SHAPE_KLAUNCH: {
+        const char *k = sp_kern_name((const void *)(uintptr_t)e->a[0], api->shape == SP_SHAPE_KLAUNCH);
+        if (k) {
+            sp_jw_puts(w, ", \"kernel\": ");
+            sp_jw_str(w, k, 1);
+        }
+        dim_arg(w, "grid", e->a[1], (uint32_t)e->a[4]);
+        dim_arg(w, "block", e->a[2], (uint32_t)(e->a[4] >> 32));
+        sp_jw_printf(w, ", \"shared memory\": %u", e->aux);
+        break;
+    }
+    case SP_SHAPE_GRAPH:
+        sp_jw_printf(w, ", \"graph exec\": %" PRIu64, e->a[0]);
+        break;
+    case SP_SHAPE_HOSTFN:
+        sp_jw_printf(w, ", \"host function\": %" PRIu64, e->a[0]);
+        break;
+    case SP_SHAPE_ALLOC:
+        sp_jw_printf(w, ", \"bytes\": %" PRIu64 ", \"ptr\": %" PRIu64, e->a[1], e->a[0]);
+        if (e->name == SP_API_cudaMallocPitch)
+            sp_jw_printf(w, ", \"pitch\": %" PRIu64, e->a[2]);
+        else if (e->a[2])
+            sp_jw_printf(w, ", \"flags\": %" PRIu64, e->a[2]);
+        break;
+    case SP_SHAPE_FREE:
+        sp_jw_printf(w, ", \"ptr\": %" PRIu64, e->a[0]);
+        break;
+    case SP_SHAPE_COPY:
+        sp_jw_printf(w, ", \"bytes\": %" PRIu64 ", \"kind\": \"%s\", \"dst\": %" PRIu64 ", \"src\": %" PRIu64, e->a[1],
+                     copy_kind_name(e->a[2]), e->a[0], e->a[4]);
+        if (e->a[2] == SP_COPY_PEER)
+            sp_jw_printf(w, ", \"dstDevice\": %u, \"srcDevice\": %u", e->aux & 0xffffu, e->aux >> 16);
+        break;
+    case SP_SHAPE_SET:
+        sp_jw_printf(w, ", \"bytes\": %" PRIu64 ", \"ptr\": %" PRIu64 ", \"value\": %d", e->a[1], e->a[0],
+                     (int)e->a[2]);
+        break;
+    case SP_SHAPE_SYNC:
+        if (e->a[0])
+            sp_jw_printf(w, ", \"event\": %" PRIu64, e->a[0]);
+        break;
+    case SP_SHAPE_PLAIN:
+        break;
+    }
+    if (api->has_stream)
+        sp_jw_printf(w, ", \"stream\": %" PRIu64, e->a[3]);
+}
+
+static void write_event(ctx_t *c, const sp_event_ref_t *r, uint64_t *ext_id)
+{
+    sp_jw_t *w = c->w;
+    const sp_event_t *e = &r->ev;
+    char name[64];
+    switch (e->kind) {
+    case SP_EV_API:
+        if (e->name >= SP_API_COUNT)
+            return;
+        slice_head(c, "cuda_runtime", sp_api_table[e->name].name, r);
+        sp_jw_printf(w, ", \"args\": {\"cbid\": %d, \"correlation\": %" PRIu64 ", \"result\": %d",
+                     sp_api_table[e->name].cbid, correlation(r), e->result);
+        api_args(w, e);
+        sp_jw_puts(w, "}}");
+        break;
+    case SP_EV_STEP:
+        snprintf(name, sizeof name, "ProfilerStep#%" PRIu64, e->a[0]);
+        slice_head(c, "user_annotation", name, r);
+        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}}", ++*ext_id);
+        break;
+    case SP_EV_RANGE:
+        slice_head(c, "user_annotation", sp_str_get(e->name), r);
+        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}}", ++*ext_id);
+        break;
+    case SP_EV_MARK:
+        sp_jw_puts(w, "{\"ph\": \"i\", \"s\": \"t\", \"cat\": \"user_annotation\", \"name\": ");
+        sp_jw_str(w, sp_str_get(e->name), 1);
+        sp_jw_printf(w, ", \"pid\": %d, \"tid\": %d, \"ts\": ", c->pid, r->thread->tid);
+        sp_jw_us(w, (int64_t)(e->t0 - c->base_ns));
+        sp_jw_puts(w, "}");
+        break;
+    default:
+        return;
+    }
+    sp_jw_puts(w, ",\n");
+}
+
+static void read_comm(const char *path, char *out, size_t len, const char *fallback)
+{
+    snprintf(out, len, "%s", fallback);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    if (fgets(out, (int)len, f))
+        out[strcspn(out, "\n")] = 0;
+    else
+        snprintf(out, len, "%s", fallback);
+    fclose(f);
+}
+
+static void meta(sp_jw_t *w, const char *name, int pid, int tid, const char *key, const char *sval, long ival)
+{
+    sp_jw_printf(w, "{\"name\": \"%s\", \"ph\": \"M\", \"ts\": 0, \"pid\": %d, \"tid\": %d, \"args\": {\"%s\": ", name,
+                 pid, tid, key);
+    if (sval)
+        sp_jw_str(w, sval, 1);
+    else
+        sp_jw_printf(w, "%ld", ival);
+    sp_jw_puts(w, "}},\n");
+}
+
+static int cmp_thread(const void *a, const void *b)
+{
+    const sp_thread_t *x = *(const sp_thread_t *const *)a, *y = *(const sp_thread_t *const *)b;
+    return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+static void write_metadata(ctx_t *c, const sp_event_ref_t *ev, size_t n)
+{
+    char comm[64], path[64], label[128];
+    read_comm("/proc/self/comm", comm, sizeof comm, "process");
+    meta(c->w, "process_name", c->pid, 0, "name", comm, 0);
+    meta(c->w, "process_labels", c->pid, 0, "labels", "CPU", 0);
+    meta(c->w, "process_sort_index", c->pid, 0, "sort_index", NULL, c->pid);
+    /* Distinct threads that have events, in tid order. */
+    size_t nt = 0;
+    const sp_thread_t **ts = malloc((n ? n : 1) * sizeof *ts);
+    if (!ts)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        while (k < nt && ts[k] != ev[i].thread)
+            k++;
+        if (k == nt)
+            ts[nt++] = ev[i].thread;
+    }
+    qsort(ts, nt, sizeof *ts, cmp_thread);
+    for (size_t i = 0; i < nt; i++) {
+        snprintf(path, sizeof path, "/proc/self/task/%d/comm", ts[i]->tid);
+        read_comm(path, comm, sizeof comm, ts[i]->name);
+        snprintf(label, sizeof label, "thread %d (%s)", ts[i]->tid, comm);
+        meta(c->w, "thread_name", c->pid, ts[i]->tid, "name", label, 0);
+        meta(c->w, "thread_sort_index", c->pid, ts[i]->tid, "sort_index", NULL, ts[i]->tid);
+    }
+    free(ts);
+}
+
+static void write_header(sp_jw_t *w, const sp_export_job_t *job, uint64_t base_epoch_ns)
+{
+    sp_jw_puts(w, "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n");
+    const char *rank = getenv("RANK"), *world = getenv("WORLD_SIZE");
+    if (rank && *rank && strspn(rank, "0123456789") == strlen(rank))
+        sp_jw_printf(w, "  \"distributedInfo\": {\"rank\": %ld, \"world_size\": %ld},\n", strtol(rank, NULL, 10),
+                     world && *world ? strtol(world, NULL, 10) : 1L);
+    sp_jw_printf(w, "  \"stepprof_version\": \"%s\",\n  \"stepprof_cycle\": %ld,\n", STEPPROF_VERSION, job->cycle);
+    if (job->first_step >= 0)
+        sp_jw_printf(w, "  \"stepprof_steps\": [%ld, %ld],\n", job->first_step, job->last_step);
+    sp_jw_printf(w, "  \"stepprof_dropped_events\": %" PRIu64 ",\n  \"stepprof_truncated\": %s,\n", job->dropped,
+                 job->truncated ? "true" : "false");
+    sp_jw_printf(w, "  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": %" PRIu64 ",\n  \"traceEvents\": [\n",
+                 base_epoch_ns);
+}
+
+int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_ref_t *ev, size_t n,
+                   uint64_t base_ns, uint64_t end_ns)
+{
+    sp_outfile_t f;
+    if (sp_outfile_open(&f, job->output_dir, stem, job->use_gzip ? ".pt.trace.json.gz" : ".pt.trace.json") != 0)
+        return -1;
+    sp_jw_t *w = malloc(sizeof *w);
+    if (!w) {
+        sp_outfile_abort(&f);
+        return -1;
+    }
+    sp_gz_t *gz = job->use_gzip ? sp_gz_open(f.fd) : NULL;
+    if (job->use_gzip && !gz) {
+        sp_outfile_abort(&f);
+        if (sp_outfile_open(&f, job->output_dir, stem, ".pt.trace.json") != 0) {
+            free(w);
+            return -1;
+        }
+    }
+    sp_jw_init(w, f.fd, gz);
+    ctx_t c = {w, (int)getpid(), base_ns};
+    write_header(w, job, base_ns + (uint64_t)sp_clock_epoch_offset());
+    write_metadata(&c, ev, n);
+    uint64_t ext_id = 0;
+    for (size_t i = 0; i < n && !w->err; i++)
+        write_event(&c, &ev[i], &ext_id);
+    sp_jw_puts(w, "{\"name\": \"Record Window End\", \"ph\": \"i\", \"s\": \"g\", \"pid\": \"\", \"tid\": \"\", \"ts\": ");
+    sp_jw_us(w, (int64_t)(end_ns - base_ns));
+    sp_jw_puts(w, "}\n  ],\n  \"traceName\": ");
+    sp_jw_str(w, f.final, 0);
+    sp_jw_puts(w, "\n}\n");
+    int err = sp_jw_finish(w) != 0 ? w->err : 0;
+    free(w);
+    if (err) {
+        sp_log(SP_LOG_ERROR, "cannot write %s: %s; this cycle's trace is dropped", f.final, strerror(err));
+        sp_outfile_abort(&f);
+        return -1;
+    }
+    return sp_outfile_commit(&f);
+}

@@ -1,0 +1,120 @@
+/* exporters/worker.c — the background exporter thread, so the training
+ * thread that ends a cycle does not wait for its files. Jobs queue in a
+ * linked list under a mutex; the thread is created on the first job with
+ * every signal blocked (the program's signals must reach its own threads).
+ * Draining at exit waits with a deadline: a stuck write must not hang the
+ * program's exit. */
+#include "export.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct node {
+    sp_export_job_t job;
+    struct node *next;
+} node_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t idle = PTHREAD_COND_INITIALIZER;
+static node_t *head, *tail;
+static int busy;
+static int started;
+
+static void *worker_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        while (!head)
+            pthread_cond_wait(&wake, &lock);
+        node_t *n = head;
+        head = n->next;
+        if (!head)
+            tail = NULL;
+        busy = 1;
+        pthread_mutex_unlock(&lock);
+        sp_export_run(&n->job);
+        free(n);
+        pthread_mutex_lock(&lock);
+        busy = 0;
+        if (!head)
+            pthread_cond_broadcast(&idle);
+    }
+    return NULL;
+}
+
+static int start_worker(void)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t th;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&th, &attr, worker_main, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+void sp_export_submit(const sp_export_job_t *job)
+{
+    node_t *n = malloc(sizeof *n);
+    if (!n) {
+        sp_export_run(job);
+        return;
+    }
+    n->job = *job;
+    n->next = NULL;
+    pthread_mutex_lock(&lock);
+    if (!started)
+        started = start_worker() == 0 ? 1 : -1;
+    if (started < 0) {
+        pthread_mutex_unlock(&lock);
+        sp_export_run(job);
+        free(n);
+        return;
+    }
+    if (tail)
+        tail->next = n;
+    else
+        head = n;
+    tail = n;
+    pthread_cond_signal(&wake);
+    pthread_mutex_unlock(&lock);
+}
+
+int sp_export_drain(double timeout_s)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += (time_t)timeout_s;
+    dl.tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    int rc = 0;
+    pthread_mutex_lock(&lock);
+    while ((head || busy) && rc == 0)
+        rc = pthread_cond_timedwait(&idle, &lock, &dl);
+    int drained = !head && !busy;
+    pthread_mutex_unlock(&lock);
+    return drained ? 0 : -1;
+}
+
+void sp_export_after_fork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+    pthread_cond_init(&wake, NULL);
+    pthread_cond_init(&idle, NULL);
+    head = tail = NULL;
+    busy = 0;
+    started = 0;
+}

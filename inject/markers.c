@@ -1,0 +1,78 @@
+/* inject/markers.c — step markers seen by the runtime interposers: every N-th
+ * launch of a kernel whose demangled name matches a glob, and
+ * cudaProfilerStart/Stop. The match result is cached per launch pointer, so
+ * each distinct kernel is demangled and matched once. */
+#define _GNU_SOURCE
+#include "markers.h"
+
+#include "../collectors/events.h"
+#include "../collectors/kernels.h"
+#include "../schedule/schedule.h"
+
+#include <fnmatch.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+int sp_marker_flags;
+
+#define CACHE 1024u
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    const void *fn;
+    int match;
+} cache[CACHE];
+static long launches;
+
+/* Matches the full demangled name, or its bare form: without the return type
+ * that template kernels carry and without the parameter list. */
+static int name_matches(const char *glob, const char *name)
+{
+    if (fnmatch(glob, name, 0) == 0)
+        return 1;
+    char bare[1024];
+    const char *start = name;
+    const char *paren = strchr(name, '(');
+    const char *space = strchr(name, ' ');
+    const char *angle = strchr(name, '<');
+    if (space && paren && space < paren && (!angle || space < angle))
+        start = space + 1;
+    size_t len = paren ? (size_t)(paren - start) : strlen(start);
+    if (len >= sizeof bare)
+        len = sizeof bare - 1;
+    memcpy(bare, start, len);
+    bare[len] = 0;
+    return fnmatch(glob, bare, 0) == 0;
+}
+
+static int matches(const sp_config_t *cfg, const void *fn, int is_handle)
+{
+    unsigned i = (unsigned)(((uintptr_t)fn >> 4) & (CACHE - 1));
+    if (cache[i].fn == fn)
+        return cache[i].match;
+    const char *name = sp_kern_name(fn, is_handle);
+    int m = name && name_matches(cfg->marker.name, name);
+    cache[i].fn = fn;
+    cache[i].match = m;
+    return m;
+}
+
+void sp_mark_kernel_slow(const void *fn, int is_handle, uint32_t *window)
+{
+    const sp_config_t *cfg = sp_sched_config();
+    if (!cfg)
+        return;
+    pthread_mutex_lock(&lock);
+    int hit = matches(cfg, fn, is_handle) && launches++ % (cfg->marker.every_n > 0 ? cfg->marker.every_n : 1) == 0;
+    pthread_mutex_unlock(&lock);
+    if (hit) {
+        sp_sched_boundary();
+        *window = sp_ev_gate_load();
+    }
+}
+
+void sp_mark_profiler_slow(int start, uint32_t *window)
+{
+    sp_sched_profiler_api(start);
+    *window = sp_ev_gate_load();
+}

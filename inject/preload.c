@@ -1,0 +1,133 @@
+/* inject/preload.c — what runs because the process loaded us: the
+ * constructor (cheap checks only: a process that never calls CUDA must pay
+ * nothing and write nothing), activation at the first intercepted CUDA call,
+ * real-symbol resolution for the interposers, the statically-linked-cudart
+ * warning, and the fork handler. */
+#define _GNU_SOURCE
+#include "hook.h"
+
+#include "../collectors/log.h"
+#include "../schedule/schedule.h"
+#include "signals.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void sp_nvtx_claim(void); /* inject/nvtx.c */
+
+static pthread_once_t activate_once = PTHREAD_ONCE_INIT;
+
+static void activate(void)
+{
+    int saved = errno;
+    sp_sched_activate();
+    const sp_config_t *cfg = sp_sched_config();
+    if (cfg && cfg->marker.has_signal)
+        sp_signal_install(cfg->marker.signo);
+    errno = saved;
+}
+
+sp_thread_t *sp_hook_enter(uint32_t *window)
+{
+    if (SP_UNLIKELY(*window == SP_GATE_UNINIT)) {
+        pthread_once(&activate_once, activate);
+        *window = sp_ev_gate_load();
+        if (*window == 0 || *window == SP_GATE_UNINIT)
+            return NULL;
+    }
+    if (SP_UNLIKELY(sp_sched_signal_flag))
+        sp_sched_poll_signal();
+    sp_thread_t *t = sp_ev_thread();
+    if (!t || t->in_hook)
+        return NULL;
+    t->in_hook = 1;
+    return t;
+}
+
+static int missing_symbol(void)
+{
+    return 999; /* cudaErrorUnknown */
+}
+
+void *sp_real(const char *name)
+{
+    void *f = dlsym(RTLD_NEXT, name);
+    if (!f) {
+        sp_log(SP_LOG_ERROR, "%s is not defined by any library after stepprof; the call returns cudaErrorUnknown",
+               name);
+        f = (void *)missing_symbol;
+    }
+    return f;
+}
+
+static int find_cudart(struct dl_phdr_info *info, size_t size, void *found)
+{
+    (void)size;
+    if (info->dlpi_name && strstr(info->dlpi_name, "libcudart.so"))
+        *(int *)found = 1;
+    return *(int *)found;
+}
+
+/* Does the executable carry device code (an .nv_fatbin section)? Only the
+ * section headers are read, so the cost is a few small reads. */
+static int exe_has_fatbin(void)
+{
+    int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int found = 0;
+    Elf64_Ehdr eh;
+    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+        eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_shentsize == sizeof(Elf64_Shdr) && eh.e_shnum > 0 &&
+        eh.e_shnum < 4096 && eh.e_shstrndx < eh.e_shnum) {
+        size_t n = eh.e_shnum;
+        Elf64_Shdr *sh = malloc(n * sizeof *sh);
+        if (sh && pread(fd, sh, n * sizeof *sh, (off_t)eh.e_shoff) == (ssize_t)(n * sizeof *sh)) {
+            Elf64_Shdr *str = &sh[eh.e_shstrndx];
+            char *names = str->sh_size < (1u << 20) ? malloc(str->sh_size + 1) : NULL;
+            if (names && pread(fd, names, str->sh_size, (off_t)str->sh_offset) == (ssize_t)str->sh_size) {
+                names[str->sh_size] = 0;
+                for (size_t i = 0; i < n && !found; i++)
+                    found = sh[i].sh_name < str->sh_size && strcmp(names + sh[i].sh_name, ".nv_fatbin") == 0;
+            }
+            free(names);
+        }
+        free(sh);
+    }
+    close(fd);
+    return found;
+}
+
+static void warn_static_cudart(void)
+{
+    int found = 0;
+    dl_iterate_phdr(find_cudart, &found);
+    if (!found && exe_has_fatbin())
+        sp_log(SP_LOG_WARN,
+               "this program links the CUDA runtime statically (nvcc's default -cudart static): its runtime calls "
+               "never pass through a shared libcudart, so stepprof cannot intercept them; rebuild with "
+               "'nvcc -cudart shared' (on a GPU machine CUPTI still records its GPU work)");
+}
+
+static void after_fork_child(void)
+{
+    activate_once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    sp_sched_after_fork_child();
+}
+
+__attribute__((constructor)) static void stepprof_init(void)
+{
+    int saved = errno;
+    sp_sched_preinit();
+    sp_nvtx_claim();
+    warn_static_cudart();
+    pthread_atfork(NULL, NULL, after_fork_child);
+    errno = saved;
+}

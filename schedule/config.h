@@ -1,0 +1,92 @@
+/* schedule/config.h — the resolved configuration of one run: defaults, then
+ * the `profiling:` section of $PROF_CONFIG (else ./profiling.yaml), then the
+ * PROF_* environment. The keys themselves are listed once, in config_keys.h.
+ *
+ * Contract of sp_config_load: it never exits or crashes on any input and keeps
+ * no global state. On the first problem it prints exactly one line,
+ *   stepprof: <where>: <what>; profiling disabled for this run
+ * and returns -1; the caller then runs the program without profiling and
+ * prints nothing more. Warnings (warmup 0, unknown PROF_* variables that look
+ * like no key) print one line each and do not fail the load. */
+#ifndef SP_CONFIG_H
+#define SP_CONFIG_H
+
+#include <stddef.h>
+
+#include "config_keys.h"
+
+typedef enum { SP_MARK_NONE, SP_MARK_NVTX, SP_MARK_FUNCTION, SP_MARK_KERNEL, SP_MARK_PROFILER_API } sp_marker_kind_t;
+
+/* A parsed marker spec. every_n is 1 unless kernel:GLOB/N gave N; signo is 0
+ * unless has_signal. name is the NVTX range name, symbol or kernel glob;
+ * scope the NVTX domain or library ("" when not given). */
+typedef struct sp_marker {
+    sp_marker_kind_t kind;
+    char name[256];
+    char scope[256];
+    long every_n;
+    int has_signal;
+    int signo;
+} sp_marker_t;
+
+/* Bits of sp_config_t.table.print. */
+enum { SP_TABLE_PRINT_NONE = 0, SP_TABLE_PRINT_STDERR = 1, SP_TABLE_PRINT_FILE = 2, SP_TABLE_PRINT_BOTH = 3 };
+
+/* Where a key's value came from: sp_config_t.set[SP_CFG_<ID>]. */
+enum { SP_CFG_SRC_DEFAULT = 0, SP_CFG_SRC_FILE = 1, SP_CFG_SRC_ENV = 2 };
+
+/* SP_CFG_ENABLED, SP_CFG_SKIP_FIRST, ... SP_CFG_TABLE_PRINT, then SP_CFG_NKEYS. */
+#define SP_CFG_ENUM_ROW(id, ...) SP_CFG_##id,
+enum { SP_CONFIG_KEYS(SP_CFG_ENUM_ROW) SP_CFG_NKEYS };
+#undef SP_CFG_ENUM_ROW
+
+typedef struct sp_config {
+    int enabled;
+    long skip_first;
+    int skip_first_wait;
+    long wait, warmup, active, repeat;
+    int has_schedule;            /* any of skip_first..repeat set by file or env */
+    char marker_spec[512];
+    sp_marker_t marker;
+    char output_dir[4096];
+    char worker_name[256];
+    int use_gzip, record_shapes, profile_memory, with_stack;
+    long buffer_mb;
+    int log_level;               /* SP_LOG_INFO; quiet = SP_LOG_WARN (errors and warnings); debug = SP_LOG_DEBUG */
+    struct {
+        char sort_by[32];        /* "" = automatic, else one of the torch sort_by names */
+        long row_limit;          /* -1 = all rows */
+        int group_by_input_shape;
+        long group_by_stack_n;
+        int print;               /* SP_TABLE_PRINT_* bits */
+    } table;
+    char source[4096];           /* config file actually read, "" if none */
+    unsigned char set[SP_CFG_NKEYS]; /* SP_CFG_SRC_* per key */
+} sp_config_t;
+
+/* Defaults, then file, then env. 0 ok, -1 error (its one line is printed).
+ * PROF_ENABLED=false (or 0/no/off) short-circuits: nothing else is read and
+ * the result is the defaults with enabled = 0, so a broken file cannot get in
+ * the way of switching stepprof off. An empty PROF_X counts as unset. */
+int sp_config_load(sp_config_t *out);
+void sp_config_defaults(sp_config_t *out);
+
+/* true/false/1/0/yes/no/on/off, any case, surrounding blanks allowed. 0 ok, -1 not a boolean. */
+int sp_config_parse_bool(const char *s, int *out);
+/* Decimal integer, optional sign, surrounding blanks allowed; rejects
+ * anything else and overflow. 0 ok, -1 not an integer. */
+int sp_config_parse_long(const char *s, long *out);
+/* Marker spec (see the marker row in config_keys.h). 0 ok; -1 with the reason
+ * written to why (no "stepprof:" prefix, no location). */
+int sp_config_parse_marker(const char *spec, sp_marker_t *out, char *why, size_t whylen);
+
+/* Read-only view of key i of the table, for help output and tests. */
+typedef struct sp_config_key_info {
+    const char *name;   /* "table.sort_by" */
+    const char *def;    /* default, as written in YAML */
+    const char *help;
+    char env[64];       /* "PROF_TABLE_SORT_BY" */
+} sp_config_key_info_t;
+int sp_config_key_info(int i, sp_config_key_info_t *out);   /* 0 ok, -1 if i is not in 0..SP_CFG_NKEYS-1 */
+
+#endif

@@ -1,0 +1,67 @@
+/* schedule/config_keys.h — the one table of configuration keys. Each row is
+ * everything stepprof knows about a key: its name below `profiling:` (dotted
+ * for the one level of nesting: "table.sort_by" is `table: {sort_by: ...}` in
+ * YAML and PROF_TABLE_SORT_BY in the environment), its type, the sp_config_t
+ * field it fills, its default written in the same syntax a user would write,
+ * its bounds (integers), its allowed words (enums) and a one-line help text.
+ * Adding a key is one row here plus its field in sp_config_t (config.c checks
+ * at compile time that the field matches the type).
+ *
+ * X(ID, name, type, field, default, min, max, choices, help)
+ *   type: BOOL (int), LONG (long, min..max), STR (char[]), ENUM (int: the
+ *   value of the matched word in `choices`), WORD (char[]: the matched word
+ *   itself), MARKER (char[] spec, also parsed into sp_config_t.marker).
+ *   `choices` names a table in config.c; it is only expanded there. */
+#ifndef SP_CONFIG_KEYS_H
+#define SP_CONFIG_KEYS_H
+
+/* Upper bound for counts that have no natural one: keeps the schedule
+ * arithmetic (wait + warmup + active, step + wait) far from overflow. */
+#define SP_CFG_BIG 1000000000000L
+
+#define SP_CONFIG_KEYS(X)                                                                          \
+    X(ENABLED, "enabled", BOOL, enabled, "true", 0, 0, NULL,                                       \
+      "master switch; false leaves the program untouched")                                         \
+    X(SKIP_FIRST, "skip_first", LONG, skip_first, "0", 0, SP_CFG_BIG, NULL,                        \
+      "steps ignored before the first cycle starts")                                               \
+    X(SKIP_FIRST_WAIT, "skip_first_wait", BOOL, skip_first_wait, "false", 0, 0, NULL,              \
+      "the first cycle starts without its wait phase")                                             \
+    X(WAIT, "wait", LONG, wait, "0", 0, SP_CFG_BIG, NULL,                                          \
+      "idle steps at the start of every cycle")                                                    \
+    X(WARMUP, "warmup", LONG, warmup, "1", 0, SP_CFG_BIG, NULL,                                    \
+      "steps traced then discarded before recording, so start-up costs stay out")                  \
+    X(ACTIVE, "active", LONG, active, "1", 1, SP_CFG_BIG, NULL,                                    \
+      "recorded steps per cycle; a trace is written after the last one")                           \
+    X(REPEAT, "repeat", LONG, repeat, "1", 0, SP_CFG_BIG, NULL,                                    \
+      "number of cycles; 0 cycles until the program ends")                                         \
+    X(MARKER, "marker", MARKER, marker_spec, "", 0, 0, NULL,                                       \
+      "what counts as a step: nvtx:NAME[@DOMAIN], function:SYMBOL[@LIBRARY], kernel:GLOB[/N] "     \
+      "or cudaProfilerApi, optionally followed by ,signal[:SIGNAME]")                              \
+    X(OUTPUT_DIR, "output_dir", STR, output_dir, "./profiler_traces", 0, 0, NULL,                  \
+      "directory for traces, tables and summaries")                                                \
+    X(WORKER_NAME, "worker_name", STR, worker_name, "", 0, 0, NULL,                                \
+      "file name prefix; empty means <hostname>_<pid>")                                            \
+    X(USE_GZIP, "use_gzip", BOOL, use_gzip, "false", 0, 0, NULL,                                   \
+      "write .pt.trace.json.gz instead of .pt.trace.json")                                         \
+    X(RECORD_SHAPES, "record_shapes", BOOL, record_shapes, "false", 0, 0, NULL,                    \
+      "record launch shapes (grid, block) as input shapes")                                        \
+    X(PROFILE_MEMORY, "profile_memory", BOOL, profile_memory, "false", 0, 0, NULL,                 \
+      "track device allocations and frees")                                                        \
+    X(WITH_STACK, "with_stack", BOOL, with_stack, "false", 0, 0, NULL,                             \
+      "capture host call stacks of CUDA calls")                                                    \
+    X(BUFFER_MB, "buffer_mb", LONG, buffer_mb, "256", 1, 65536, NULL,                              \
+      "event buffer pool in MiB; events beyond it are dropped and counted")                        \
+    X(LOG, "log", ENUM, log_level, "info", 0, 0, log_choices,                                      \
+      "info: plan and files written; quiet: errors and warnings only; debug: more")                \
+    X(TABLE_SORT_BY, "table.sort_by", WORD, table.sort_by, "", 0, 0, sort_choices,                 \
+      "key-average table order (descending); empty means automatic")                               \
+    X(TABLE_ROW_LIMIT, "table.row_limit", LONG, table.row_limit, "20", -1, SP_CFG_BIG, NULL,       \
+      "rows in the key-average table; -1 prints all")                                              \
+    X(TABLE_GROUP_BY_INPUT_SHAPE, "table.group_by_input_shape", BOOL, table.group_by_input_shape,  \
+      "false", 0, 0, NULL, "one row per (name, input shapes) instead of per name")                 \
+    X(TABLE_GROUP_BY_STACK_N, "table.group_by_stack_n", LONG, table.group_by_stack_n, "0", 0,      \
+      SP_CFG_BIG, NULL, "one row per (name, top N stack frames); 0 disables")                      \
+    X(TABLE_PRINT, "table.print", ENUM, table.print, "file", 0, 0, print_choices,                  \
+      "where the key-average table goes: stderr, file, both or none")
+
+#endif

@@ -1,0 +1,292 @@
+/* schedule/schedule.c — the step state machine. Marker hits (any thread) come
+ * in as boundaries; each boundary ends step s and begins s+1, whose action
+ * (plan.h, torch.profiler semantics) decides the gate: closed (NONE), a warmup
+ * window (timed, not stored), or a record window. When a RECORD_AND_SAVE step
+ * ends, the window is closed and an export job is queued for the background
+ * exporter. Each recorded step leaves a ProfilerStep#N record on the thread
+ * that hit the marker, spanning boundary to boundary. One mutex guards the
+ * state: boundaries are rare (once per training step). */
+#define _GNU_SOURCE
+#include "schedule.h"
+
+#include "../collectors/clock.h"
+#include "../collectors/events.h"
+#include "../collectors/log.h"
+#include "../exporters/export.h"
+#include "../inject/markers.h"
+#include "plan.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static sp_config_t cfg;
+static int active;             /* activated and enabled */
+static int finished;
+
+static sp_sched_t sched;
+static long step = -1;         /* current step, -1 before the first boundary */
+static sp_action_t action = SP_ACT_NONE;
+static uint64_t step_t0;       /* ticks at the current step's start */
+static uint32_t next_window = 1;
+static uint32_t cur_window;    /* open record window, 0 when none */
+static uint64_t window_t0;
+static uint64_t drop_base;
+static long cycle;             /* cycles written so far */
+static long cycle_first_step;
+static int idle_gate_count;    /* gate value while NONE: SP_WIN_COUNT if markers need calls */
+static int signal_mode;        /* a signal arms one cycle at the next boundary */
+static int signal_only;        /* no step marker: each signal starts or ends a window */
+static long arm_step = -1;     /* step where the armed cycle began, -1 when disarmed */
+
+volatile sig_atomic_t sp_sched_signal_flag;
+
+static uint32_t idle_gate(void)
+{
+    return idle_gate_count ? SP_WIN_COUNT : 0;
+}
+
+static void worker_name(char *out, size_t len)
+{
+    if (cfg.worker_name[0]) {
+        snprintf(out, len, "%s", cfg.worker_name);
+        return;
+    }
+    char host[256] = "host";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = 0;
+    snprintf(out, len, "%s_%d", host, (int)getpid());
+}
+
+static void open_record_window(uint64_t now)
+{
+    cur_window = next_window++ & ~(SP_WIN_WARMUP | SP_WIN_COUNT);
+    window_t0 = now;
+    drop_base = sp_ev_dropped_total();
+    cycle_first_step = step;
+    sp_ev_set_gate(cur_window);
+}
+
+static void close_record_window(uint64_t now, int truncated)
+{
+    sp_export_job_t job;
+    memset(&job, 0, sizeof job);
+    job.window = cur_window;
+    job.t_begin = window_t0;
+    job.t_end = now;
+    job.cycle = cycle++;
+    job.first_step = cycle_first_step;
+    job.last_step = cycle_first_step < 0 ? -1 : step;
+    job.dropped = sp_ev_dropped_total() - drop_base;
+    job.truncated = truncated;
+    job.use_gzip = cfg.use_gzip;
+    snprintf(job.output_dir, sizeof job.output_dir, "%s", cfg.output_dir);
+    worker_name(job.worker, sizeof job.worker);
+    cur_window = 0;
+    sp_ev_set_gate(idle_gate());
+    sp_export_submit(&job);
+}
+
+/* The ProfilerStep#N record of the step that just ended. */
+static void emit_step(uint64_t now)
+{
+    sp_thread_t *t = sp_ev_thread();
+    sp_event_t *e = t ? sp_ev_reserve(t, cur_window) : NULL;
+    if (!e)
+        return;
+    memset(e, 0, sizeof *e);
+    e->t0 = step_t0;
+    e->t1 = now;
+    e->kind = SP_EV_STEP;
+    e->window = cur_window;
+    e->a[0] = (uint64_t)step;
+    sp_ev_commit(t);
+}
+
+/* With a signal marker the schedule runs one cycle, counted from the step
+ * where it was armed; otherwise it is the configured schedule over all steps. */
+static sp_action_t action_for(long s)
+{
+    if (!signal_mode)
+        return sp_sched_action(&sched, s);
+    if (arm_step < 0 && sp_sched_signal_flag) {
+        sp_sched_signal_flag = 0;
+        arm_step = s;
+        sp_log(SP_LOG_INFO, "signal received: recording one cycle from step %ld", s);
+    }
+    if (arm_step < 0)
+        return SP_ACT_NONE;
+    sp_sched_t one = sched;
+    one.skip_first = 0;
+    one.skip_first_wait = 0;
+    one.repeat = 1;
+    sp_action_t a = sp_sched_action(&one, s - arm_step);
+    if (a == SP_ACT_NONE && s - arm_step >= sched.wait + sched.warmup + sched.active)
+        arm_step = -1;
+    return a;
+}
+
+static void enter_action(sp_action_t next, uint64_t now)
+{
+    int was_rec = action == SP_ACT_RECORD || action == SP_ACT_RECORD_AND_SAVE;
+    int is_rec = next == SP_ACT_RECORD || next == SP_ACT_RECORD_AND_SAVE;
+    if (is_rec && !was_rec)
+        open_record_window(now);
+    else if (next == SP_ACT_WARMUP && action != SP_ACT_WARMUP)
+        sp_ev_set_gate((next_window++ & ~SP_WIN_COUNT) | SP_WIN_WARMUP);
+    else if (next == SP_ACT_NONE && action != SP_ACT_NONE)
+        sp_ev_set_gate(idle_gate());
+    action = next;
+}
+
+void sp_sched_boundary(void)
+{
+    pthread_mutex_lock(&lock);
+    if (!active || finished) {
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    uint64_t now = sp_clock_ticks();
+    if (cur_window && step >= 0)
+        emit_step(now);
+    if (action == SP_ACT_RECORD_AND_SAVE)
+        close_record_window(now, 0);
+    step++;
+    step_t0 = now;
+    /* A closed window followed directly by another record step starts a new
+     * cycle: force the transition through NONE so a new window opens. */
+    if (!cur_window && (action == SP_ACT_RECORD || action == SP_ACT_RECORD_AND_SAVE))
+        action = SP_ACT_NONE;
+    enter_action(action_for(step), now);
+    pthread_mutex_unlock(&lock);
+}
+
+void sp_sched_profiler_api(int start)
+{
+    pthread_mutex_lock(&lock);
+    if (active && !finished) {
+        uint64_t now = sp_clock_ticks();
+        if (start && !cur_window && (cfg.repeat == 0 || cycle < cfg.repeat)) {
+            step++;
+            open_record_window(now);
+        } else if (!start && cur_window) {
+            close_record_window(now, 0);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void sp_sched_poll_signal(void)
+{
+    if (!signal_only)
+        return; /* with a step marker the flag waits for the next boundary */
+    pthread_mutex_lock(&lock);
+    if (active && !finished && signal_only && sp_sched_signal_flag) {
+        sp_sched_signal_flag = 0;
+        uint64_t now = sp_clock_ticks();
+        if (!cur_window && (cfg.repeat == 0 || cycle < cfg.repeat || !cfg.has_schedule)) {
+            sp_log(SP_LOG_INFO, "signal received: recording until the next one");
+            open_record_window(now);
+        } else if (cur_window) {
+            sp_log(SP_LOG_INFO, "signal received: writing the trace");
+            close_record_window(now, 0);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void sp_sched_activate(void)
+{
+    pthread_mutex_lock(&lock);
+    if (sp_config_load(&cfg) != 0 || !cfg.enabled) {
+        sp_ev_set_gate(0);
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    sp_log_level = cfg.log_level;
+    sp_clock_init();
+    if (sp_ev_pool_init(cfg.buffer_mb) != 0) {
+        sp_ev_set_gate(0);
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    sched = (sp_sched_t){cfg.skip_first, cfg.skip_first_wait, cfg.wait, cfg.warmup, cfg.active, cfg.repeat};
+    char plan[512];
+    if (sp_plan_format(&cfg, plan, sizeof plan) > 0)
+        sp_log(SP_LOG_INFO, "%s", plan);
+    active = 1;
+    switch (cfg.marker.kind) {
+    case SP_MARK_KERNEL:
+        sp_marker_flags |= SP_MF_KERNEL;
+        idle_gate_count = 1;
+        break;
+    case SP_MARK_PROFILER_API:
+        sp_marker_flags |= SP_MF_PROFILER;
+        idle_gate_count = 1;
+        break;
+    default:
+        break;
+    }
+    signal_mode = cfg.marker.has_signal && cfg.marker.kind != SP_MARK_NONE;
+    signal_only = cfg.marker.has_signal && cfg.marker.kind == SP_MARK_NONE;
+    if (signal_only)
+        idle_gate_count = 1;
+    if (cfg.marker.kind == SP_MARK_NONE && !cfg.has_schedule && !signal_only) {
+        open_record_window(sp_clock_ticks());
+        action = SP_ACT_RECORD;
+    } else {
+        sp_ev_set_gate(idle_gate());
+    }
+    pthread_mutex_unlock(&lock);
+    atexit(sp_sched_exit_handler);
+}
+
+void sp_sched_finish(int truncated)
+{
+    pthread_mutex_lock(&lock);
+    if (active && !finished) {
+        finished = 1;
+        uint64_t now = sp_clock_ticks();
+        if (cur_window) {
+            if (step >= 0)
+                emit_step(now);
+            close_record_window(now, truncated);
+        }
+        sp_ev_set_gate(0);
+    }
+    pthread_mutex_unlock(&lock);
+    sp_export_drain(10.0);
+}
+
+void sp_sched_exit_handler(void)
+{
+    sp_sched_finish(0);
+}
+
+void sp_sched_preinit(void)
+{
+}
+
+void sp_sched_after_fork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+    active = finished = 0;
+    step = -1;
+    action = SP_ACT_NONE;
+    cur_window = 0;
+    cycle = 0;
+    arm_step = -1;
+    idle_gate_count = signal_mode = signal_only = 0;
+    sp_ev_after_fork_child();
+    sp_export_after_fork_child();
+    sp_ev_set_gate(SP_GATE_UNINIT);
+}
+
+const sp_config_t *sp_sched_config(void)
+{
+    return active ? &cfg : NULL;
+}

@@ -1,0 +1,110 @@
+"""tests/lib/harness.py — what every stepprof test needs: the build paths, a
+runner that starts a target program as a real process (optionally preloaded,
+optionally on the CUDA stand-in) in a fresh temporary directory, and the traces
+it wrote. Tests raise Skip when a prerequisite (nvcc, a toolkit file) is
+missing, so the runner reports them skipped by name."""
+import glob
+import json
+import os
+import re
+import subprocess
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.join(ROOT, "build")
+LIB = os.path.join(BUILD, "libstepprof.so")
+FAKE_DIR = os.path.join(BUILD, "fakecuda")
+PROGS = os.path.join(BUILD, "programs")
+CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+
+
+TRACE_RE = re.compile(r"^(.*)\.(\d+)\.pt\.trace\.json(\.gz)?$")
+
+
+class Skip(Exception):
+    """Raised by a test whose prerequisite is missing."""
+
+
+def prog(name):
+    path = os.path.join(PROGS, name)
+    if not os.path.exists(path):
+        raise Skip(f"{name} was not built (needs nvcc at {CUDA_HOME}/bin/nvcc?)")
+    return path
+
+
+class Run:
+    """The outcome of one target run: returncode, stdout, stderr (text),
+    the stepprof: lines, the non-stepprof stderr, and the trace files."""
+
+    def __init__(self, proc, outdir, cwd):
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.outdir = outdir
+        self.cwd = cwd
+        lines = proc.stderr.splitlines(keepends=True)
+        self.sp_lines = [l.rstrip("\n") for l in lines if l.startswith("stepprof:")]
+        self.other_stderr = "".join(l for l in lines if not l.startswith("stepprof:"))
+
+    def traces(self):
+        found = [p for p in glob.glob(os.path.join(self.outdir, "*.pt.trace.json*"))
+                 if TRACE_RE.match(os.path.basename(p))]
+        return sorted(found, key=lambda p: int(TRACE_RE.match(os.path.basename(p)).group(2)))
+
+    def trace(self):
+        t = self.traces()
+        if len(t) != 1:
+            raise AssertionError(f"expected exactly one trace in {self.outdir}, found {t}; stderr:\n{self.stderr}")
+        return t[0]
+
+    def files(self):
+        return sorted(os.listdir(self.outdir)) if os.path.isdir(self.outdir) else []
+
+
+def run(argv, preload=True, fake=True, env=None, timeout=120, cwd=None, stdin=None):
+    """Run argv as a real process. env entries override the environment;
+    a None value removes the variable. PROF_OUTPUT_DIR defaults to a fresh
+    temporary directory (Run.outdir)."""
+    cwd = cwd or tempfile.mkdtemp(prefix="sp-test-")
+    e = {k: v for k, v in os.environ.items() if not k.startswith("PROF_")}
+    for k in ("LD_PRELOAD", "LD_LIBRARY_PATH", "NVTX_INJECTION64_PATH", "CUDA_INJECTION64_PATH"):
+        e.pop(k, None)
+    e["PROF_OUTPUT_DIR"] = os.path.join(cwd, "traces")
+    if preload:
+        e["LD_PRELOAD"] = LIB
+    if fake:
+        e["LD_LIBRARY_PATH"] = FAKE_DIR
+        e.setdefault("FAKECUDA_KERNEL_NS", "2000")
+    for k, v in (env or {}).items():
+        if v is None:
+            e.pop(k, None)
+        else:
+            e[k] = str(v)
+    proc = subprocess.run(argv, cwd=cwd, env=e, capture_output=True, text=True, timeout=timeout,
+                          stdin=stdin if stdin is not None else subprocess.DEVNULL, errors="replace")
+    return Run(proc, e.get("PROF_OUTPUT_DIR"), cwd)
+
+
+def load(path):
+    from check_trace import load as _load
+    return _load(path)
+
+
+def runtime_events(trace, name=None):
+    """cuda_runtime X events in trace order (sorted by ts, as written)."""
+    ev = [e for e in trace["traceEvents"] if e.get("cat") == "cuda_runtime" and e.get("ph") == "X"]
+    if name:
+        ev = [e for e in ev if e["name"] == name]
+    return ev
+
+
+def assert_valid(path):
+    from check_trace import check
+    problems = check(path)
+    if problems:
+        raise AssertionError(f"{path} breaks formats.md:\n  " + "\n  ".join(problems[:20]))
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""tests/run_tests.py — the one test registry. Imports every tests/test_*.py,
+runs each function named test_* in file order with a per-test time limit, and
+prints PASS / FAIL / SKIP per test and the closing line CI reads:
+'N passed, N failed, N skipped'. Usage: run_tests.py [substring ...] to run
+only tests whose module:name contains one of the substrings."""
+import importlib.util
+import os
+import signal
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "lib"))
+from harness import Skip  # noqa: E402
+
+TIME_LIMIT_S = int(os.environ.get("SP_TEST_TIMEOUT", "180"))
+
+
+class TimeLimit(Exception):
+    pass
+
+
+def on_alarm(signum, frame):
+    raise TimeLimit(f"test exceeded {TIME_LIMIT_S}s")
+
+
+def collect(filters):
+    tests = []
+    for fname in sorted(os.listdir(HERE)):
+        if not (fname.startswith("test_") and fname.endswith(".py")):
+            continue
+        spec = importlib.util.spec_from_file_location(fname[:-3], os.path.join(HERE, fname))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        fns = [(n, f) for n, f in vars(mod).items() if n.startswith("test_") and callable(f)]
+        fns.sort(key=lambda nf: nf[1].__code__.co_firstlineno)
+        for n, f in fns:
+            full = f"{fname[:-3]}:{n}"
+            if not filters or any(s in full for s in filters):
+                tests.append((full, f))
+    return tests
+
+
+def main():
+    signal.signal(signal.SIGALRM, on_alarm)
+    passed, failed, skipped = [], [], []
+    t_all = time.time()
+    for full, fn in collect(sys.argv[1:]):
+        t0 = time.time()
+        signal.alarm(TIME_LIMIT_S)
+        try:
+            fn()
+            passed.append(full)
+            print(f"PASS {full} ({time.time() - t0:.2f}s)", flush=True)
+        except Skip as s:
+            skipped.append(full)
+            print(f"SKIP {full}: {s}", flush=True)
+        except BaseException as ex:  # noqa: BLE001 — a test failure of any kind is reported, not fatal
+            failed.append(full)
+            print(f"FAIL {full} ({time.time() - t0:.2f}s): {type(ex).__name__}: {ex}", flush=True)
+            traceback.print_exc(limit=3, file=sys.stdout)
+        finally:
+            signal.alarm(0)
+    print(f"\n{len(failed)} failed tests: {', '.join(failed)}" if failed else "")
+    if skipped:
+        print(f"skipped: {', '.join(skipped)}")
+    print(f"ran in {time.time() - t_all:.1f}s")
+    print(f"{len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped")
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""tests/test_runtime.py — issue 2: libstepprof.so records the runtime calls of
+unmodified programs into a valid Chrome trace. Every test starts real processes
+under LD_PRELOAD and checks the files they wrote."""
+import json
+import os
+import re
+import subprocess
+
+from harness import (LIB, CUDA_HOME, Skip, assert_valid, load, prog, run, runtime_events)
+from check_trace import check
+
+API_NAMES = None
+
+
+def api_names():
+    """The interposed symbols, read from collectors/api.h's table."""
+    global API_NAMES
+    if API_NAMES is None:
+        src = open(os.path.join(os.path.dirname(LIB), "..", "collectors", "api.h")).read()
+        API_NAMES = re.findall(r"X\((\w+), \d+, \w+, [01]\)", src)
+    return API_NAMES
+
+
+def test_exports_only_interposed_symbols():
+    out = subprocess.run(["nm", "-D", "--defined-only", LIB], capture_output=True, text=True, check=True).stdout
+    syms = {line.split()[-1] for line in out.splitlines() if line.strip()}
+    allowed = set(api_names()) | {"__cudaRegisterFunction", "__cudaGetKernel", "InitializeInjectionNvtx2",
+                                  "InitializeInjection"}
+    extra = sorted(s for s in syms if s not in allowed)
+    assert not extra, f"unexpected exported symbols: {extra}"
+    assert set(api_names()) <= syms, f"missing interposers: {sorted(set(api_names()) - syms)}"
+
+
+def _compare_calls(binary):
+    r0 = run([prog(binary), "expected.json"])
+    assert r0.returncode == 0, r0.stderr
+    expected = json.load(open(os.path.join(r0.cwd, "expected.json")))
+    path = r0.trace()
+    assert_valid(path)
+    got = runtime_events(load(path))
+    names = [e["name"] for e in got]
+    assert names == [x["name"] for x in expected], f"order/names differ:\n got {names}\n exp {[x['name'] for x in expected]}"
+    tid = {e["tid"] for e in got}
+    assert len(tid) == 1 and tid == {got[0]["pid"]}, f"calls came from the main thread, got tids {tid}"
+    for g, x in zip(got, expected):
+        a = g["args"]
+        assert a["result"] == x["ret"], f"{x['name']}: result {a['result']} != {x['ret']}"
+        for key in ("kind", "stream", "value", "grid", "block", "shared memory", "event", "dstDevice",
+                    "srcDevice"):
+            if key in x:
+                assert a.get(key) == x[key], f"{x['name']}: {key} {a.get(key)} != {x[key]}"
+        if "bytes" in x:
+            want = x["bytes"] if x["name"] != "cudaMallocPitch" or not x.get("pitch") else x["pitch"] * x["height"]
+            assert a.get("bytes") == want, f"{x['name']}: bytes {a.get('bytes')} != {want}"
+        if "ptr" in x:
+            key = "dst" if x["name"].startswith("cudaMemcpy") else "ptr"  # a copy's "ptr" is where it wrote
+            assert a.get(key) == x["ptr"], f"{x['name']}: {key} {a.get(key)} != {x['ptr']}"
+        if x.get("flags"):
+            assert a.get("flags") == x["flags"], f"{x['name']}: flags"
+        assert g["args"]["cbid"] > 0 and g["dur"] >= 0
+    return got
+
+
+def test_every_call_once_in_order_with_arguments():
+    got = _compare_calls("calls_all")
+    assert all(e["args"]["result"] == 0 for e in got), [(e["name"], e["args"]["result"]) for e in got if e["args"]["result"]]
+
+
+def test_every_call_ptsz_spellings():
+    got = _compare_calls("calls_all_ptsz")
+    names = {e["name"] for e in got}
+    assert {"cudaMemcpy_ptds", "cudaMemcpyAsync_ptsz", "cudaLaunchKernel_ptsz", "cudaMemset_ptds"} <= names, names
+
+
+def _train_kernels(binary, launch_api):
+    r = run([prog(binary)], env={"STEPS": 5})
+    assert r.returncode == 0, r.stderr
+    path = r.trace()
+    assert_valid(path)
+    t = load(path)
+    launches = runtime_events(t, launch_api)
+    assert launches, f"no {launch_api} events"
+    kernels = {e["args"].get("kernel") for e in launches}
+    assert None not in kernels, "a launch without kernel name"
+    assert any("<" in k and ">" in k for k in kernels), f"no demangled template kernel in {kernels}"
+    assert not any(k.startswith("_Z") for k in kernels), f"mangled names left: {kernels}"
+    return t, kernels
+
+
+def test_train_cu_launches_cuda13_path_demangled():
+    t, kernels = _train_kernels("train", "__cudaLaunchKernel")
+    assert not runtime_events(t, "cudaLaunchKernel"), "CUDA 13 <<<>>> should go through __cudaLaunchKernel"
+    assert any("::" in k for k in kernels), f"namespaced kernel missing: {kernels}"
+
+
+def test_train_cu_per_thread_default_stream():
+    t, _ = _train_kernels("train_ptsz", "__cudaLaunchKernel_ptsz")
+    names = {e["name"] for e in runtime_events(t)}
+    assert "cudaMemcpyAsync_ptsz" in names and "cudaMemcpy_ptds" in names, names
+
+
+def test_train_c_trace_valid_and_complete():
+    r = run([prog("train_c")], env={"STEPS": 4})
+    assert r.returncode == 0, r.stderr
+    path = r.trace()
+    assert_valid(path)
+    t = load(path)
+    launches = runtime_events(t, "cudaLaunchKernel")
+    assert len(launches) % 4 == 0 and launches, len(launches)
+    assert all(e["args"].get("kernel") for e in launches), "C host functions named via dladdr"
+    assert re.match(r".*/[^/]+_\d+\.\d+\.pt\.trace\.json$", path), path
+    assert t["traceName"] == path or t["traceName"].endswith(os.path.basename(path))
+    assert t["stepprof_dropped_events"] == 0
+
+
+def test_no_cuda_program_unchanged_and_writes_nothing():
+    bare = run([prog("nocuda")], preload=False, fake=False)
+    pre = run([prog("nocuda")])
+    assert (pre.returncode, pre.stdout, pre.stderr) == (bare.returncode, bare.stdout, bare.stderr)
+    assert pre.returncode == 3
+    assert not os.path.exists(pre.outdir), "a process without CUDA must write nothing"
+    assert os.listdir(pre.cwd) == [], os.listdir(pre.cwd)
+
+
+def test_output_and_exit_code_unchanged():
+    for name, args in (("exitcode", []), ("train_c", [])):
+        bare = run([prog(name)] + args, preload=False, env={"STEPS": 3})
+        pre = run([prog(name)] + args, env={"STEPS": 3})
+        assert pre.returncode == bare.returncode, (name, pre.returncode, bare.returncode)
+        assert pre.stdout == bare.stdout, name
+        assert pre.other_stderr == bare.stderr, (name, pre.other_stderr, bare.stderr)
+    assert bare.returncode == 0 and run([prog("exitcode")]).returncode == 7
+
+
+def test_real_cudart_without_gpu():
+    real = os.path.join(CUDA_HOME, "lib64", "libcudart.so.13")
+    if not os.path.exists(real):
+        raise Skip(f"no NVIDIA libcudart at {real}")
+    names = ["train_c"]
+    if os.path.exists(os.path.join(os.path.dirname(LIB), "programs", "train")):
+        names.append("train")
+    for name in names:
+        bare = run([prog(name)], preload=False, fake=False, env={"STEPS": 2})
+        r = run([prog(name)], fake=False, env={"STEPS": 2})
+        assert r.returncode == bare.returncode == 0, (name, r.returncode, r.stderr[-2000:])
+        assert r.stdout == bare.stdout
+        path = r.trace()
+        assert_valid(path)
+        ev = runtime_events(load(path))
+        assert ev, "calls recorded"
+        failed = [e for e in ev if e["args"]["result"] != 0]
+        assert len(failed) == len(ev), f"{name}: with no driver every call fails; ok: {[e['name'] for e in ev if e['args']['result'] == 0]}"
+        assert {e["args"]["result"] for e in ev if e["name"] == "cudaMalloc"} == {35}
+
+
+def test_threads_exact_count():
+    r = run([prog("threads"), "8", "10000"], env={"FAKECUDA_KERNEL_NS": 0})
+    assert r.returncode == 0, r.stderr
+    path = r.trace()
+    assert_valid(path)
+    t = load(path)
+    launches = runtime_events(t, "cudaLaunchKernel")
+    assert len(launches) == 80000, len(launches)
+    assert t["stepprof_dropped_events"] == 0
+    per_thread = {}
+    for e in launches:
+        per_thread[e["tid"]] = per_thread.get(e["tid"], 0) + 1
+    assert sorted(per_thread.values()) == [10000] * 8, per_thread
+    corr = {(e["tid"], e["args"]["correlation"]) for e in launches}
+    assert len(corr) == 80000, "correlation ids unique"
+
+
+def test_threads_tiny_buffer_exact_drop_count():
+    full = run([prog("threads"), "8", "10000"], env={"FAKECUDA_KERNEL_NS": 0})
+    total = len(runtime_events(load(full.trace())))  # the launches plus the main thread's own calls
+    r = run([prog("threads"), "8", "10000"], env={"FAKECUDA_KERNEL_NS": 0, "PROF_BUFFER_MB": 1})
+    assert r.returncode == 0, r.stderr
+    t = load(r.trace())
+    kept = len(runtime_events(t))
+    dropped = t["stepprof_dropped_events"]
+    assert dropped > 0 and kept > 0, (kept, dropped)
+    assert kept + dropped == total, (kept, dropped, total)
+
+
+def test_static_cudart_warning():
+    r = run([prog("train_static")], env={"STEPS": 1})
+    assert r.returncode == 0
+    assert any("statically" in l for l in r.sp_lines), r.sp_lines
+    assert len([l for l in r.sp_lines if "statically" in l]) == 1
+
+
+def test_trace_checker_selftest():
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = subprocess.run(["python3", os.path.join(here, "lib", "test_check_trace.py")], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_unit_binaries():
+    unit = os.path.join(os.path.dirname(LIB), "unit")
+    bins = sorted(os.listdir(unit)) if os.path.isdir(unit) else []
+    bins = [b for b in bins if b.startswith("test_") and "." not in b]
+    assert bins, "unit tests were not built"
+    for b in bins:
+        p = subprocess.run([os.path.join(unit, b)], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, f"{b} failed:\n{p.stdout[-3000:]}{p.stderr[-2000:]}"
