@@ -21,6 +21,18 @@ $(FAKECUDA_ABI_OK): $(FAKECUDA_DIR)/abi_check.cu $(FAKECUDA_DIR)/fakecuda_abi.h
 	@mkdir -p $(@D)
 	$(FAKECUDA_NVCC) -c $< -o $(@D)/abi_check.o
 	@touch $@
+
+# `make fakecuda-check`: the self-test, built like users build (-cudart shared), in both stream modes.
+FAKECUDA_SELFTESTS := $(FAKECUDA_OUT)/selftest $(FAKECUDA_OUT)/selftest_ptds
+$(FAKECUDA_OUT)/selftest: FAKECUDA_STREAM_MODE :=
+$(FAKECUDA_OUT)/selftest_ptds: FAKECUDA_STREAM_MODE := --default-stream per-thread
+$(FAKECUDA_SELFTESTS): $(FAKECUDA_DIR)/selftest.cu $(FAKECUDA_DIR)/fakecuda.h
+	@mkdir -p $(@D)
+	$(FAKECUDA_NVCC) -cudart shared $(FAKECUDA_STREAM_MODE) -I$(FAKECUDA_DIR) $< -o $@
+
+.PHONY: fakecuda-check
+fakecuda-check: $(FAKECUDA_LIB) $(FAKECUDA_SELFTESTS)
+	for t in $(FAKECUDA_SELFTESTS); do LD_LIBRARY_PATH=$(FAKECUDA_OUT) $$t || exit 1; done
 endif
 
 $(FAKECUDA_OBJS): $(FAKECUDA_OUT)/%.o: $(FAKECUDA_DIR)/%.c

@@ -3,15 +3,17 @@
  * (built with -cudart shared, once more with --default-stream per-thread) running on
  * build/fakecuda/libcudart.so.13.  Covers <<<>>> and template launches, copies and symbols, managed
  * variables, the simulated timeline and its stream semantics, events, graphs, errors and the observer.
- * Prints one line per failed check; exit status 0 means every check passed.
- * Run: FAKECUDA_KERNEL_NS=1000000 LD_LIBRARY_PATH=build/fakecuda build/fakecuda/selftest
+ * Prints one line per failed check; exit status 0 means every check passed.  It re-executes itself
+ * with the FAKECUDA_* settings it needs, so running it takes only LD_LIBRARY_PATH=build/fakecuda.
  */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <vector>
 
@@ -35,6 +37,7 @@ __global__ void add(float *a, const float *b, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) a[i] += b[i];
 }
+__global__ void tiny_kernel() {} /* FAKECUDA_KERNEL_NS_tiny=0 makes it free */
 __constant__ float coeffs[4];
 __managed__ int counter;
 
@@ -98,8 +101,8 @@ static void test_errors() {
   CHECK(prop.major == 9 && prop.multiProcessorCount == 132 && sms == 132);
 }
 
-/* With FAKECUDA_KERNEL_NS=1000000: ten kernels make a 10 ms sync, as on a GPU. */
-static void test_timeline(bool one_ms_kernels) {
+/* Kernels take 1 ms: ten make a 10 ms sync, as on a GPU. */
+static void test_timeline() {
   cudaStream_t s;
   cudaEvent_t e0, e1;
   OK(cudaStreamCreate(&s));
@@ -111,17 +114,15 @@ static void test_timeline(bool one_ms_kernels) {
   for (int i = 0; i < 10; i++) add<<<1, 32, 0, s>>>(nullptr, nullptr, 0);
   OK(cudaEventRecord(e1, s));
   double launch_ms = ms_since(t0);
-  if (one_ms_kernels) CHECK(cudaStreamQuery(s) == cudaErrorNotReady);
+  CHECK(cudaStreamQuery(s) == cudaErrorNotReady);
   OK(cudaStreamSynchronize(s));
   double sync_ms = ms_since(t0);
   float elapsed = 0;
   OK(cudaEventElapsedTime(&elapsed, e0, e1));
-  if (one_ms_kernels) {
-    printf("10 x 1 ms kernels: launches took %.3f ms, sync returned after %.3f ms, events %.3f ms\n",
-           launch_ms, sync_ms, elapsed);
-    CHECK(sync_ms >= 10.0 && sync_ms < 12.0);
-    CHECK(elapsed >= 9.99f && elapsed < 10.01f);
-  }
+  printf("10 x 1 ms kernels: launches took %.3f ms, sync returned after %.3f ms, events %.3f ms\n",
+         launch_ms, sync_ms, elapsed);
+  CHECK(sync_ms >= 10.0 && sync_ms < 12.0);
+  CHECK(elapsed >= 9.99f && elapsed < 10.01f);
   OK(cudaStreamQuery(s));
   OK(cudaEventDestroy(e0));
   OK(cudaEventDestroy(e1));
@@ -195,7 +196,7 @@ static void test_graph() {
 }
 
 static void *launcher(void *stream) {
-  for (int i = 0; i < 100000; i++) add<<<1, 32, 0, (cudaStream_t)stream>>>(nullptr, nullptr, 0);
+  for (int i = 0; i < 100000; i++) tiny_kernel<<<1, 32, 0, (cudaStream_t)stream>>>();
   return nullptr;
 }
 
@@ -210,7 +211,29 @@ static void test_threads() {
   OK(cudaStreamDestroy(s));
 }
 
-int main() {
+static void test_limits() {
+  void *p;
+  size_t free_bytes, total;
+  CHECK(cudaMalloc(&p, 100 << 20) == cudaErrorMemoryAllocation);
+  OK(cudaMalloc(&p, 32 << 20));
+  OK(cudaMemGetInfo(&free_bytes, &total));
+  CHECK(total == 64 << 20 && free_bytes <= 32 << 20 && free_bytes > 31 << 20); /* __managed__ counts too */
+  OK(cudaFree(p));
+  CHECK(cudaHostRegister(&p, sizeof p, 0) == cudaErrorNotPermitted);
+  cudaGetLastError();
+}
+
+int main(int argc, char **argv) {
+  if (!getenv("FAKECUDA_KERNEL_NS_tiny")) {
+    setenv("FAKECUDA_KERNEL_NS", "1000000", 1);
+    setenv("FAKECUDA_KERNEL_NS_tiny", "0", 1);
+    setenv("FAKECUDA_MEM_LIMIT", "67108864", 1);
+    setenv("FAKECUDA_FAIL", "cudaHostRegister:800", 1);
+    execv("/proc/self/exe", argv);
+    perror("execv");
+    return 1;
+  }
+  (void)argc;
   auto set_observer = (void (*)(const fakecuda_observer_t *))dlsym(RTLD_DEFAULT, "fakecuda_set_observer");
   if (!set_observer) {
     printf("FAIL: fakecuda_set_observer not found: not running on the stand-in\n");
@@ -221,12 +244,10 @@ int main() {
 #else
   const bool per_thread_default = false;
 #endif
-  const char *kns = getenv("FAKECUDA_KERNEL_NS");
-  bool one_ms = kns && strcmp(kns, "1000000") == 0;
-
   test_copies();
   test_errors();
-  test_timeline(one_ms);
+  test_limits();
+  test_timeline();
   test_threads();
   fakecuda_observer_t obs = {on_enter, on_exit, on_op, nullptr};
   set_observer(&obs);

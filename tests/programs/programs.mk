@@ -72,3 +72,10 @@ $(PROG_OUT)/train_static: $(PROG_SRC)/train.cu $(PROG_DEPS)
 .PHONY: programs-c programs-nvcc
 programs-c: $(PROGRAMS_C)
 programs-nvcc: $(PROGRAMS_NVCC)
+
+# Step-marker targets that need a program written for them (NVTX domains, cudaProfilerStart/Stop,
+# signals); see the header of markers_misc.c.
+PROGRAMS_C += $(PROG_OUT)/markers_misc
+$(PROG_OUT)/markers_misc: $(PROG_SRC)/markers_misc.c $(PROG_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -o $@ $< $(PROG_CUDA_LIBS) -ldl

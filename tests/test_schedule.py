@@ -1,0 +1,196 @@
+"""tests/test_schedule.py — issue 3: the step schedule from profiling.yaml and
+PROF_* overrides, driven by each marker kind, end to end on real processes."""
+import os
+import signal
+import subprocess
+
+from harness import LIB, FAKE_DIR, load, prog, run, runtime_events, assert_valid
+
+
+def steps_of(trace):
+    return sorted(int(e["name"].split("#")[1]) for e in trace["traceEvents"]
+                  if e.get("name", "").startswith("ProfilerStep#"))
+
+
+def host_slices(trace, cat):
+    return [e for e in trace["traceEvents"] if e.get("cat") == cat and e.get("ph") == "X"]
+
+
+def assert_events_inside_steps(trace):
+    """Every runtime call lies inside one of the trace's ProfilerStep spans
+    (the trace holds only its steps' events)."""
+    spans = [(e["ts"], e["ts"] + e["dur"]) for e in host_slices(trace, "user_annotation")
+             if e["name"].startswith("ProfilerStep#")]
+    for e in runtime_events(trace):
+        assert any(a <= e["ts"] and e["ts"] + e["dur"] <= b for a, b in spans), f"{e['name']} at {e['ts']} outside steps {spans}"
+
+
+def test_nvtx_schedule_two_cycles_exact_steps():
+    r = run([prog("train")], env={"STEPS": 20, "PROF_MARKER": "nvtx:train_step", "PROF_WAIT": 2,
+                                   "PROF_WARMUP": 1, "PROF_ACTIVE": 3, "PROF_REPEAT": 2})
+    assert r.returncode == 0, r.stderr
+    traces = r.traces()
+    assert len(traces) == 2, traces
+    want = [[3, 4, 5], [9, 10, 11]]
+    per_step = None
+    for path, steps in zip(traces, want):
+        assert_valid(path)
+        t = load(path)
+        assert steps_of(t) == steps, (path, steps_of(t))
+        assert t["stepprof_steps"] == [steps[0], steps[-1]]
+        assert_events_inside_steps(t)
+        n = len(runtime_events(t))
+        assert n % 3 == 0 and (per_step is None or n == per_step), n
+        per_step = n
+        names = {e["name"] for e in host_slices(t, "user_annotation")}
+        assert {"train_step", "forward", "backward", "optimizer"} <= names, names
+        assert sum(1 for e in host_slices(t, "user_annotation") if e["name"] == "train_step") == 3
+    assert any("recording steps 3-5, 9-11 (wait 2, warmup 1, active 3, repeat 2)" in l for l in r.sp_lines), r.sp_lines
+
+
+def test_profiler_step_spans_boundary_to_boundary_on_marker_thread():
+    r = run([prog("train")], env={"STEPS": 8, "PROF_MARKER": "nvtx:train_step", "PROF_WARMUP": 1,
+                                   "PROF_ACTIVE": 3})
+    t = load(r.trace())
+    ps = sorted((e for e in host_slices(t, "user_annotation") if e["name"].startswith("ProfilerStep#")),
+                key=lambda e: e["ts"])
+    assert [p["name"] for p in ps] == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+    for a, b in zip(ps, ps[1:]):
+        assert abs(a["ts"] + a["dur"] - b["ts"]) < 0.002, "consecutive steps share their boundary"
+    steps = [e for e in host_slices(t, "user_annotation") if e["name"] == "train_step"]
+    for p, s in zip(ps, sorted(steps, key=lambda e: e["ts"])):
+        assert p["tid"] == s["tid"] and p["ts"] <= s["ts"] and s["ts"] + s["dur"] <= p["ts"] + p["dur"] + 0.002
+
+
+def _yaml(tmpdir, text, name="profiling.yaml"):
+    path = os.path.join(tmpdir, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def test_env_beats_file_and_nested_section():
+    import tempfile
+    d = tempfile.mkdtemp(prefix="sp-test-")
+    _yaml(d, "model:\n  layers: 4\nprofiling:\n  marker: nvtx:train_step\n  wait: 1\n  warmup: 1\n  active: 1\n"
+             "optimizer:\n  lr: 0.1\n")
+    r = run([prog("train")], cwd=d, env={"STEPS": 10})
+    assert steps_of(load(r.trace())) == [2], "file schedule applies"
+    d2 = tempfile.mkdtemp(prefix="sp-test-")
+    _yaml(d2, "profiling:\n  marker: nvtx:train_step\n  wait: 1\n  warmup: 1\n  active: 1\n")
+    r = run([prog("train")], cwd=d2, env={"STEPS": 10, "PROF_ACTIVE": 3})
+    assert steps_of(load(r.trace())) == [2, 3, 4], "PROF_ACTIVE beats the file"
+
+
+def test_prof_config_names_the_file():
+    import tempfile
+    d = tempfile.mkdtemp(prefix="sp-test-")
+    cfg = _yaml(d, "profiling:\n  marker: nvtx:train_step\n  skip_first: 2\n  warmup: 1\n  active: 2\n", "my.yaml")
+    r = run([prog("train")], env={"STEPS": 10, "PROF_CONFIG": cfg})
+    assert steps_of(load(r.trace())) == [3, 4]
+
+
+def test_default_no_schedule_is_one_whole_run_window():
+    r = run([prog("train")], env={"STEPS": 6})
+    t = load(r.trace())
+    assert steps_of(t) == []
+    assert sum(1 for e in host_slices(t, "user_annotation") if e["name"] == "train_step") == 6
+
+
+def test_use_gzip_writes_valid_gz_trace():
+    r = run([prog("train")], env={"STEPS": 3, "PROF_USE_GZIP": "yes"})
+    path = r.trace()
+    assert path.endswith(".pt.trace.json.gz"), path
+    assert_valid(path)
+    assert len(runtime_events(load(path))) > 0
+
+
+def test_nvtx_domain_with_registered_strings():
+    r = run([prog("markers_misc"), "nvtx-domain"], env={"STEPS": 10, "PROF_MARKER": "nvtx:step@trainer",
+                                                       "PROF_WAIT": 1, "PROF_WARMUP": 1, "PROF_ACTIVE": 2})
+    assert r.returncode == 0, r.stderr
+    path = r.trace()
+    assert_valid(path)
+    t = load(path)
+    assert steps_of(t) == [2, 3]
+    names = [e["name"] for e in host_slices(t, "user_annotation")]
+    assert names.count("step") == 4, "domain range + default-domain range per step"
+    assert names.count("io") == 2, "start/end ranges"
+    marks = [e for e in t["traceEvents"] if e.get("ph") == "i" and e.get("name") == "checkpoint"]
+    assert len(marks) == 2
+    assert len(runtime_events(t, "cudaLaunchKernel")) == 4
+
+
+def test_nvtx_default_domain_marker_ignores_domain_ranges():
+    r = run([prog("markers_misc"), "nvtx-domain"], env={"STEPS": 6, "PROF_MARKER": "nvtx:st?p",
+                                                       "PROF_WARMUP": 1, "PROF_ACTIVE": 2})
+    t = load(r.trace())
+    assert steps_of(t) == [1, 2], "only the default-domain 'step' ranges count (glob st?p)"
+
+
+def test_kernel_marker_every_nth_launch():
+    r = run([prog("train")], env={"STEPS": 12, "PROF_MARKER": "kernel:axpy_kernel*/2", "PROF_WARMUP": 1,
+                                   "PROF_ACTIVE": 2})
+    assert r.returncode == 0, r.stderr
+    t = load(r.trace())
+    assert steps_of(t) == [1, 2]
+    # one axpy launch per training step, a boundary every 2nd: each recorded step holds 2 training steps'
+    # optimizer launches, and the recorded window starts with a boundary launch.
+    axpy = [e for e in runtime_events(t) if "axpy_kernel" in e["args"].get("kernel", "")]
+    assert len(axpy) == 4, len(axpy)
+    assert_events_inside_steps(t)
+
+
+def test_cuda_profiler_api_ranges():
+    r = run([prog("markers_misc"), "profiler"], env={"STEPS": 12, "PROF_MARKER": "cudaProfilerApi",
+                                                    "PROF_REPEAT": 2})
+    assert r.returncode == 0, r.stderr
+    traces = r.traces()
+    assert len(traces) == 2, traces
+    launches = [len(runtime_events(load(p), "cudaLaunchKernel")) for p in traces]
+    assert launches == [6, 4], launches   # steps 3..5 and 8..9, two launches each
+    first = runtime_events(load(traces[0]))
+    assert first[0]["name"] == "cudaProfilerStart"
+
+
+def test_cuda_profiler_api_default_records_first_range_only():
+    r = run([prog("markers_misc"), "profiler"], env={"STEPS": 12, "PROF_MARKER": "cudaProfilerApi"})
+    assert len(r.traces()) == 1
+
+
+def _run_with_signals(marker, at_steps, extra=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROF_")}
+    import tempfile
+    d = tempfile.mkdtemp(prefix="sp-test-")
+    env.update({"LD_PRELOAD": LIB, "LD_LIBRARY_PATH": FAKE_DIR, "PROF_MARKER": marker, "STEPS": "14",
+                "PROF_OUTPUT_DIR": os.path.join(d, "traces"), "STEP_SLEEP_MS": "20"})
+    env.update(extra or {})
+    p = subprocess.Popen([prog("markers_misc"), "signal"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env, cwd=d)
+    seen = []
+    for line in p.stdout:
+        seen.append(line)
+        if line.strip() in {f"step {s}" for s in at_steps}:
+            p.send_signal(signal.SIGUSR2)
+    err = p.stderr.read()
+    p.wait(timeout=60)
+    import glob
+    return p.returncode, seen, err, sorted(glob.glob(os.path.join(d, "traces", "*.pt.trace.json")))
+
+
+def test_sigusr2_arms_one_cycle_at_next_boundary():
+    rc, out, err, traces = _run_with_signals("nvtx:train_step,signal", [3], {"PROF_WARMUP": "1", "PROF_ACTIVE": "2"})
+    assert rc == 0, err
+    assert out[-1].strip() == "done"
+    assert len(traces) == 1, (traces, err)
+    assert steps_of(load(traces[0])) == [5, 6], err   # armed at step 4's boundary, warmup 4, record 5-6
+    assert "signal received" in err
+
+
+def test_signal_only_toggles_a_window():
+    rc, out, err, traces = _run_with_signals("signal:USR2", [3, 8])
+    assert rc == 0, err
+    assert len(traces) == 1, err
+    t = load(traces[0])
+    launches = len(runtime_events(t, "cudaLaunchKernel"))
+    assert launches == 10, launches   # steps 4..8 between the two signals (5 steps x 2)
