@@ -32,10 +32,8 @@ struct choice {
 
 static const struct choice log_choices[] = {
     {"info", SP_LOG_INFO}, {"quiet", SP_LOG_WARN}, {"debug", SP_LOG_DEBUG}, {NULL, 0}};
-static const struct choice print_choices[] = {{"stderr", SP_TABLE_PRINT_STDERR},
-                                              {"file", SP_TABLE_PRINT_FILE},
-                                              {"both", SP_TABLE_PRINT_BOTH},
-                                              {"none", SP_TABLE_PRINT_NONE},
+static const struct choice print_choices[] = {{"stderr", SP_TABLE_PRINT_STDERR}, {"file", SP_TABLE_PRINT_FILE},
+                                              {"both", SP_TABLE_PRINT_BOTH},     {"none", SP_TABLE_PRINT_NONE},
                                               {NULL, 0}};
 /* torch's key_averages().table(sort_by=...) names; "" lets the exporter pick. */
 static const struct choice sort_choices[] = {
@@ -496,9 +494,7 @@ static int apply(sp_config_t *cfg, const struct key *k, const char *text, int sr
     /* Quote the value bounded and without control characters or quotes. */
     for (const char *s = text; *s && i + 4 < sizeof shown; s++)
         shown[i++] = (unsigned char)*s < 0x20 || *s == '"' ? '?' : *s;
-    memcpy(shown + i, "...", strlen(text) > i ? 4 : 1);
-    if (strlen(text) <= i)
-        shown[i] = 0;
+    snprintf(shown + i, sizeof shown - i, "%s", strlen(text) > i ? "..." : "");
     return say(msg, n, "\"%s\": %s", shown, why);
 }
 

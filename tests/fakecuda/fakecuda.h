@@ -84,8 +84,9 @@ typedef struct fakecuda_observer {
   void *ctx;
 } fakecuda_observer_t;
 
-/* Installs a copy of *obs (NULL removes it).  Calls already inside a callback may still see the
- * previous observer, so tear down its ctx only after the program's threads are quiet. */
+/* Installs a copy of *obs (NULL removes it).  Call it from one thread at a time.  Calls already
+ * inside a callback may still use the previous observer, so tear down its ctx only after the
+ * program's threads are quiet. */
 void fakecuda_set_observer(const fakecuda_observer_t *obs);
 
 /* The id stream ops report for a cudaStream_t, resolved for the calling thread (NULL and

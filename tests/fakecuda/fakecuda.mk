@@ -45,9 +45,10 @@ $(FAKECUDA_LIB): $(FAKECUDA_OBJS) $(FAKECUDA_DIR)/fakecuda.map $(FAKECUDA_ABI_OK
 	ln -sf libcudart.so.13 $(FAKECUDA_OUT)/libcudart.so
 
 $(FAKECUDA_OUT)/libcudart.so: $(FAKECUDA_LIB)
+	ln -sf libcudart.so.13 $@
 
 .PHONY: fakecuda
-fakecuda: $(FAKECUDA_LIB)
+fakecuda: $(FAKECUDA_LIB) $(FAKECUDA_OUT)/libcudart.so
 
 -include $(FAKECUDA_OBJS:.o=.d)
 

@@ -1,0 +1,91 @@
+"""tests/test_config_errors.py — issue 3: every bad configuration or env value
+gives one clear stepprof: error line, disables profiling for the run (no
+files), and leaves the program's output and exit code untouched. Each case is
+a real run of tests/programs/exitcode (exit 7) under the preload."""
+import os
+import tempfile
+
+from harness import prog, run
+
+# (profiling.yaml text or None, env, substrings the one error line must contain)
+CASES = [
+    ("profiling:\n  actve: 3\n", {}, ["profiling.yaml:2:3", "actve", "did you mean profiling.active"]),
+    ("profling:\n  active: 3\n", {}, ["profling", "did you mean profiling"]),
+    ("profiling:\n  active: abc\n", {}, ["profiling.yaml:2", "active"]),
+    ("profiling:\n  active: 0\n  marker: nvtx:x\n", {}, ["active"]),
+    ("profiling:\n  wait: -1\n  marker: nvtx:x\n", {}, ["wait"]),
+    ("profiling:\n  active: [1, 2]\n", {}, ["active", "sequence"]),
+    ("profiling:\n  enabled: maybe\n", {}, ["enabled"]),
+    ("profiling:\n  marker: nvtx:\n", {}, ["marker"]),
+    ("profiling:\n  marker: kernel:gemm/0\n", {}, ["marker"]),
+    ("profiling:\n  marker: bogus:thing\n", {}, ["marker"]),
+    ("profiling:\n  marker: signal:SIGKILL\n", {}, ["SIGKILL"]),
+    ("profiling:\n  log: loud\n", {}, ["log"]),
+    ("profiling:\n  buffer_mb: 0\n", {}, ["buffer_mb"]),
+    ("profiling:\n  table:\n    sort_by: fastest\n", {}, ["table.sort_by"]),
+    ("profiling:\n  active: 3\n  active: 4\n", {}, ["twice"]),
+    ("profiling: [1, 2]\n", {}, ["mapping"]),
+    ("profiling:\n  active: 3\n wait: 1\n", {}, ["profiling.yaml:3:", "invalid YAML"]),
+    ("profiling:\n  marker: \"unterminated\n", {}, ["profiling.yaml:", "invalid YAML"]),
+    ("profiling:\n  wait: 2\n", {}, ["needs a step marker", "PROF_MARKER"]),
+    (None, {"PROF_ACTIVE": "x"}, ["PROF_ACTIVE", "x"]),
+    (None, {"PROF_ACTIVE": "0", "PROF_MARKER": "nvtx:s"}, ["PROF_ACTIVE"]),
+    (None, {"PROF_WAIT": "-2", "PROF_MARKER": "nvtx:s"}, ["PROF_WAIT"]),
+    (None, {"PROF_USE_GZIP": "perhaps"}, ["PROF_USE_GZIP"]),
+    (None, {"PROF_ACTVE": "3"}, ["PROF_ACTVE", "PROF_ACTIVE"]),
+    (None, {"PROF_MARKER": "function:"}, ["PROF_MARKER"]),
+    (None, {"PROF_BUFFER_MB": "99999999999999999999"}, ["PROF_BUFFER_MB"]),
+    (None, {"PROF_TABLE_ROW_LIMIT": "-5"}, ["PROF_TABLE_ROW_LIMIT"]),
+    (None, {"PROF_CONFIG": "/nonexistent/profiling.yaml"}, ["/nonexistent/profiling.yaml"]),
+]
+
+
+def _baseline():
+    return run([prog("exitcode")], preload=False)
+
+
+def test_bad_configurations_each_one_message_program_unchanged():
+    base = _baseline()
+    assert base.returncode == 7
+    failures = []
+    for text, env, needles in CASES:
+        d = tempfile.mkdtemp(prefix="sp-test-")
+        if text is not None:
+            with open(os.path.join(d, "profiling.yaml"), "w") as f:
+                f.write(text)
+        r = run([prog("exitcode")], cwd=d, env=env)
+        label = f"{text!r} {env}"
+        errors = [l for l in r.sp_lines if "disabled" in l]
+        if r.returncode != 7 or r.stdout != base.stdout or r.other_stderr != base.stderr:
+            failures.append(f"{label}: program changed (rc {r.returncode})")
+        elif len(errors) != 1 or len(r.sp_lines) != 1:
+            failures.append(f"{label}: expected exactly one stepprof: line, got {r.sp_lines}")
+        elif not all(n in errors[0] for n in needles):
+            failures.append(f"{label}: message {errors[0]!r} lacks {needles}")
+        elif os.path.exists(r.outdir):
+            failures.append(f"{label}: profiling should be off, but {r.outdir} exists")
+    assert len(CASES) >= 20
+    assert not failures, "\n".join(failures)
+
+
+def test_warmup_zero_warns_but_profiles():
+    r = run([prog("train")], env={"STEPS": 4, "PROF_MARKER": "nvtx:train_step", "PROF_WARMUP": 0, "PROF_ACTIVE": 2})
+    assert r.returncode == 0
+    assert any("warmup" in l and "skew" in l for l in r.sp_lines), r.sp_lines
+    assert len(r.traces()) == 1
+
+
+def test_unwritable_output_dir_one_message_program_unchanged():
+    base = _baseline()
+    d = tempfile.mkdtemp(prefix="sp-test-")
+    blocker = os.path.join(d, "file")
+    open(blocker, "w").close()
+    r = run([prog("exitcode")], env={"PROF_OUTPUT_DIR": os.path.join(blocker, "traces")})
+    assert (r.returncode, r.stdout, r.other_stderr) == (7, base.stdout, base.stderr)
+    errs = [l for l in r.sp_lines if "cannot" in l]
+    assert len(errs) == 1 and "output directory" in errs[0], r.sp_lines
+
+
+def test_enabled_false_is_inert():
+    r = run([prog("train")], env={"STEPS": 2, "PROF_ENABLED": "off"})
+    assert r.returncode == 0 and not os.path.exists(r.outdir) and r.sp_lines == []

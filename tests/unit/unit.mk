@@ -1,0 +1,21 @@
+# tests/unit/unit.mk — builds the unit tests, one plain C program each, into
+# $(BUILD)/unit/. Each prints one line per failed check and a final
+# "N passed, N failed" line, and exits non-zero on failure. Run them all with
+# `make unit && for t in $(UNIT_TESTS); do $t || exit 1; done`.
+#
+# Included by the top Makefile, which provides BUILD, CC and CFLAGS_COMMON.
+# A new test is tests/unit/test_NAME.c plus a line naming the sources it links.
+
+UNIT_OUT := $(BUILD)/unit
+UNIT_TESTS := $(UNIT_OUT)/test_config $(UNIT_OUT)/test_plan
+UNIT_LIBYAML := $(or $(LIBYAML_A),/usr/lib/x86_64-linux-gnu/libyaml.a)
+# test_config reads profiling.example.yaml from the repository root.
+UNIT_CFLAGS := $(CFLAGS_COMMON) -DSP_REPO_ROOT='"$(CURDIR)"'
+UNIT_HEADERS := $(wildcard schedule/*.h collectors/log.h) tests/unit/unit.mk
+
+$(UNIT_OUT)/test_config: schedule/config.c collectors/log.c profiling.example.yaml
+$(UNIT_OUT)/test_plan: schedule/plan.c schedule/config.c collectors/log.c
+
+$(UNIT_OUT)/%: tests/unit/%.c $(UNIT_HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(UNIT_CFLAGS) -o $@ $(filter %.c,$^) $(UNIT_LIBYAML)
