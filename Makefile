@@ -40,7 +40,7 @@ $(LIB): $(LIB_OBJS)
 
 include tests/fakecuda/fakecuda.mk
 include tests/programs/programs.mk
--include tests/unit/unit.mk
+include tests/unit/unit.mk
 
 HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
 programs: $(PROGRAMS_C) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))

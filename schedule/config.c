@@ -823,7 +823,8 @@ static int check(sp_config_t *cfg)
         cfg->has_schedule |= cfg->set[sched_keys[i]] != SP_CFG_SRC_DEFAULT;
     if (!cfg->enabled || !cfg->has_schedule)
         return 0;
-    if (cfg->marker.kind == SP_MARK_NONE)
+    /* A signal alone is a marker too: each signal starts or ends a window. */
+    if (cfg->marker.kind == SP_MARK_NONE && !cfg->marker.has_signal)
         return fail("a schedule (wait/warmup/active/repeat) needs a step marker: set profiling.marker or "
                     "PROF_MARKER, e.g. PROF_MARKER=nvtx:train_step");
     if (cfg->warmup == 0)
@@ -836,8 +837,10 @@ static int load(sp_config_t *cfg)
 {
     sp_config_defaults(cfg);
     /* The off switch is honoured before anything that could fail. */
-    if (apply_env(cfg, &keys[SP_CFG_ENABLED]) || !cfg->enabled)
-        return cfg->enabled ? -1 : 0;
+    if (apply_env(cfg, &keys[SP_CFG_ENABLED]))
+        return -1;
+    if (!cfg->enabled)
+        return 0;
     const char *named = getenv("PROF_CONFIG");
     int is_named = named && *named;
     const char *path = is_named ? named : "profiling.yaml";

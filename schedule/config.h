@@ -5,9 +5,16 @@
  * Contract of sp_config_load: it never exits or crashes on any input and keeps
  * no global state. On the first problem it prints exactly one line,
  *   stepprof: <where>: <what>; profiling disabled for this run
- * and returns -1; the caller then runs the program without profiling and
- * prints nothing more. Warnings (warmup 0, unknown PROF_* variables that look
- * like no key) print one line each and do not fail the load. */
+ * and returns -1 with out->enabled = 0; the caller then runs the program
+ * without profiling and prints nothing more. <where> is "file:line:column: "
+ * for a file value or key, "PROF_X=\"value\": " for the environment, "file: "
+ * for an unreadable file. A syntax error anywhere in the file is reported in
+ * preference to a bad value before it. Warnings (warmup 0 with a schedule, a
+ * PROF_* variable that resembles no key) print one line each and do not fail.
+ *
+ * A schedule is any of skip_first..repeat set by file or env (even to its
+ * default value); it needs a marker: a step marker or a signal. With no
+ * schedule the whole run is one window (torch's default). */
 #ifndef SP_CONFIG_H
 #define SP_CONFIG_H
 

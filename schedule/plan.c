@@ -110,8 +110,17 @@ int sp_plan_format(const sp_config_t *cfg, char *buf, size_t len)
     }
     if (cfg->marker_spec[0])
         put(&l, "marker %s; ", cfg->marker_spec);
-    if (cfg->has_schedule) {
-        sp_sched_t s = sp_sched_from_config(cfg);
+    sp_sched_t s = sp_sched_from_config(cfg);
+    if (cfg->marker.has_signal && cfg->marker.kind == SP_MARK_NONE) {
+        put(&l, "each signal starts or ends a recorded window");
+        if (cfg->has_schedule && cfg->repeat > 0)
+            put(&l, ", at most %ld windows", cfg->repeat);
+    } else if (cfg->marker.has_signal) {
+        /* A signal arms one cycle, counted from the next step. */
+        sp_sched_t one = {0, 0, s.wait, s.warmup, s.active, 1};
+        put(&l, "on each signal, one cycle counted from the next step: ");
+        put_windows(&l, &one);
+    } else if (cfg->has_schedule) {
         put_windows(&l, &s);
     } else {
         put(&l, "no schedule: recording the whole run as one window");

@@ -23,8 +23,12 @@ sp_action_t sp_sched_action(const sp_sched_t *s, long step);
 /* The schedule fields of a loaded configuration. */
 sp_sched_t sp_sched_from_config(const sp_config_t *cfg);
 
-/* Writes the plan line, without the "stepprof: " prefix, e.g.
- *   marker nvtx:train_step; recording steps 2-4, 7-9 (wait 1, warmup 1, active 3, repeat 2); traces -> ./profiler_traces
+/* Writes the plan line, without the "stepprof: " prefix (sp_log adds it), e.g.
+ *   marker nvtx:train_step; recording steps 2-4, 7-9 (wait 1, warmup 1, active 3, repeat 2);
+ *   traces -> ./profiler_traces                                          (one line)
+ * repeat 0 lists two windows then ", ... every N steps"; repeat > 3 lists two
+ * then ", ... every N steps, R windows"; no schedule gives "no schedule:
+ * recording the whole run as one window"; enabled = 0 gives "disabled by ...".
  * Like snprintf: always NUL-terminates when len > 0 and returns the length
  * the whole line needs (> 0), so a return >= len means it was cut. */
 int sp_plan_format(const sp_config_t *cfg, char *buf, size_t len);

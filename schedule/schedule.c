@@ -42,6 +42,7 @@ static int idle_gate_count;    /* gate value while NONE: SP_WIN_COUNT if markers
 static int signal_mode;        /* a signal arms one cycle at the next boundary */
 static int signal_only;        /* no step marker: each signal starts or ends a window */
 static long arm_step = -1;     /* step where the armed cycle began, -1 when disarmed */
+static int whole_run;          /* step marker but no schedule: torch records every step, written at exit */
 
 volatile sig_atomic_t sp_sched_signal_flag;
 
@@ -111,6 +112,8 @@ static void emit_step(uint64_t now)
  * where it was armed; otherwise it is the configured schedule over all steps. */
 static sp_action_t action_for(long s)
 {
+    if (whole_run)
+        return SP_ACT_RECORD;
     if (!signal_mode)
         return sp_sched_action(&sched, s);
     if (arm_step < 0 && sp_sched_signal_flag) {
@@ -235,7 +238,9 @@ void sp_sched_activate(void)
     signal_only = cfg.marker.has_signal && cfg.marker.kind == SP_MARK_NONE;
     if (signal_only)
         idle_gate_count = 1;
-    if (cfg.marker.kind == SP_MARK_NONE && !cfg.has_schedule && !signal_only) {
+    whole_run = !cfg.has_schedule && !signal_mode && cfg.marker.kind != SP_MARK_NONE &&
+                cfg.marker.kind != SP_MARK_PROFILER_API;
+    if ((cfg.marker.kind == SP_MARK_NONE && !cfg.has_schedule && !signal_only) || whole_run) {
         open_record_window(sp_clock_ticks());
         action = SP_ACT_RECORD;
     } else {
@@ -280,7 +285,7 @@ void sp_sched_after_fork_child(void)
     cur_window = 0;
     cycle = 0;
     arm_step = -1;
-    idle_gate_count = signal_mode = signal_only = 0;
+    idle_gate_count = signal_mode = signal_only = whole_run = 0;
     sp_ev_after_fork_child();
     sp_export_after_fork_child();
     sp_ev_set_gate(SP_GATE_UNINIT);

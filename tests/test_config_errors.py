@@ -16,7 +16,7 @@ CASES = [
     ("profiling:\n  wait: -1\n  marker: nvtx:x\n", {}, ["wait"]),
     ("profiling:\n  active: [1, 2]\n", {}, ["active", "sequence"]),
     ("profiling:\n  enabled: maybe\n", {}, ["enabled"]),
-    ("profiling:\n  marker: nvtx:\n", {}, ["marker"]),
+    ("profiling:\n  marker: \"nvtx:\"\n", {}, ["marker", "needs an NVTX range name"]),
     ("profiling:\n  marker: kernel:gemm/0\n", {}, ["marker"]),
     ("profiling:\n  marker: bogus:thing\n", {}, ["marker"]),
     ("profiling:\n  marker: signal:SIGKILL\n", {}, ["SIGKILL"]),

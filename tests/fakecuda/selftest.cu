@@ -121,7 +121,7 @@ static void test_timeline() {
   OK(cudaEventElapsedTime(&elapsed, e0, e1));
   printf("10 x 1 ms kernels: launches took %.3f ms, sync returned after %.3f ms, events %.3f ms\n",
          launch_ms, sync_ms, elapsed);
-  CHECK(sync_ms >= 10.0 && sync_ms < 12.0);
+  CHECK(sync_ms >= 10.0 && sync_ms < 20.0); /* the upper bound leaves room for a busy CI machine */
   CHECK(elapsed >= 9.99f && elapsed < 10.5f); /* plus the gap before the first launch */
   OK(cudaStreamQuery(s));
   OK(cudaEventDestroy(e0));

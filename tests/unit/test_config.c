@@ -102,66 +102,119 @@ static const struct bad {
     const char *env[3];
     const char *msg; /* the whole line between "stepprof: " and DISABLED */
 } bads[] = {
-    {"profiling:\n  actve: 3\n", {0}, "profiling.yaml:2:3: unknown key profiling.actve (did you mean profiling.active?)"},
-    {"profling:\n  active: 3\n", {0}, "profiling.yaml:1:1: top-level key profling looks like a typo (did you mean profiling?)"},
-    {"profiling:\n  Active: 3\n", {0}, "profiling.yaml:2:3: unknown key profiling.Active (did you mean profiling.active?)"},
-    {"profiling:\n  sort_by: count\n", {0}, "profiling.yaml:2:3: unknown key profiling.sort_by (did you mean profiling.table.sort_by?)"},
-    {"profiling:\n  colour: red\n", {0}, "profiling.yaml:2:3: unknown key profiling.colour (profiling.example.yaml lists every key)"},
-    {"profiling:\n  table: {sortby: count}\n", {0}, "profiling.yaml:2:11: unknown key profiling.table.sortby (did you mean profiling.table.sort_by?)"},
+    {"profiling:\n  actve: 3\n", {0},
+     "profiling.yaml:2:3: unknown key profiling.actve (did you mean profiling.active?)"},
+    {"profling:\n  active: 3\n", {0},
+     "profiling.yaml:1:1: top-level key profling looks like a typo (did you mean profiling?)"},
+    {"profiling:\n  Active: 3\n", {0},
+     "profiling.yaml:2:3: unknown key profiling.Active (did you mean profiling.active?)"},
+    {"profiling:\n  sort_by: count\n", {0},
+     "profiling.yaml:2:3: unknown key profiling.sort_by (did you mean profiling.table.sort_by?)"},
+    {"profiling:\n  colour: red\n", {0},
+     "profiling.yaml:2:3: unknown key profiling.colour (profiling.example.yaml lists every key)"},
+    {"profiling:\n  table: {sortby: count}\n", {0},
+     "profiling.yaml:2:11: unknown key profiling.table.sortby (did you mean profiling.table.sort_by?)"},
     {"profiling:\n  active: abc\n", {0}, "profiling.yaml:2:11: profiling.active: \"abc\": expected an integer >= 1"},
-    {"profiling:\n  active: [1]\n", {0}, "profiling.yaml:2:11: profiling.active: expected an integer >= 1, got a sequence"},
-    {"profiling:\n  active:\n    x: 1\n", {0}, "profiling.yaml:3:5: profiling.active: expected an integer >= 1, got a mapping"},
+    {"profiling:\n  active: [1]\n", {0},
+     "profiling.yaml:2:11: profiling.active: expected an integer >= 1, got a sequence"},
+    {"profiling:\n  active:\n    x: 1\n", {0},
+     "profiling.yaml:3:5: profiling.active: expected an integer >= 1, got a mapping"},
     {"profiling:\n  active: 0\n", {0}, "profiling.yaml:2:11: profiling.active: \"0\": expected an integer >= 1"},
     {"profiling:\n  wait: -1\n", {0}, "profiling.yaml:2:9: profiling.wait: \"-1\": expected an integer >= 0"},
     {"profiling:\n  warmup: 3x\n", {0}, "profiling.yaml:2:11: profiling.warmup: \"3x\": expected an integer >= 0"},
     {"profiling:\n  repeat: 1.5\n", {0}, "profiling.yaml:2:11: profiling.repeat: \"1.5\": expected an integer >= 0"},
     {"profiling:\n  repeat: 0x10\n", {0}, "profiling.yaml:2:11: profiling.repeat: \"0x10\": expected an integer >= 0"},
-    {"profiling:\n  skip_first: 99999999999999999999\n", {0}, "profiling.yaml:2:15: profiling.skip_first: \"99999999999999999999\": expected an integer >= 0"},
-    {"profiling:\n  skip_first: 2000000000000\n", {0}, "profiling.yaml:2:15: profiling.skip_first: \"2000000000000\": expected an integer >= 0 and at most 1000000000000"},
-    {"profiling:\n  buffer_mb: 70000\n", {0}, "profiling.yaml:2:14: profiling.buffer_mb: \"70000\": expected an integer from 1 to 65536"},
-    {"profiling:\n  use_gzip: maybe\n", {0}, "profiling.yaml:2:13: profiling.use_gzip: \"maybe\": expected a boolean (true/false, yes/no, on/off, 1/0)"},
-    {"profiling:\n  log: quite\n", {0}, "profiling.yaml:2:8: profiling.log: \"quite\": expected one of info, quiet, debug (did you mean quiet?)"},
-    {"profiling:\n  table:\n    sort_by: cpu\n", {0}, "profiling.yaml:3:14: profiling.table.sort_by: \"cpu\": expected one of \"\" (automatic), cpu_time, cuda_time, cpu_time_total, cuda_time_total, self_cpu_time_total, self_cuda_time_total, cpu_memory_usage, cuda_memory_usage, self_cpu_memory_usage, self_cuda_memory_usage, count (did you mean cpu_time?)"},
-    {"profiling:\n  table: 5\n", {0}, "profiling.yaml:2:10: profiling.table: expected a mapping of settings, got a scalar"},
-    {"profiling:\n  table: {row_limit: -2}\n", {0}, "profiling.yaml:2:22: profiling.table.row_limit: \"-2\": expected an integer >= -1"},
-    {"profiling:\n  marker: \"nvtx:\"\n", {0}, "profiling.yaml:2:11: profiling.marker: \"nvtx:\": nvtx marker needs an NVTX range name, e.g. nvtx:train_step"},
-    {"profiling:\n  marker: kernel:gemm/0\n", {0}, "profiling.yaml:2:11: profiling.marker: \"kernel:gemm/0\": kernel marker count \"/0\" must be an integer >= 1"},
-    {"profiling:\n  marker: nvtx:a,kernel:b\n", {0}, "profiling.yaml:2:11: profiling.marker: \"nvtx:a,kernel:b\": more than one step marker; give one of nvtx, function, kernel or cudaProfilerApi, plus at most one signal"},
-    {"profiling:\n  marker: signal:KILL\n", {0}, "profiling.yaml:2:11: profiling.marker: \"signal:KILL\": SIGKILL cannot be a marker: it cannot be caught; use SIGUSR1 or SIGUSR2"},
-    {"profiling:\n  marker: nvtx:a,signal:SIGSEGV\n", {0}, "profiling.yaml:2:11: profiling.marker: \"nvtx:a,signal:SIGSEGV\": SIGSEGV cannot be a marker: it reports a crash and belongs to the program; use SIGUSR1 or SIGUSR2"},
-    {"profiling:\n  marker: signal:USR3\n", {0}, "profiling.yaml:2:11: profiling.marker: \"signal:USR3\": unknown signal \"USR3\" (did you mean SIGUSR2?)"},
-    {"profiling:\n  marker: signal:999\n", {0}, "profiling.yaml:2:11: profiling.marker: \"signal:999\": unknown signal number 999"},
-    {"profiling:\n  marker: nvtxx:a\n", {0}, "profiling.yaml:2:11: profiling.marker: \"nvtxx:a\": unknown marker \"nvtxx\" (did you mean nvtx?); expected nvtx:NAME[@DOMAIN], function:SYMBOL[@LIBRARY], kernel:GLOB[/N], cudaProfilerApi or signal[:SIGNAME]"},
-    {"profiling:\n  marker: cudaProfilerApi:x\n", {0}, "profiling.yaml:2:11: profiling.marker: \"cudaProfilerApi:x\": cudaProfilerApi takes no argument"},
-    {"profiling:\n  marker: nvtx:a@\n", {0}, "profiling.yaml:2:11: profiling.marker: \"nvtx:a@\": empty domain after \"@\""},
-    {"profiling:\n  marker: nvtx:a,,signal\n", {0}, "profiling.yaml:2:11: profiling.marker: \"nvtx:a,,signal\": empty entry in the marker list"},
-    {"profiling:\n  marker: signal,signal:HUP\n", {0}, "profiling.yaml:2:11: profiling.marker: \"signal,signal:HUP\": more than one signal entry"},
-    {"profiling:\n  active: [1, 2\n", {0}, "profiling.yaml:3:1: invalid YAML: did not find expected ',' or ']' (while parsing a flow sequence at line 2, column 11)"},
-    {"profiling:\n  active: 1\n   wait: 2\n", {0}, "profiling.yaml:3:8: invalid YAML: mapping values are not allowed in this context"},
-    {"profiling:\n\tactive: 1\n", {0}, "profiling.yaml:2:1: invalid YAML: found character that cannot start any token (while scanning for the next token at line 2, column 1)"},
-    {"profiling:\n  active: 1\n---\n[\n", {0}, "profiling.yaml:5:1: invalid YAML: did not find expected node content (while parsing a flow node at line 5, column 1)"},
+    {"profiling:\n  skip_first: 99999999999999999999\n", {0},
+     "profiling.yaml:2:15: profiling.skip_first: \"99999999999999999999\": expected an integer >= 0"},
+    {"profiling:\n  skip_first: 2000000000000\n", {0},
+     "profiling.yaml:2:15: profiling.skip_first: \"2000000000000\": expected an integer >= 0 and at most "
+     "1000000000000"},
+    {"profiling:\n  buffer_mb: 70000\n", {0},
+     "profiling.yaml:2:14: profiling.buffer_mb: \"70000\": expected an integer from 1 to 65536"},
+    {"profiling:\n  use_gzip: maybe\n", {0},
+     "profiling.yaml:2:13: profiling.use_gzip: \"maybe\": expected a boolean (true/false, yes/no, on/off, 1/0)"},
+    {"profiling:\n  log: quite\n", {0},
+     "profiling.yaml:2:8: profiling.log: \"quite\": expected one of info, quiet, debug (did you mean quiet?)"},
+    {"profiling:\n  table:\n    sort_by: cpu\n", {0},
+     "profiling.yaml:3:14: profiling.table.sort_by: \"cpu\": expected one of \"\" (automatic), cpu_time, "
+     "cuda_time, cpu_time_total, cuda_time_total, self_cpu_time_total, self_cuda_time_total, cpu_memory_usage, "
+     "cuda_memory_usage, self_cpu_memory_usage, self_cuda_memory_usage, count (did you mean cpu_time?)"},
+    {"profiling:\n  table: 5\n", {0},
+     "profiling.yaml:2:10: profiling.table: expected a mapping of settings, got a scalar"},
+    {"profiling:\n  table: {row_limit: -2}\n", {0},
+     "profiling.yaml:2:22: profiling.table.row_limit: \"-2\": expected an integer >= -1"},
+    {"profiling:\n  marker: \"nvtx:\"\n", {0},
+     "profiling.yaml:2:11: profiling.marker: \"nvtx:\": nvtx marker needs an NVTX range name, e.g. nvtx:train_step"},
+    {"profiling:\n  marker: kernel:gemm/0\n", {0},
+     "profiling.yaml:2:11: profiling.marker: \"kernel:gemm/0\": kernel marker count \"/0\" must be an integer >= 1"},
+    {"profiling:\n  marker: nvtx:a,kernel:b\n", {0},
+     "profiling.yaml:2:11: profiling.marker: \"nvtx:a,kernel:b\": more than one step marker; give one of nvtx, "
+     "function, kernel or cudaProfilerApi, plus at most one signal"},
+    {"profiling:\n  marker: signal:KILL\n", {0},
+     "profiling.yaml:2:11: profiling.marker: \"signal:KILL\": SIGKILL cannot be a marker: it cannot be caught; "
+     "use SIGUSR1 or SIGUSR2"},
+    {"profiling:\n  marker: nvtx:a,signal:SIGSEGV\n", {0},
+     "profiling.yaml:2:11: profiling.marker: \"nvtx:a,signal:SIGSEGV\": SIGSEGV cannot be a marker: it reports a "
+     "crash and belongs to the program; use SIGUSR1 or SIGUSR2"},
+    {"profiling:\n  marker: signal:USR3\n", {0},
+     "profiling.yaml:2:11: profiling.marker: \"signal:USR3\": unknown signal \"USR3\" (did you mean SIGUSR2?)"},
+    {"profiling:\n  marker: signal:999\n", {0},
+     "profiling.yaml:2:11: profiling.marker: \"signal:999\": unknown signal number 999"},
+    {"profiling:\n  marker: nvtxx:a\n", {0},
+     "profiling.yaml:2:11: profiling.marker: \"nvtxx:a\": unknown marker \"nvtxx\" (did you mean nvtx?); expected "
+     "nvtx:NAME[@DOMAIN], function:SYMBOL[@LIBRARY], kernel:GLOB[/N], cudaProfilerApi or signal[:SIGNAME]"},
+    {"profiling:\n  marker: cudaProfilerApi:x\n", {0},
+     "profiling.yaml:2:11: profiling.marker: \"cudaProfilerApi:x\": cudaProfilerApi takes no argument"},
+    {"profiling:\n  marker: nvtx:a@\n", {0},
+     "profiling.yaml:2:11: profiling.marker: \"nvtx:a@\": empty domain after \"@\""},
+    {"profiling:\n  marker: nvtx:a,,signal\n", {0},
+     "profiling.yaml:2:11: profiling.marker: \"nvtx:a,,signal\": empty entry in the marker list"},
+    {"profiling:\n  marker: signal,signal:HUP\n", {0},
+     "profiling.yaml:2:11: profiling.marker: \"signal,signal:HUP\": more than one signal entry"},
+    {"profiling:\n  active: [1, 2\n", {0},
+     "profiling.yaml:3:1: invalid YAML: did not find expected ',' or ']' (while parsing a flow sequence at line "
+     "2, column 11)"},
+    {"profiling:\n  active: 1\n   wait: 2\n", {0},
+     "profiling.yaml:3:8: invalid YAML: mapping values are not allowed in this context"},
+    {"profiling:\n\tactive: 1\n", {0},
+     "profiling.yaml:2:1: invalid YAML: found character that cannot start any token (while scanning for the next "
+     "token at line 2, column 1)"},
+    {"profiling:\n  active: 1\n---\n[\n", {0},
+     "profiling.yaml:5:1: invalid YAML: did not find expected node content (while parsing a flow node at line 5, "
+     "column 1)"},
     {"profiling:\n  worker_name: a\xff\n", {0}, "profiling.yaml: invalid YAML: invalid leading UTF-8 octet at byte 27"},
-    {"profiling:\n  active: 1\n  active: 2\n", {0}, "profiling.yaml:3:3: profiling.active is set twice (first on line 2)"},
-    {"profiling:\n  marker: nvtx:a\nprofiling:\n  active: 2\n", {0}, "profiling.yaml:3:1: profiling: appears twice (first on line 1)"},
+    {"profiling:\n  active: 1\n  active: 2\n", {0},
+     "profiling.yaml:3:3: profiling.active is set twice (first on line 2)"},
+    {"profiling:\n  marker: nvtx:a\nprofiling:\n  active: 2\n", {0},
+     "profiling.yaml:3:1: profiling: appears twice (first on line 1)"},
     {"profiling: [1]\n", {0}, "profiling.yaml:1:12: profiling: expected a mapping of settings, got a sequence"},
-    {"x: &a 3\nprofiling:\n  active: *a\n", {0}, "profiling.yaml:3:11: profiling.active: expected an integer >= 1, got an alias (YAML anchors are not followed here)"},
+    {"x: &a 3\nprofiling:\n  active: *a\n", {0},
+     "profiling.yaml:3:11: profiling.active: expected an integer >= 1, got an alias (YAML anchors are not "
+     "followed here)"},
     {"profiling:\n  ? [a]\n  : 1\n", {0}, "profiling.yaml:2:5: expected a key name in profiling, got a sequence"},
-    {"profiling:\n  active: 2\n", {0}, "a schedule (wait/warmup/active/repeat) needs a step marker: set profiling.marker or PROF_MARKER, e.g. PROF_MARKER=nvtx:train_step"},
-    {NULL, {"PROF_WAIT=1"}, "a schedule (wait/warmup/active/repeat) needs a step marker: set profiling.marker or PROF_MARKER, e.g. PROF_MARKER=nvtx:train_step"},
-    {NULL, {"PROF_MARKER=signal:USR1", "PROF_ACTIVE=2"}, "a schedule (wait/warmup/active/repeat) needs a step marker: set profiling.marker or PROF_MARKER, e.g. PROF_MARKER=nvtx:train_step"},
+    {"profiling:\n  active: 2\n", {0},
+     "a schedule (wait/warmup/active/repeat) needs a step marker: set profiling.marker or PROF_MARKER, e.g. "
+     "PROF_MARKER=nvtx:train_step"},
+    {NULL, {"PROF_WAIT=1"},
+     "a schedule (wait/warmup/active/repeat) needs a step marker: set profiling.marker or PROF_MARKER, e.g. "
+     "PROF_MARKER=nvtx:train_step"},
     {NULL, {"PROF_ACTIVE=x"}, "PROF_ACTIVE=\"x\": expected an integer >= 1"},
     {"profiling:\n  active: 2\n", {"PROF_ACTIVE=0"}, "PROF_ACTIVE=\"0\": expected an integer >= 1"},
     {NULL, {"PROF_WARMUP=-1"}, "PROF_WARMUP=\"-1\": expected an integer >= 0"},
     {NULL, {"PROF_USE_GZIP=2"}, "PROF_USE_GZIP=\"2\": expected a boolean (true/false, yes/no, on/off, 1/0)"},
     {NULL, {"PROF_ENABLED=perhaps"}, "PROF_ENABLED=\"perhaps\": expected a boolean (true/false, yes/no, on/off, 1/0)"},
-    {NULL, {"PROF_MARKER=kernel:"}, "PROF_MARKER=\"kernel:\": kernel marker needs a kernel name glob, e.g. kernel:*sgemm*/4"},
+    {NULL, {"PROF_MARKER=kernel:"},
+     "PROF_MARKER=\"kernel:\": kernel marker needs a kernel name glob, e.g. kernel:*sgemm*/4"},
     {NULL, {"PROF_TABLE_PRINT=screen"}, "PROF_TABLE_PRINT=\"screen\": expected one of stderr, file, both, none"},
     {NULL, {"PROF_TABLE_ROW_LIMIT=ten"}, "PROF_TABLE_ROW_LIMIT=\"ten\": expected an integer >= -1"},
     {NULL, {"PROF_ACTVE=3"}, "PROF_ACTVE is not a stepprof setting (did you mean PROF_ACTIVE?)"},
-    {NULL, {"PROF_TABLE_SORTBY=count"}, "PROF_TABLE_SORTBY is not a stepprof setting (did you mean PROF_TABLE_SORT_BY?)"},
-    {NULL, {"PROF_CONFIG=/nonexistent/p.yaml"}, "/nonexistent/p.yaml: cannot open config file: No such file or directory (named by PROF_CONFIG)"},
+    {NULL, {"PROF_TABLE_SORTBY=count"},
+     "PROF_TABLE_SORTBY is not a stepprof setting (did you mean PROF_TABLE_SORT_BY?)"},
+    {NULL, {"PROF_CONFIG=/nonexistent/p.yaml"},
+     "/nonexistent/p.yaml: cannot open config file: No such file or directory (named by PROF_CONFIG)"},
     {NULL, {"PROF_CONFIG=."}, ".: cannot read config file: it is a directory"},
-    {"profiling:\n  active: 1\n", {"PROF_CONFIG=other.yaml"}, "other.yaml: cannot open config file: No such file or directory (named by PROF_CONFIG)"},
+    {"profiling:\n  active: 1\n", {"PROF_CONFIG=other.yaml"},
+     "other.yaml: cannot open config file: No such file or directory (named by PROF_CONFIG)"},
 };
 
 static void test_bad(void)
@@ -180,8 +233,8 @@ static void test_bad(void)
     memset(yaml + strlen(yaml), 'd', 4200);
     sp_config_t cfg;
     int rc = load(yaml, NULL, &cfg, err, sizeof err);
-    CHECK(rc == -1 && strstr(err, "profiling.output_dir: \"dddd") && strstr(err, "...\": longer than 4095 bytes" DISABLED) &&
-          count_lines(err) == 1, "long output_dir: %s", err);
+    CHECK(rc == -1 && strstr(err, "profiling.output_dir: \"dddd") &&
+          strstr(err, "...\": longer than 4095 bytes" DISABLED) && count_lines(err) == 1, "long output_dir: %s", err);
 }
 
 /* ---- successes ----------------------------------------------------------------- */
@@ -274,6 +327,9 @@ static void test_values(void)
     CHECK(rc == 0 && c.has_schedule && c.marker.kind == SP_MARK_PROFILER_API, "has_schedule from a default value");
     rc = load(NULL, ENV("PROF_MARKER=nvtx:step"), &c, err, sizeof err);
     CHECK(rc == 0 && !c.has_schedule && c.marker.kind == SP_MARK_NVTX, "marker alone is no schedule");
+    rc = load(NULL, ENV("PROF_MARKER=signal:USR1", "PROF_REPEAT=2"), &c, err, sizeof err);
+    CHECK(rc == 0 && err[0] == 0 && c.has_schedule && c.marker.kind == SP_MARK_NONE && c.marker.has_signal &&
+          c.marker.signo == SIGUSR1, "a signal alone is a marker for a schedule: %d '%s'", rc, err);
 
     /* PROF_CONFIG names the file and the messages. */
     write_file("train.yaml", "profiling:\n  buffer_mb: 0\n");

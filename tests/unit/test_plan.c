@@ -135,6 +135,7 @@ static sp_config_t sched_config(const char *marker, long sf, int sfw, long w, lo
 
 static void test_plan_lines(void)
 {
+    char why[256];
     sp_config_t c = sched_config("nvtx:train_step", 0, 0, 1, 1, 3, 2);
     expect_plan(&c, "marker nvtx:train_step; recording steps 2-4, 7-9 (wait 1, warmup 1, active 3, repeat 2); "
                     "traces -> ./profiler_traces");
@@ -160,6 +161,19 @@ static void test_plan_lines(void)
     snprintf(c.marker_spec, sizeof c.marker_spec, "nvtx:step,signal");
     expect_plan(&c, "marker nvtx:step,signal; no schedule: recording the whole run as one window; "
                     "traces -> ./profiler_traces");
+    sp_config_parse_marker(c.marker_spec, &c.marker, why, sizeof why);
+    expect_plan(&c, "marker nvtx:step,signal; on each signal, one cycle counted from the next step: recording "
+                    "steps 1 (wait 0, warmup 1, active 1, repeat 1); traces -> ./profiler_traces");
+    c = sched_config("nvtx:step, signal:HUP", 0, 0, 1, 1, 3, 0);
+    sp_config_parse_marker(c.marker_spec, &c.marker, why, sizeof why);
+    expect_plan(&c, "marker nvtx:step, signal:HUP; on each signal, one cycle counted from the next step: "
+                    "recording steps 2-4 (wait 1, warmup 1, active 3, repeat 1); traces -> ./profiler_traces");
+    c = sched_config("signal", 0, 0, 0, 1, 1, 2);
+    sp_config_parse_marker(c.marker_spec, &c.marker, why, sizeof why);
+    expect_plan(&c, "marker signal; each signal starts or ends a recorded window, at most 2 windows; "
+                    "traces -> ./profiler_traces");
+    c.has_schedule = 0;
+    expect_plan(&c, "marker signal; each signal starts or ends a recorded window; traces -> ./profiler_traces");
     c.enabled = 0;
     expect_plan(&c, "disabled by configuration (profiling.enabled / PROF_ENABLED)");
 

@@ -1,0 +1,497 @@
+/* collectors/cupti.c — the CUPTI activity collector. libcupti is dlopened
+ * (CUDA_HOME, the loader path, or beside the loaded libcudart) and every entry
+ * point used is looked up by name, so a machine without CUPTI loads us fine.
+ * Buffers come from a small free list refilled off the hot path, capped by
+ * cupti_buffer_mb; a full cap makes CUPTI drop (and count) records rather than
+ * stall a launch. Completed buffers are parsed into sp_gpu_event_t records
+ * under one mutex that is never held while calling into CUPTI. CUPTI's clock
+ * (CLOCK_REALTIME on Linux) is mapped to CLOCK_MONOTONIC by an offset measured
+ * with back-to-back reads, refreshed at every window close; no timestamp
+ * callback, because CUPTI would call it twice per API call. */
+#define _GNU_SOURCE
+#include "cupti.h"
+
+#include "clock.h"
+#include "log.h"
+#include "strings.h"
+
+#include <cupti.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BUF_BYTES (4u << 20)
+
+static struct {
+    CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+    CUptiResult (*unsubscribe)(CUpti_SubscriberHandle);
+    CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+    CUptiResult (*enable)(CUpti_ActivityKind);
+    CUptiResult (*disable)(CUpti_ActivityKind);
+    CUptiResult (*flush_all)(uint32_t);
+    CUptiResult (*next_record)(uint8_t *, size_t, CUpti_Activity **);
+    CUptiResult (*dropped)(CUcontext, uint32_t, size_t *);
+    CUptiResult (*timestamp)(uint64_t *);
+    CUptiResult (*result_string)(CUptiResult, const char **);
+    CUptiResult (*finalize)(void);
+} api;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int state;              /* 0 not tried, 1 active, -1 degraded */
+static int want_on, is_on, with_memory;
+static CUpti_SubscriberHandle subscriber;
+static int64_t clock_offset;   /* CLOCK_MONOTONIC - CUPTI clock */
+static size_t buf_cap, buf_live;
+static void *free_bufs[8];
+static int nfree;
+static uint64_t dropped_total;
+
+static sp_gpu_event_t *recs;   /* parsed records not yet taken */
+static size_t nrecs, caprecs;
+static sp_devprop_t devices[SP_MAX_DEVICES];
+
+static const CUpti_ActivityKind base_kinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,          CUPTI_ACTIVITY_KIND_MEMCPY2,
+    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_RUNTIME,         CUPTI_ACTIVITY_KIND_DRIVER,
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
+};
+
+static const char *result_text(CUptiResult r)
+{
+    const char *s = NULL;
+    if (api.result_string && api.result_string(r, &s) == CUPTI_SUCCESS && s)
+        return s;
+    return "unknown CUPTI error";
+}
+
+static int find_cudart_dir(struct dl_phdr_info *info, size_t size, void *out)
+{
+    (void)size;
+    const char *n = info->dlpi_name;
+    const char *slash = n ? strrchr(n, '/') : NULL;
+    if (slash && strstr(slash, "libcudart.so")) {
+        snprintf(out, PATH_MAX, "%.*s", (int)(slash - n), n);
+        return 1;
+    }
+    return 0;
+}
+
+/* The loader path first (that is where a test stand-in or an LD_LIBRARY_PATH
+ * override lives), then the toolkit, then beside the process's libcudart. */
+static void *open_cupti(void)
+{
+    void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (h)
+        return h;
+    char path[PATH_MAX], dir[PATH_MAX] = "";
+    const char *home = getenv("CUDA_HOME");
+    const char *roots[] = {home, "/usr/local/cuda"};
+    for (size_t i = 0; i < 2 && !h; i++) {
+        if (!roots[i])
+            continue;
+        snprintf(path, sizeof path, "%s/lib64/libcupti.so.13", roots[i]);
+        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            snprintf(path, sizeof path, "%s/extras/CUPTI/lib64/libcupti.so.13", roots[i]);
+            h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        }
+    }
+    if (!h && dl_iterate_phdr(find_cudart_dir, dir) && dir[0]) {
+        snprintf(path, sizeof path, "%s/libcupti.so.13", dir);
+        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    return h;
+}
+
+#define LOOKUP(h, field, sym) (*(void **)&api.field = dlsym(h, sym))
+
+static int load_api(void *h)
+{
+    return LOOKUP(h, subscribe, "cuptiSubscribe") && LOOKUP(h, unsubscribe, "cuptiUnsubscribe") &&
+           LOOKUP(h, register_callbacks, "cuptiActivityRegisterCallbacks") &&
+           LOOKUP(h, enable, "cuptiActivityEnable") && LOOKUP(h, disable, "cuptiActivityDisable") &&
+           LOOKUP(h, flush_all, "cuptiActivityFlushAll") && LOOKUP(h, next_record, "cuptiActivityGetNextRecord") &&
+           LOOKUP(h, dropped, "cuptiActivityGetNumDroppedRecords") && LOOKUP(h, timestamp, "cuptiGetTimestamp") &&
+           LOOKUP(h, result_string, "cuptiGetResultString") && (LOOKUP(h, finalize, "cuptiFinalize"), 1);
+}
+
+static void calibrate(void)
+{
+    uint64_t c = 0;
+    uint64_t a = sp_clock_mono_ns();
+    if (api.timestamp(&c) != CUPTI_SUCCESS)
+        return;
+    uint64_t b = sp_clock_mono_ns();
+    clock_offset = (int64_t)(a + (b - a) / 2) - (int64_t)c;
+}
+
+static uint64_t to_mono(uint64_t t)
+{
+    return t ? (uint64_t)((int64_t)t + clock_offset) : 0;
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
+{
+    void *b = NULL;
+    pthread_mutex_lock(&lock);
+    if (nfree)
+        b = free_bufs[--nfree];
+    else if (buf_live + BUF_BYTES <= buf_cap && posix_memalign(&b, 8, BUF_BYTES) == 0)
+        buf_live += BUF_BYTES;
+    pthread_mutex_unlock(&lock);
+    *buf = b;
+    *size = b ? BUF_BYTES : 0;
+    *max_records = 0;
+}
+
+static sp_gpu_event_t *new_rec(void)
+{
+    if (nrecs == caprecs) {
+        size_t n = caprecs ? caprecs * 2 : 4096;
+        sp_gpu_event_t *v = realloc(recs, n * sizeof *v);
+        if (!v)
+            return NULL;
+        recs = v;
+        caprecs = n;
+    }
+    sp_gpu_event_t *e = &recs[nrecs++];
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+/* Called with `lock` held. */
+static void parse(const CUpti_Activity *r)
+{
+    sp_gpu_event_t *e;
+    switch (r->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+        const CUpti_ActivityKernel10 *k = (const void *)r;
+        if (!(e = new_rec()))
+            return;
+        e->kind = SP_GPU_KERNEL;
+        e->start = to_mono(k->start);
+        e->end = to_mono(k->end);
+        e->queued = to_mono(k->queued);
+        e->device = k->deviceId;
+        e->context = k->contextId;
+        e->stream = k->streamId;
+        e->correlation = k->correlationId;
+        e->name = sp_str_intern(k->name ? k->name : "kernel");
+        e->grid[0] = k->gridX, e->grid[1] = k->gridY, e->grid[2] = k->gridZ;
+        e->block[0] = k->blockX, e->block[1] = k->blockY, e->block[2] = k->blockZ;
+        e->static_smem = k->staticSharedMemory;
+        e->dynamic_smem = k->dynamicSharedMemory;
+        e->registers = k->registersPerThread;
+        e->graph_id = k->graphId;
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const CUpti_ActivityMemcpy6 *m = (const void *)r;
+        if (!(e = new_rec()))
+            return;
+        e->kind = SP_GPU_MEMCPY;
+        e->start = to_mono(m->start);
+        e->end = to_mono(m->end);
+        e->device = m->deviceId;
+        e->context = m->contextId;
+        e->stream = m->streamId;
+        e->correlation = m->correlationId;
+        e->bytes = m->bytes;
+        e->copy_kind = m->copyKind;
+        e->src_kind = m->srcKind;
+        e->dst_kind = m->dstKind;
+        e->graph_id = m->graphId;
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const CUpti_ActivityMemset4 *m = (const void *)r;
+        if (!(e = new_rec()))
+            return;
+        e->kind = SP_GPU_MEMSET;
+        e->start = to_mono(m->start);
+        e->end = to_mono(m->end);
+        e->device = m->deviceId;
+        e->context = m->contextId;
+        e->stream = m->streamId;
+        e->correlation = m->correlationId;
+        e->bytes = m->bytes;
+        e->value = m->memoryKind;
+        e->graph_id = m->graphId;
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+        const CUpti_ActivityAPI *a = (const void *)r;
+        if (!(e = new_rec()))
+            return;
+        e->kind = r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? SP_GPU_RUNTIME : SP_GPU_DRIVER;
+        e->start = to_mono(a->start);
+        e->end = to_mono(a->end);
+        e->cbid = a->cbid;
+        e->tid = a->threadId;
+        e->correlation = a->correlationId;
+        e->result = (int32_t)a->returnValue;
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+        const CUpti_ActivitySynchronization2 *s = (const void *)r;
+        if (!(e = new_rec()))
+            return;
+        e->kind = SP_GPU_SYNC;
+        e->start = to_mono(s->start);
+        e->end = to_mono(s->end);
+        e->context = s->contextId;
+        e->stream = s->streamId;
+        e->correlation = s->correlationId;
+        e->sync_type = (uint8_t)s->type;
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid)
+{
+    (void)ctx;
+    (void)stream;
+    (void)size;
+    CUpti_Activity *r = NULL;
+    pthread_mutex_lock(&lock);
+    while (valid && api.next_record(buf, valid, &r) == CUPTI_SUCCESS)
+        parse(r);
+    if (nfree < (int)(sizeof free_bufs / sizeof free_bufs[0])) {
+        free_bufs[nfree++] = buf;
+        buf = NULL;
+    } else {
+        buf_live -= BUF_BYTES;
+    }
+    pthread_mutex_unlock(&lock);
+    free(buf);
+}
+
+static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
+{
+    (void)ud, (void)d, (void)id, (void)data;
+}
+
+static void set_kinds(int on)
+{
+    CUptiResult (*fn)(CUpti_ActivityKind) = on ? api.enable : api.disable;
+    for (size_t i = 0; i < sizeof base_kinds / sizeof base_kinds[0]; i++)
+        fn(base_kinds[i]);
+    if (with_memory)
+        fn(CUPTI_ACTIVITY_KIND_MEMORY2);
+    is_on = on;
+}
+
+static int degrade(const char *why, CUptiResult r)
+{
+    if (r)
+        sp_log(SP_LOG_WARN, "%s (%s, CUPTI error %d); GPU activity is not recorded, profiling continues on "
+               "interposition and NVTX", why, result_text(r), (int)r);
+    else
+        sp_log(SP_LOG_WARN, "%s; GPU activity is not recorded, profiling continues on interposition and NVTX", why);
+    state = -1;
+    return -1;
+}
+
+static int owned_by_other_tool(void)
+{
+    const char *inj = getenv("CUDA_INJECTION64_PATH");
+    return getenv("NSYS_PROFILING_SESSION_ID") || (inj && strstr(inj, "ToolsInjection"));
+}
+
+int sp_cupti_init(int memory, long buffer_mb)
+{
+    pthread_mutex_lock(&lock);
+    if (state) {
+        pthread_mutex_unlock(&lock);
+        return state > 0 ? 0 : -1;
+    }
+    pthread_mutex_unlock(&lock);
+    with_memory = memory;
+    buf_cap = (size_t)(buffer_mb > 4 ? buffer_mb : 4) << 20;
+    if (owned_by_other_tool())
+        return degrade("Nsight Systems owns CUPTI in this process", 0);
+    void *h = open_cupti();
+    if (!h)
+        return degrade("libcupti.so.13 not found (CUDA_HOME, loader path, beside libcudart)", 0);
+    if (!load_api(h))
+        return degrade("libcupti.so.13 lacks an entry point stepprof needs", 0);
+    CUptiResult r = api.subscribe(&subscriber, on_callback, NULL);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+        return degrade("another tool (nsys, torch.profiler, compute-sanitizer) already subscribed to CUPTI", r);
+    if (r != CUPTI_SUCCESS)
+        return degrade("cuptiSubscribe failed", r);
+    r = api.register_callbacks(buffer_requested, buffer_completed);
+    if (r == CUPTI_SUCCESS) {
+        /* Probe with one kind: without a driver this is where CUPTI says no (999). */
+        r = api.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        if (r == CUPTI_SUCCESS)
+            api.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    }
+    if (r != CUPTI_SUCCESS) {
+        api.unsubscribe(subscriber);
+        return degrade("CUPTI cannot record activity here (no GPU or driver?)", r);
+    }
+    calibrate();
+    pthread_mutex_lock(&lock);
+    state = 1;
+    pthread_mutex_unlock(&lock);
+    if (want_on)
+        set_kinds(1);
+    sp_log(SP_LOG_DEBUG, "CUPTI active");
+    return 0;
+}
+
+int sp_cupti_active(void)
+{
+    return state > 0;
+}
+
+void sp_cupti_enable(int on)
+{
+    want_on = on;
+    if (state > 0 && is_on != on)
+        set_kinds(on);
+}
+
+void sp_cupti_window_open(void)
+{
+    if (state <= 0)
+        return;
+    api.flush_all(0);
+    pthread_mutex_lock(&lock);
+    nrecs = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+static void query_devices(void)
+{
+    cudaError_t (*count_fn)(int *) = (cudaError_t(*)(int *))dlsym(RTLD_NEXT, "cudaGetDeviceCount");
+    cudaError_t (*prop_fn)(struct cudaDeviceProp *, int) =
+        (cudaError_t(*)(struct cudaDeviceProp *, int))dlsym(RTLD_NEXT, "cudaGetDeviceProperties");
+    int n = 0;
+    if (!count_fn || !prop_fn || count_fn(&n) != cudaSuccess)
+        return;
+    for (int d = 0; d < n && d < SP_MAX_DEVICES; d++) {
+        struct cudaDeviceProp p;
+        sp_devprop_t *o = &devices[d];
+        if (o->valid || prop_fn(&p, d) != cudaSuccess)
+            continue;
+        snprintf(o->name, sizeof o->name, "%s", p.name);
+        o->total_global_mem = p.totalGlobalMem;
+        o->major = p.major;
+        o->minor = p.minor;
+        o->max_threads_per_block = p.maxThreadsPerBlock;
+        o->max_threads_per_sm = p.maxThreadsPerMultiProcessor;
+        o->regs_per_block = p.regsPerBlock;
+        o->regs_per_sm = p.regsPerMultiprocessor;
+        o->warp_size = p.warpSize;
+        o->shared_mem_per_block = p.sharedMemPerBlock;
+        o->shared_mem_per_sm = p.sharedMemPerMultiprocessor;
+        o->num_sms = p.multiProcessorCount;
+        o->max_blocks_per_sm = p.maxBlocksPerMultiProcessor;
+        o->valid = 1;
+    }
+}
+
+void sp_cupti_window_close(void)
+{
+    if (state <= 0)
+        return;
+    /* The runtime's own sync, not our interposer: this is not the program's call. */
+    cudaError_t (*sync)(void) = (cudaError_t(*)(void))dlsym(RTLD_NEXT, "cudaDeviceSynchronize");
+    if (sync)
+        sync();
+    query_devices();
+    api.flush_all(0);
+    calibrate();
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+size_t sp_cupti_take(uint64_t begin, uint64_t end, sp_gpu_event_t **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&lock);
+    size_t napi = 0;
+    for (size_t i = 0; i < nrecs; i++)
+        napi += recs[i].kind == SP_GPU_RUNTIME || recs[i].kind == SP_GPU_DRIVER;
+    uint32_t *mine = malloc((napi ? napi : 1) * sizeof *mine);
+    sp_gpu_event_t *v = malloc((nrecs ? nrecs : 1) * sizeof *v);
+    size_t nmine = 0, n = 0, keep = 0;
+    if (!mine || !v) {
+        free(mine);
+        free(v);
+        pthread_mutex_unlock(&lock);
+        return 0;
+    }
+    for (size_t i = 0; i < nrecs; i++) {
+        const sp_gpu_event_t *e = &recs[i];
+        if ((e->kind == SP_GPU_RUNTIME || e->kind == SP_GPU_DRIVER) && e->start >= begin && e->start <= end)
+            mine[nmine++] = e->correlation;
+    }
+    qsort(mine, nmine, sizeof *mine, cmp_u32);
+    for (size_t i = 0; i < nrecs; i++) {
+        const sp_gpu_event_t *e = &recs[i];
+        int is_api = e->kind == SP_GPU_RUNTIME || e->kind == SP_GPU_DRIVER;
+        int ours = is_api ? (e->start >= begin && e->start <= end)
+                          : (e->correlation && bsearch(&e->correlation, mine, nmine, sizeof *mine, cmp_u32)) ||
+                                (!e->correlation && e->start >= begin && e->start <= end);
+        if (ours)
+            v[n++] = *e;
+        else if (e->start > end)
+            recs[keep++] = *e;   /* a later window's */
+    }
+    nrecs = keep;
+    pthread_mutex_unlock(&lock);
+    free(mine);
+    *out = v;
+    return n;
+}
+
+uint64_t sp_cupti_dropped(void)
+{
+    size_t d = 0;
+    if (state > 0 && api.dropped(NULL, 0, &d) == CUPTI_SUCCESS)
+        dropped_total += d;
+    return dropped_total;
+}
+
+void sp_cupti_shutdown(void)
+{
+    if (state <= 0)
+        return;
+    api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (is_on)
+        set_kinds(0);
+    api.unsubscribe(subscriber);
+    if (api.finalize)
+        api.finalize();
+    state = -1;
+}
+
+const sp_devprop_t *sp_cupti_device(uint32_t dev)
+{
+    return dev < SP_MAX_DEVICES && devices[dev].valid ? &devices[dev] : NULL;
+}
+
+void sp_cupti_after_fork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+    state = 0;
+    want_on = is_on = 0;
+    nrecs = 0;
+}

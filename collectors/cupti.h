@@ -1,0 +1,40 @@
+/* collectors/cupti.h — CUPTI, the truth about GPU activity: dlopened at run
+ * time (never linked), set up from the CUDA injection entry point or at the
+ * first intercepted call, activity kinds on only while a window is warming up
+ * or recording. Every failure (no libcupti, no driver, another subscriber)
+ * prints one stepprof: line and leaves stepprof on interposition + NVTX. */
+#ifndef SP_CUPTI_H
+#define SP_CUPTI_H
+
+#include "gpu.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sp_devprop {
+    int valid;
+    char name[256];
+    uint64_t total_global_mem;
+    int major, minor, max_threads_per_block, max_threads_per_sm, regs_per_block, regs_per_sm, warp_size;
+    uint64_t shared_mem_per_block, shared_mem_per_sm;
+    int num_sms, max_blocks_per_sm;
+} sp_devprop_t;
+
+#define SP_MAX_DEVICES 16
+
+int sp_cupti_init(int with_memory, long buffer_mb);  /* 0: active; -1: degraded (said why) */
+int sp_cupti_active(void);
+void sp_cupti_enable(int on);      /* kinds on (warmup/record) or off; remembered before init */
+void sp_cupti_window_open(void);   /* drops records gathered so far (warmup) */
+void sp_cupti_window_close(void);  /* device sync + flush: the window's records are all in */
+
+/* Records belonging to [begin_ns, end_ns] (API records by their start; GPU
+ * records by the API call that launched them, else by their own start), moved
+ * into a malloc'ed array; older records are dropped. */
+size_t sp_cupti_take(uint64_t begin_ns, uint64_t end_ns, sp_gpu_event_t **out);
+uint64_t sp_cupti_dropped(void);   /* records CUPTI could not store, cumulative */
+void sp_cupti_shutdown(void);      /* process end: forced flush, kinds off, cuptiFinalize */
+const sp_devprop_t *sp_cupti_device(uint32_t dev);   /* NULL when unknown */
+void sp_cupti_after_fork_child(void);
+
+#endif
