@@ -39,6 +39,7 @@ static struct {
     CUptiResult (*timestamp)(uint64_t *);
     CUptiResult (*result_string)(CUptiResult, const char **);
     CUptiResult (*finalize)(void);
+    CUptiResult (*callback_name)(CUpti_CallbackDomain, uint32_t, const char **);
 } api;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -117,7 +118,7 @@ static int load_api(void *h)
            LOOKUP(h, enable, "cuptiActivityEnable") && LOOKUP(h, disable, "cuptiActivityDisable") &&
            LOOKUP(h, flush_all, "cuptiActivityFlushAll") && LOOKUP(h, next_record, "cuptiActivityGetNextRecord") &&
            LOOKUP(h, dropped, "cuptiActivityGetNumDroppedRecords") && LOOKUP(h, timestamp, "cuptiGetTimestamp") &&
-           LOOKUP(h, result_string, "cuptiGetResultString") && (LOOKUP(h, finalize, "cuptiFinalize"), 1);
+           LOOKUP(h, result_string, "cuptiGetResultString") && (LOOKUP(h, finalize, "cuptiFinalize"), LOOKUP(h, callback_name, "cuptiGetCallbackName"), 1);
 }
 
 static void calibrate(void)
@@ -328,6 +329,8 @@ int sp_cupti_init(int memory, long buffer_mb)
     CUptiResult r = api.subscribe(&subscriber, on_callback, NULL);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
         return degrade("another tool (nsys, torch.profiler, compute-sanitizer) already subscribed to CUPTI", r);
+    if (r == CUPTI_ERROR_UNKNOWN || r == CUPTI_ERROR_NO_DEVICE || r == CUPTI_ERROR_NOT_INITIALIZED)
+        return degrade("CUPTI cannot record activity here (no GPU or driver?)", r);
     if (r != CUPTI_SUCCESS)
         return degrade("cuptiSubscribe failed", r);
     r = api.register_callbacks(buffer_requested, buffer_completed);
@@ -403,17 +406,36 @@ static void query_devices(void)
     }
 }
 
-void sp_cupti_window_close(void)
+void sp_cupti_window_close(int sync)
 {
     if (state <= 0)
         return;
-    /* The runtime's own sync, not our interposer: this is not the program's call. */
-    cudaError_t (*sync)(void) = (cudaError_t(*)(void))dlsym(RTLD_NEXT, "cudaDeviceSynchronize");
-    if (sync)
-        sync();
-    query_devices();
-    api.flush_all(0);
+    if (sync) {
+        /* The runtime's own sync, not our interposer: this is not the program's call. */
+        cudaError_t (*dev_sync)(void) = (cudaError_t(*)(void))dlsym(RTLD_NEXT, "cudaDeviceSynchronize");
+        if (dev_sync)
+            dev_sync();
+        query_devices();
+    }
+    api.flush_all(sync ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     calibrate();
+}
+
+/* CUPTI's callback names carry a version suffix ("cudaLaunchKernel_v7000"). */
+const char *sp_cupti_api_name(int driver, uint32_t cbid)
+{
+    static __thread char buf[128];
+    const char *name = NULL;
+    if (!api.callback_name ||
+        api.callback_name(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) !=
+            CUPTI_SUCCESS ||
+        !name)
+        return NULL;
+    snprintf(buf, sizeof buf, "%s", name);
+    char *v = strstr(buf, "_v");
+    if (v && v[2] >= '0' && v[2] <= '9')
+        *v = 0;
+    return buf;
 }
 
 static int cmp_u32(const void *a, const void *b)

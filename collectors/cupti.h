@@ -26,7 +26,8 @@ int sp_cupti_init(int with_memory, long buffer_mb);  /* 0: active; -1: degraded 
 int sp_cupti_active(void);
 void sp_cupti_enable(int on);      /* kinds on (warmup/record) or off; remembered before init */
 void sp_cupti_window_open(void);   /* drops records gathered so far (warmup) */
-void sp_cupti_window_close(void);  /* device sync + flush: the window's records are all in */
+void sp_cupti_window_close(int sync); /* (device sync +) flush: the window's records are all in */
+const char *sp_cupti_api_name(int driver, uint32_t cbid);  /* "cudaLaunchKernel"; NULL if unknown */
 
 /* Records belonging to [begin_ns, end_ns] (API records by their start; GPU
  * records by the API call that launched them, else by their own start), moved

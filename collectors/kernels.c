@@ -142,24 +142,31 @@ static demangle_fn find_demangler(void)
     return fn;
 }
 
+const char *sp_kern_demangle(const char *m)
+{
+    static char buf[4096];
+    demangle_fn dm = (m && m[0] == '_' && m[1] == 'Z') ? find_demangler() : NULL;
+    if (!dm)
+        return NULL;
+    int status = -1;
+    size_t len = sizeof buf;
+    char *out = dm(m, NULL, &len, &status);
+    const char *r = NULL;
+    if (status == 0 && out) {
+        snprintf(buf, sizeof buf, "%s", out);
+        r = buf;
+    }
+    free(out);
+    return r;
+}
+
 const char *sp_kern_name(const void *ptr, int is_handle)
 {
     static char buf[4096];
     const char *m = sp_kern_mangled(ptr, is_handle);
     if (!m)
         return NULL;
-    demangle_fn dm = (m[0] == '_' && m[1] == 'Z') ? find_demangler() : NULL;
-    if (dm) {
-        int status = -1;
-        size_t len = sizeof buf;
-        char *out = dm(m, NULL, &len, &status);
-        if (status == 0 && out) {
-            snprintf(buf, sizeof buf, "%s", out);
-            free(out);
-            return buf;
-        }
-        free(out);
-    }
-    snprintf(buf, sizeof buf, "%s", m);
+    const char *d = sp_kern_demangle(m);
+    snprintf(buf, sizeof buf, "%s", d ? d : m);
     return buf;
 }

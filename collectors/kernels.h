@@ -13,6 +13,10 @@ void sp_kern_map_handle(const void *handle, const void *host_fun);
  * static buffer valid until the next call; NULL when unknown. Export only. */
 const char *sp_kern_name(const void *ptr, int is_handle);
 
+/* Demangled form of a mangled name in a static buffer, NULL if it is not a
+ * mangled C++ name. Export only. */
+const char *sp_kern_demangle(const char *mangled);
+
 /* Raw (mangled) name, for matching by the kernel marker; NULL when unknown. */
 const char *sp_kern_mangled(const void *ptr, int is_handle);
 

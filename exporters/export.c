@@ -5,6 +5,7 @@
 #include "export.h"
 
 #include "../collectors/clock.h"
+#include "../collectors/cupti.h"
 #include "../collectors/events.h"
 #include "outfile.h"
 #include "trace.h"
@@ -39,7 +40,12 @@ int sp_export_run(const sp_export_job_t *job)
             end = ev[i].ev.t1;
     char stem[512];
     sp_outfile_stem(stem, sizeof stem, job->worker, end + (uint64_t)sp_clock_epoch_offset());
-    int rc = sp_trace_write(job, stem, ev, n, base, end);
+    sp_gpu_event_t *gpu_recs = NULL;
+    size_t ngpu = sp_cupti_take(sp_clock_to_ns(job->t_begin), sp_clock_to_ns(job->t_end), &gpu_recs);
+    sp_gpu_view_t gpu;
+    sp_gpuv_build(&gpu, ev, n, gpu_recs, ngpu);
+    int rc = sp_trace_write(job, stem, ev, n, &gpu, base, end);
+    sp_gpuv_free(&gpu);
     free(ev);
     return rc;
 }

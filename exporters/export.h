@@ -14,6 +14,8 @@ typedef struct sp_export_job {
     uint64_t dropped;         /* records lost to a full buffer in this window */
     int truncated;            /* cut short (exit or signal during the cycle) */
     int use_gzip;
+    int cupti;                /* GPU activity came from CUPTI */
+    uint64_t cupti_dropped;   /* records CUPTI dropped in this window */
     char output_dir[4096];
     char worker[256];
 } sp_export_job_t;

@@ -27,6 +27,7 @@ typedef struct ctx {
     sp_jw_t *w;
     int pid;
     uint64_t base_ns;
+    const sp_gpu_view_t *gpu;
 } ctx_t;
 
 static const char *copy_kind_name(uint64_t k)
@@ -111,21 +112,30 @@ static void api_args(sp_jw_t *w, const sp_event_t *e)
         sp_jw_printf(w, ", \"stream\": %" PRIu64, e->a[3]);
 }
 
-static void write_event(ctx_t *c, const sp_event_ref_t *r, uint64_t *ext_id)
+static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index, uint64_t *ext_id)
 {
     sp_jw_t *w = c->w;
     const sp_event_t *e = &r->ev;
     char name[64];
     switch (e->kind) {
-    case SP_EV_API:
+    case SP_EV_API: {
         if (e->name >= SP_API_COUNT)
             return;
+        /* With CUPTI's record of the same call, its correlation id is the
+         * one GPU events carry; ours becomes the External id. */
+        const sp_gpu_event_t *m = sp_gpuv_match(c->gpu, index);
         slice_head(c, "cuda_runtime", sp_api_table[e->name].name, r);
-        sp_jw_printf(w, ", \"args\": {\"cbid\": %d, \"correlation\": %" PRIu64 ", \"result\": %d",
-                     sp_api_table[e->name].cbid, correlation(r), e->result);
+        if (m)
+            sp_jw_printf(w, ", \"args\": {\"cbid\": %d, \"correlation\": %u, \"External id\": %" PRIu64
+                            ", \"result\": %d",
+                         sp_api_table[e->name].cbid, m->correlation, correlation(r), e->result);
+        else
+            sp_jw_printf(w, ", \"args\": {\"cbid\": %d, \"correlation\": %" PRIu64 ", \"result\": %d",
+                         sp_api_table[e->name].cbid, correlation(r), e->result);
         api_args(w, e);
         sp_jw_puts(w, "}}");
         break;
+    }
     case SP_EV_STEP:
         snprintf(name, sizeof name, "ProfilerStep#%" PRIu64, e->a[0]);
         slice_head(c, "user_annotation", name, r);
@@ -208,9 +218,11 @@ static void write_metadata(ctx_t *c, const sp_event_ref_t *ev, size_t n)
     free(ts);
 }
 
-static void write_header(sp_jw_t *w, const sp_export_job_t *job, uint64_t base_epoch_ns)
+static void write_header(sp_jw_t *w, const sp_export_job_t *job, const sp_gpu_view_t *gpu, uint64_t base_epoch_ns)
 {
-    sp_jw_puts(w, "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n");
+    sp_jw_puts(w, "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [");
+    sp_gpuv_write_device_props(w, gpu);
+    sp_jw_puts(w, "],\n");
     const char *rank = getenv("RANK"), *world = getenv("WORLD_SIZE");
     if (rank && *rank && strspn(rank, "0123456789") == strlen(rank))
         sp_jw_printf(w, "  \"distributedInfo\": {\"rank\": %ld, \"world_size\": %ld},\n", strtol(rank, NULL, 10),
@@ -220,12 +232,14 @@ static void write_header(sp_jw_t *w, const sp_export_job_t *job, uint64_t base_e
         sp_jw_printf(w, "  \"stepprof_steps\": [%ld, %ld],\n", job->first_step, job->last_step);
     sp_jw_printf(w, "  \"stepprof_dropped_events\": %" PRIu64 ",\n  \"stepprof_truncated\": %s,\n", job->dropped,
                  job->truncated ? "true" : "false");
+    sp_jw_printf(w, "  \"stepprof_gpu_source\": \"%s\",\n  \"stepprof_cupti_dropped_records\": %" PRIu64 ",\n",
+                 job->cupti ? "cupti" : "none", job->cupti_dropped);
     sp_jw_printf(w, "  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": %" PRIu64 ",\n  \"traceEvents\": [\n",
                  base_epoch_ns);
 }
 
 int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_ref_t *ev, size_t n,
-                   uint64_t base_ns, uint64_t end_ns)
+                   const sp_gpu_view_t *gpu, uint64_t base_ns, uint64_t end_ns)
 {
     sp_outfile_t f;
     if (sp_outfile_open(&f, job->output_dir, stem, job->use_gzip ? ".pt.trace.json.gz" : ".pt.trace.json") != 0)
@@ -244,12 +258,14 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
         }
     }
     sp_jw_init(w, f.fd, gz);
-    ctx_t c = {w, (int)getpid(), base_ns};
-    write_header(w, job, base_ns + (uint64_t)sp_clock_epoch_offset());
+    ctx_t c = {w, (int)getpid(), base_ns, gpu};
+    write_header(w, job, gpu, base_ns + (uint64_t)sp_clock_epoch_offset());
     write_metadata(&c, ev, n);
+    sp_gpuv_write_metadata(w, gpu);
     uint64_t ext_id = 0;
     for (size_t i = 0; i < n && !w->err; i++)
-        write_event(&c, &ev[i], &ext_id);
+        write_event(&c, &ev[i], i, &ext_id);
+    sp_gpuv_write_events(w, gpu, ev, n, c.pid, base_ns);
     sp_jw_puts(w, "{\"name\": \"Record Window End\", \"ph\": \"i\", \"s\": \"g\", \"pid\": \"\", \"tid\": \"\", \"ts\": ");
     sp_jw_us(w, (int64_t)(end_ns - base_ns));
     sp_jw_puts(w, "}\n  ],\n  \"traceName\": ");

@@ -5,13 +5,14 @@
 
 #include "../collectors/events.h"
 #include "export.h"
+#include "gpu_trace.h"
 
 #include <stddef.h>
 
 /* Events are sorted by start and their t0/t1 already converted to
- * CLOCK_MONOTONIC ns. base_ns: the window start (CLOCK_MONOTONIC ns), end_ns:
+ * CLOCK_MONOTONIC ns; gpu holds CUPTI's records of the window (may be empty). base_ns: the window start (CLOCK_MONOTONIC ns), end_ns:
  * its end. Writes <dir>/<stem>.pt.trace.json; 0 on success. */
 int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_ref_t *ev, size_t n,
-                   uint64_t base_ns, uint64_t end_ns);
+                   const sp_gpu_view_t *gpu, uint64_t base_ns, uint64_t end_ns);
 
 #endif

@@ -14,7 +14,9 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +25,12 @@
 void sp_nvtx_claim(void); /* inject/nvtx.c */
 
 static pthread_once_t activate_once = PTHREAD_ONCE_INIT;
+static _Atomic int activation_started;
 
 static void activate(void)
 {
     int saved = errno;
+    atomic_store(&activation_started, 1);
     sp_sched_activate();
     const sp_config_t *cfg = sp_sched_config();
     if (cfg && cfg->marker.has_signal)
@@ -116,9 +120,34 @@ static void warn_static_cudart(void)
                "'nvcc -cudart shared' (on a GPU machine CUPTI still records its GPU work)");
 }
 
+/* The driver calls this inside cuInit when CUDA_INJECTION64_PATH names us:
+ * the moment CUPTI may be set up, and the only entry for programs whose
+ * runtime calls we cannot see (static cudart). Activation may itself be what
+ * triggered cuInit (CUPTI calls into the driver), hence the flag rather than
+ * a nested pthread_once on the same control, which would deadlock. */
+SP_EXPORT int InitializeInjection(void)
+{
+    if (!atomic_load(&activation_started))
+        pthread_once(&activate_once, activate);
+    return 1;
+}
+
+/* Our own path, for the driver to load us as the CUDA injection library,
+ * unless another tool (nsys) already owns that variable. */
+static void claim_cuda_injection(void)
+{
+    if (getenv("CUDA_INJECTION64_PATH"))
+        return;
+    Dl_info info;
+    char path[PATH_MAX];
+    if (dladdr((void *)InitializeInjection, &info) && info.dli_fname && realpath(info.dli_fname, path))
+        setenv("CUDA_INJECTION64_PATH", path, 0);
+}
+
 static void after_fork_child(void)
 {
     activate_once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    atomic_store(&activation_started, 0);
     sp_sched_after_fork_child();
 }
 
@@ -127,6 +156,7 @@ __attribute__((constructor)) static void stepprof_init(void)
     int saved = errno;
     sp_sched_preinit();
     sp_nvtx_claim();
+    claim_cuda_injection();
     warn_static_cudart();
     pthread_atfork(NULL, NULL, after_fork_child);
     errno = saved;

@@ -10,6 +10,7 @@
 #include "schedule.h"
 
 #include "../collectors/clock.h"
+#include "../collectors/cupti.h"
 #include "../collectors/events.h"
 #include "../collectors/log.h"
 #include "../exporters/export.h"
@@ -36,6 +37,7 @@ static uint32_t next_window = 1;
 static uint32_t cur_window;    /* open record window, 0 when none */
 static uint64_t window_t0;
 static uint64_t drop_base;
+static uint64_t cupti_drop_base;
 static long cycle;             /* cycles written so far */
 static long cycle_first_step;
 static int idle_gate_count;    /* gate value while NONE: SP_WIN_COUNT if markers need calls */
@@ -74,6 +76,10 @@ static void open_record_window(uint64_t now)
 
 static void close_record_window(uint64_t now, int truncated)
 {
+    /* GPU work launched in the window must be complete and flushed before
+     * the exporter takes it; at exit the runtime may be torn down already,
+     * so only a forced flush is safe there. */
+    sp_cupti_window_close(!finished);
     sp_export_job_t job;
     memset(&job, 0, sizeof job);
     job.window = cur_window;
@@ -85,6 +91,12 @@ static void close_record_window(uint64_t now, int truncated)
     job.dropped = sp_ev_dropped_total() - drop_base;
     job.truncated = truncated;
     job.use_gzip = cfg.use_gzip;
+    job.cupti = sp_cupti_active();
+    {
+        uint64_t d = sp_cupti_dropped();
+        job.cupti_dropped = d - cupti_drop_base;
+        cupti_drop_base = d;
+    }
     snprintf(job.output_dir, sizeof job.output_dir, "%s", cfg.output_dir);
     worker_name(job.worker, sizeof job.worker);
     cur_window = 0;
@@ -137,12 +149,17 @@ static void enter_action(sp_action_t next, uint64_t now)
 {
     int was_rec = action == SP_ACT_RECORD || action == SP_ACT_RECORD_AND_SAVE;
     int is_rec = next == SP_ACT_RECORD || next == SP_ACT_RECORD_AND_SAVE;
-    if (is_rec && !was_rec)
+    if (is_rec && !was_rec) {
+        sp_cupti_enable(1);
+        sp_cupti_window_open();
         open_record_window(now);
-    else if (next == SP_ACT_WARMUP && action != SP_ACT_WARMUP)
+    } else if (next == SP_ACT_WARMUP && action != SP_ACT_WARMUP) {
+        sp_cupti_enable(1);
         sp_ev_set_gate((next_window++ & ~SP_WIN_COUNT) | SP_WIN_WARMUP);
-    else if (next == SP_ACT_NONE && action != SP_ACT_NONE)
+    } else if (next == SP_ACT_NONE && action != SP_ACT_NONE) {
+        sp_cupti_enable(0);
         sp_ev_set_gate(idle_gate());
+    }
     action = next;
 }
 
@@ -175,9 +192,12 @@ void sp_sched_profiler_api(int start)
         uint64_t now = sp_clock_ticks();
         if (start && !cur_window && (cfg.repeat == 0 || cycle < cfg.repeat)) {
             step++;
+            sp_cupti_enable(1);
+            sp_cupti_window_open();
             open_record_window(now);
         } else if (!start && cur_window) {
             close_record_window(now, 0);
+            sp_cupti_enable(0);
         }
     }
     pthread_mutex_unlock(&lock);
@@ -193,10 +213,13 @@ void sp_sched_poll_signal(void)
         uint64_t now = sp_clock_ticks();
         if (!cur_window && (cfg.repeat == 0 || cycle < cfg.repeat || !cfg.has_schedule)) {
             sp_log(SP_LOG_INFO, "signal received: recording until the next one");
+            sp_cupti_enable(1);
+            sp_cupti_window_open();
             open_record_window(now);
         } else if (cur_window) {
             sp_log(SP_LOG_INFO, "signal received: writing the trace");
             close_record_window(now, 0);
+            sp_cupti_enable(0);
         }
     }
     pthread_mutex_unlock(&lock);
@@ -212,6 +235,7 @@ void sp_sched_activate(void)
     }
     sp_log_level = cfg.log_level;
     sp_clock_init();
+    sp_cupti_init(cfg.profile_memory, 64);
     if (sp_ev_pool_init(cfg.buffer_mb) != 0) {
         sp_ev_set_gate(0);
         pthread_mutex_unlock(&lock);
@@ -241,6 +265,7 @@ void sp_sched_activate(void)
     whole_run = !cfg.has_schedule && !signal_mode && cfg.marker.kind != SP_MARK_NONE &&
                 cfg.marker.kind != SP_MARK_PROFILER_API;
     if ((cfg.marker.kind == SP_MARK_NONE && !cfg.has_schedule && !signal_only) || whole_run) {
+        sp_cupti_enable(1);
         open_record_window(sp_clock_ticks());
         action = SP_ACT_RECORD;
     } else {
@@ -265,6 +290,7 @@ void sp_sched_finish(int truncated)
     }
     pthread_mutex_unlock(&lock);
     sp_export_drain(10.0);
+    sp_cupti_shutdown();
 }
 
 void sp_sched_exit_handler(void)
@@ -288,6 +314,7 @@ void sp_sched_after_fork_child(void)
     idle_gate_count = signal_mode = signal_only = whole_run = 0;
     sp_ev_after_fork_child();
     sp_export_after_fork_child();
+    sp_cupti_after_fork_child();
     sp_ev_set_gate(SP_GATE_UNINIT);
 }
 

@@ -6,7 +6,7 @@ import os
 import re
 import subprocess
 
-from harness import (LIB, CUDA_HOME, Skip, assert_valid, load, prog, run, runtime_events)
+from harness import (LIB, ROOT, CUDA_HOME, Skip, assert_valid, load, prog, run, runtime_events)
 from check_trace import check
 
 API_NAMES = None
@@ -16,7 +16,7 @@ def api_names():
     """The interposed symbols, read from collectors/api.h's table."""
     global API_NAMES
     if API_NAMES is None:
-        src = open(os.path.join(os.path.dirname(LIB), "..", "collectors", "api.h")).read()
+        src = open(os.path.join(ROOT, "collectors", "api.h")).read()
         API_NAMES = re.findall(r"X\((\w+), \d+, \w+, [01]\)", src)
     return API_NAMES
 

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.path.join(ROOT, "build")
+BUILD = os.environ.get("SP_BUILD") or os.path.join(ROOT, "build")
 LIB = os.path.join(BUILD, "libstepprof.so")
 FAKE_DIR = os.path.join(BUILD, "fakecuda")
 PROGS = os.path.join(BUILD, "programs")

@@ -13,8 +13,11 @@ UNIT_LIBYAML := $(or $(LIBYAML_A),/usr/lib/x86_64-linux-gnu/libyaml.a)
 UNIT_CFLAGS := $(CFLAGS_COMMON) -DSP_REPO_ROOT='"$(CURDIR)"'
 UNIT_HEADERS := $(wildcard schedule/*.h collectors/log.h) tests/unit/unit.mk
 
-$(UNIT_OUT)/test_config: schedule/config.c collectors/log.c profiling.example.yaml
-$(UNIT_OUT)/test_plan: schedule/plan.c schedule/config.c collectors/log.c
+# The configuration loader is split over three files, all linked together.
+UNIT_CONFIG_SRCS := schedule/config.c schedule/config_yaml.c schedule/marker.c
+
+$(UNIT_OUT)/test_config: $(UNIT_CONFIG_SRCS) collectors/log.c profiling.example.yaml
+$(UNIT_OUT)/test_plan: schedule/plan.c $(UNIT_CONFIG_SRCS) collectors/log.c
 
 $(UNIT_OUT)/%: tests/unit/%.c $(UNIT_HEADERS)
 	@mkdir -p $(@D)

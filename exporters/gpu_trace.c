@@ -1,0 +1,414 @@
+/* exporters/gpu_trace.c — see gpu_trace.h. Matching: an interposer brackets
+ * the real call, so CUPTI's record of that call starts inside the host
+ * record's span on the same OS thread with the same callback id; records are
+ * paired in time order per (thread, cbid) with a small slack for the two
+ * clocks' calibration error. Pairing by time costs nothing at run time,
+ * where pushing an external correlation id around every call would cost two
+ * CUPTI calls on the hot path. */
+#define _GNU_SOURCE
+#include "gpu_trace.h"
+
+#include "../collectors/api.h"
+#include "../collectors/cupti.h"
+#include "../collectors/kernels.h"
+#include "../collectors/strings.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SLACK_NS 5000
+
+static const sp_gpu_event_t *sort_base;
+
+static int is_api(const sp_gpu_event_t *e)
+{
+    return e->kind == SP_GPU_RUNTIME || e->kind == SP_GPU_DRIVER;
+}
+
+static int cmp_api(const void *a, const void *b)
+{
+    const sp_gpu_event_t *x = &sort_base[*(const uint32_t *)a], *y = &sort_base[*(const uint32_t *)b];
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    if (x->cbid != y->cbid)
+        return x->cbid < y->cbid ? -1 : 1;
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gpu_event_t *gpu, size_t ngpu)
+{
+    memset(v, 0, sizeof *v);
+    v->gpu = gpu;
+    v->n = ngpu;
+    v->host_match = malloc((nev ? nev : 1) * sizeof *v->host_match);
+    v->api_used = calloc(ngpu ? ngpu : 1, 1);
+    uint32_t *idx = malloc((ngpu ? ngpu : 1) * sizeof *idx);
+    if (!v->host_match || !v->api_used || !idx) {
+        free(idx);
+        sp_gpuv_free(v);
+        return;
+    }
+    size_t napi = 0;
+    for (size_t i = 0; i < ngpu; i++) {
+        if (is_api(&gpu[i]))
+            idx[napi++] = (uint32_t)i;
+        else if (gpu[i].device < 32)
+            v->devices |= 1u << gpu[i].device;
+    }
+    sort_base = gpu;
+    qsort(idx, napi, sizeof *idx, cmp_api);
+    for (size_t h = 0; h < nev; h++) {
+        v->host_match[h] = -1;
+        const sp_event_t *e = &ev[h].ev;
+        if (e->kind != SP_EV_API || e->name >= SP_API_COUNT)
+            continue;
+        sp_gpu_event_t key = {.tid = (uint32_t)ev[h].thread->tid, .cbid = (uint32_t)sp_api_table[e->name].cbid,
+                              .start = e->t0 > SLACK_NS ? e->t0 - SLACK_NS : 0};
+        size_t lo = 0, hi = napi;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            const sp_gpu_event_t *m = &gpu[idx[mid]];
+            int c = m->tid != key.tid ? (m->tid < key.tid ? -1 : 1)
+                    : m->cbid != key.cbid ? (m->cbid < key.cbid ? -1 : 1)
+                    : (m->start < key.start ? -1 : 0);
+            if (c < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (size_t k = lo; k < napi; k++) {
+            const sp_gpu_event_t *m = &gpu[idx[k]];
+            if (m->tid != key.tid || m->cbid != key.cbid || m->start > e->t1 + SLACK_NS)
+                break;
+            if (!v->api_used[idx[k]]) {
+                v->api_used[idx[k]] = 1;
+                v->host_match[h] = (int32_t)idx[k];
+                break;
+            }
+        }
+    }
+    free(idx);
+}
+
+void sp_gpuv_free(sp_gpu_view_t *v)
+{
+    free(v->gpu);
+    free(v->host_match);
+    free(v->api_used);
+    memset(v, 0, sizeof *v);
+}
+
+const sp_gpu_event_t *sp_gpuv_match(const sp_gpu_view_t *v, size_t h)
+{
+    return v->host_match && v->host_match[h] >= 0 ? &v->gpu[v->host_match[h]] : NULL;
+}
+
+void sp_gpuv_write_device_props(sp_jw_t *w, const sp_gpu_view_t *v)
+{
+    int first = 1;
+    for (uint32_t d = 0; d < SP_MAX_DEVICES; d++) {
+        const sp_devprop_t *p = (v->devices >> d) & 1 ? sp_cupti_device(d) : NULL;
+        if (!p)
+            continue;
+        sp_jw_puts(w, first ? "\n    " : ",\n    ");
+        first = 0;
+        sp_jw_printf(w, "{\"id\": %u, \"name\": ", d);
+        sp_jw_str(w, p->name, 0);
+        sp_jw_printf(w, ", \"totalGlobalMem\": %" PRIu64 ", \"computeMajor\": %d, \"computeMinor\": %d, "
+                        "\"maxThreadsPerBlock\": %d, \"maxThreadsPerMultiprocessor\": %d, \"regsPerBlock\": %d, "
+                        "\"regsPerMultiprocessor\": %d, \"warpSize\": %d, \"sharedMemPerBlock\": %" PRIu64
+                        ", \"sharedMemPerMultiprocessor\": %" PRIu64 ", \"numSms\": %d, "
+                        "\"maxBlocksPerMultiprocessor\": %d}",
+                     p->total_global_mem, p->major, p->minor, p->max_threads_per_block, p->max_threads_per_sm,
+                     p->regs_per_block, p->regs_per_sm, p->warp_size, p->shared_mem_per_block,
+                     p->shared_mem_per_sm, p->num_sms, p->max_blocks_per_sm);
+    }
+    if (!first)
+        sp_jw_puts(w, "\n  ");
+}
+
+static void meta(sp_jw_t *w, const char *name, long pid, long tid, const char *key, const char *sval, long ival)
+{
+    sp_jw_printf(w, "{\"name\": \"%s\", \"ph\": \"M\", \"ts\": 0, \"pid\": %ld, \"tid\": %ld, \"args\": {\"%s\": ", name,
+                 pid, tid, key);
+    if (sval)
+        sp_jw_str(w, sval, 1);
+    else
+        sp_jw_printf(w, "%ld", ival);
+    sp_jw_puts(w, "}},\n");
+}
+
+static uint32_t gpu_pid(const sp_gpu_event_t *e)
+{
+    return e->kind == SP_GPU_SYNC ? 0 : e->device;
+}
+
+void sp_gpuv_write_metadata(sp_jw_t *w, const sp_gpu_view_t *v)
+{
+    char label[64];
+    uint32_t seen_streams[256];
+    size_t ns = 0;
+    for (uint32_t d = 0; d < 32; d++) {
+        if (!((v->devices >> d) & 1))
+            continue;
+        snprintf(label, sizeof label, "GPU %u", d);
+        meta(w, "process_name", d, 0, "name", label, 0);
+        meta(w, "process_labels", d, 0, "labels", label, 0);
+        meta(w, "process_sort_index", d, 0, "sort_index", NULL, 0x1000000L + d);
+    }
+    for (size_t i = 0; i < v->n; i++) {
+        const sp_gpu_event_t *e = &v->gpu[i];
+        if (is_api(e))
+            continue;
+        uint32_t key = gpu_pid(e) << 24 | (e->stream & 0xffffff);
+        size_t k = 0;
+        while (k < ns && seen_streams[k] != key)
+            k++;
+        if (k < ns || ns == sizeof seen_streams / sizeof seen_streams[0])
+            continue;
+        seen_streams[ns++] = key;
+        snprintf(label, sizeof label, "stream %u ", e->stream);
+        meta(w, "thread_name", gpu_pid(e), e->stream, "name", label, 0);
+        meta(w, "thread_sort_index", gpu_pid(e), e->stream, "sort_index", NULL, e->stream);
+    }
+}
+
+static const char *copy_kind(uint8_t k)
+{
+    static const char *const n[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
+    return k < sizeof n / sizeof n[0] ? n[k] : "Unknown";
+}
+
+static const char *mem_kind(uint32_t k)
+{
+    static const char *const n[] = {"Unknown", "Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static"};
+    return k < sizeof n / sizeof n[0] ? n[k] : "Unknown";
+}
+
+static const char *sync_name(uint8_t t)
+{
+    static const char *const n[] = {"Unknown Sync", "Event Sync", "Stream Wait Event", "Stream Sync", "Context Sync"};
+    return t < sizeof n / sizeof n[0] ? n[t] : "Unknown Sync";
+}
+
+static void slice(sp_jw_t *w, const char *cat, const char *name, long pid, long tid, int64_t ts, int64_t dur)
+{
+    sp_jw_printf(w, "{\"ph\": \"X\", \"cat\": \"%s\", \"name\": ", cat);
+    sp_jw_str(w, name, 1);
+    sp_jw_printf(w, ", \"pid\": %ld, \"tid\": %ld, \"ts\": ", pid, tid);
+    sp_jw_us(w, ts);
+    sp_jw_puts(w, ", \"dur\": ");
+    sp_jw_us(w, dur < 0 ? 0 : dur);
+}
+
+/* Occupancy as Kineto reports it: resident blocks per SM limited by threads,
+ * registers, shared memory and the block cap, against the launch's blocks per
+ * SM. */
+static void occupancy(sp_jw_t *w, const sp_gpu_event_t *e)
+{
+    const sp_devprop_t *p = sp_cupti_device(e->device);
+    long blocks = (long)e->grid[0] * e->grid[1] * e->grid[2];
+    long tpb = (long)e->block[0] * e->block[1] * e->block[2];
+    int known = p && p->num_sms > 0 && tpb > 0 && p->warp_size > 0;
+    double bps = known ? (double)blocks / p->num_sms : 0;
+    long warps_pb = known ? (tpb + p->warp_size - 1) / p->warp_size : 0;
+    sp_jw_printf(w, ", \"blocks per SM\": %.6f, \"warps per SM\": %.6f", bps, bps * (double)warps_pb);
+    sp_jw_printf(w, ", \"grid\": [%d, %d, %d], \"block\": [%d, %d, %d]", e->grid[0], e->grid[1], e->grid[2],
+                 e->block[0], e->block[1], e->block[2]);
+    if (!known)
+        return;
+    long max_by_threads = p->max_threads_per_sm / (warps_pb * p->warp_size);
+    long regs = (long)e->registers * warps_pb * p->warp_size;
+    long max_by_regs = regs > 0 && p->regs_per_sm > 0 ? p->regs_per_sm / regs : max_by_threads;
+    long smem = (long)e->static_smem + e->dynamic_smem;
+    long max_by_smem = smem > 0 && p->shared_mem_per_sm ? (long)(p->shared_mem_per_sm / (uint64_t)smem) : max_by_threads;
+    long active = max_by_threads;
+    if (max_by_regs < active)
+        active = max_by_regs;
+    if (max_by_smem < active)
+        active = max_by_smem;
+    if (p->max_blocks_per_sm > 0 && p->max_blocks_per_sm < active)
+        active = p->max_blocks_per_sm;
+    double resident = bps < (double)active ? bps : (double)active;
+    double max_warps = (double)p->max_threads_per_sm / p->warp_size;
+    double occ = max_warps > 0 ? 100.0 * resident * (double)warps_pb / max_warps : 0;
+    sp_jw_printf(w, ", \"est. achieved occupancy %%\": %d", (int)(occ > 100 ? 100 : occ + 0.5));
+}
+
+static void gpu_args(sp_jw_t *w, const sp_gpu_event_t *e)
+{
+    sp_jw_printf(w, ", \"args\": {");
+    if (e->kind == SP_GPU_KERNEL)
+        sp_jw_printf(w, "\"External id\": %u, \"queued\": %" PRIu64 ", ", e->correlation,
+                     e->queued > e->start ? 0 : e->queued ? (e->start - e->queued) : 0);
+    sp_jw_printf(w, "\"device\": %u, \"context\": %u, \"stream\": %u, \"correlation\": %u", e->device, e->context,
+                 e->stream, e->correlation);
+    if (e->kind == SP_GPU_KERNEL) {
+        sp_jw_printf(w, ", \"registers per thread\": %u, \"shared memory\": %d", e->registers,
+                     e->static_smem + e->dynamic_smem);
+        occupancy(w, e);
+    } else if (e->kind == SP_GPU_MEMCPY || e->kind == SP_GPU_MEMSET) {
+        uint64_t dur = e->end > e->start ? e->end - e->start : 0;
+        sp_jw_printf(w, ", \"bytes\": %" PRIu64 ", \"memory bandwidth (GB/s)\": %.6f", e->bytes,
+                     dur ? (double)e->bytes / (double)dur : 0.0);
+    }
+    sp_jw_puts(w, "}},\n");
+}
+
+static void write_gpu_event(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t base)
+{
+    char name[128];
+    int64_t ts = (int64_t)(e->start - base), dur = (int64_t)(e->end - e->start);
+    switch (e->kind) {
+    case SP_GPU_KERNEL: {
+        const char *k = sp_str_get(e->name);
+        const char *d = sp_kern_demangle(k);
+        slice(w, "kernel", d ? d : k, e->device, e->stream, ts, dur);
+        break;
+    }
+    case SP_GPU_MEMCPY:
+        snprintf(name, sizeof name, "Memcpy %s (%s -> %s)", copy_kind(e->copy_kind), mem_kind(e->src_kind),
+                 mem_kind(e->dst_kind));
+        slice(w, "gpu_memcpy", name, e->device, e->stream, ts, dur);
+        break;
+    case SP_GPU_MEMSET:
+        snprintf(name, sizeof name, "Memset (%s)", mem_kind(e->value));
+        slice(w, "gpu_memset", name, e->device, e->stream, ts, dur);
+        break;
+    case SP_GPU_SYNC:
+        slice(w, "cuda_sync", sync_name(e->sync_type), gpu_pid(e), e->stream, ts, dur);
+        break;
+    default:
+        return;
+    }
+    gpu_args(w, e);
+}
+
+static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, int pid, uint64_t base)
+{
+    const char *name = sp_cupti_api_name(e->kind == SP_GPU_DRIVER, e->cbid);
+    char fallback[32];
+    if (!name) {
+        snprintf(fallback, sizeof fallback, "cbid %u", e->cbid);
+        name = fallback;
+    }
+    slice(w, e->kind == SP_GPU_DRIVER ? "cuda_driver" : "cuda_runtime", name, pid, e->tid, (int64_t)(e->start - base),
+          (int64_t)(e->end - e->start));
+    sp_jw_printf(w, ", \"args\": {\"cbid\": %u, \"correlation\": %u, \"result\": %d}},\n", e->cbid, e->correlation,
+                 e->result);
+}
+
+/* Flow arrow from the launching call (tid, ts) to the GPU event. */
+static void flow(sp_jw_t *w, uint32_t id, long pid, long tid, int64_t ts, long gpid, long gtid, int64_t gts)
+{
+    sp_jw_printf(w, "{\"ph\": \"s\", \"id\": %u, \"pid\": %ld, \"tid\": %ld, \"ts\": ", id, pid, tid);
+    sp_jw_us(w, ts);
+    sp_jw_printf(w, ", \"cat\": \"ac2g\", \"name\": \"ac2g\"},\n{\"ph\": \"f\", \"id\": %u, \"pid\": %ld, \"tid\": %ld, "
+                    "\"ts\": ", id, gpid, gtid);
+    sp_jw_us(w, gts);
+    sp_jw_puts(w, ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"},\n");
+}
+
+typedef struct launch {
+    uint32_t corr;
+    long tid;
+    int64_t ts;   /* absolute ns */
+    int64_t end;
+} launch_t;
+
+static int cmp_launch(const void *a, const void *b)
+{
+    uint32_t x = ((const launch_t *)a)->corr, y = ((const launch_t *)b)->corr;
+    return (x > y) - (x < y);
+}
+
+static const launch_t *find_launch(const launch_t *l, size_t n, uint32_t corr)
+{
+    launch_t key = {.corr = corr};
+    return corr ? bsearch(&key, l, n, sizeof *l, cmp_launch) : NULL;
+}
+
+/* One gpu_user_annotation per (range, device, stream) spanning the GPU work
+ * whose launching call lies inside the range on the range's thread. */
+static void annotations(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, const launch_t *l,
+                        size_t nl, uint64_t base)
+{
+    typedef struct span {
+        uint32_t dev, stream;
+        uint64_t a, b;
+    } span_t;
+    span_t spans[64];
+    for (size_t r = 0; r < nev; r++) {
+        const sp_event_t *re = &ev[r].ev;
+        if (re->kind != SP_EV_RANGE && re->kind != SP_EV_STEP)
+            continue;
+        size_t ns = 0;
+        for (size_t i = 0; i < v->n; i++) {
+            const sp_gpu_event_t *g = &v->gpu[i];
+            if (is_api(g) || g->kind == SP_GPU_SYNC)
+                continue;
+            const launch_t *la = find_launch(l, nl, g->correlation);
+            if (!la || la->tid != ev[r].thread->tid || la->ts < (int64_t)re->t0 || la->ts > (int64_t)re->t1)
+                continue;
+            size_t k = 0;
+            while (k < ns && (spans[k].dev != g->device || spans[k].stream != g->stream))
+                k++;
+            if (k == ns) {
+                if (ns == 64)
+                    continue;
+                spans[ns++] = (span_t){g->device, g->stream, g->start, g->end};
+            }
+            if (g->start < spans[k].a)
+                spans[k].a = g->start;
+            if (g->end > spans[k].b)
+                spans[k].b = g->end;
+        }
+        char name[64];
+        const char *label = re->kind == SP_EV_RANGE ? sp_str_get(re->name) : name;
+        snprintf(name, sizeof name, "ProfilerStep#%" PRIu64, re->a[0]);
+        for (size_t k = 0; k < ns; k++) {
+            slice(w, "gpu_user_annotation", label, spans[k].dev, spans[k].stream, (int64_t)(spans[k].a - base),
+                  (int64_t)(spans[k].b - spans[k].a));
+            sp_jw_printf(w, ", \"args\": {\"device\": %u, \"stream\": %u}},\n", spans[k].dev, spans[k].stream);
+        }
+    }
+}
+
+void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, int pid,
+                          uint64_t base)
+{
+    if (!v->n)
+        return;
+    /* Where each correlation id's call is drawn: the host event it matched, or CUPTI's own record. */
+    launch_t *l = malloc(v->n * sizeof *l);
+    size_t nl = 0;
+    if (!l)
+        return;
+    for (size_t h = 0; h < nev; h++) {
+        const sp_gpu_event_t *m = sp_gpuv_match(v, h);
+        if (m)
+            l[nl++] = (launch_t){m->correlation, ev[h].thread->tid, (int64_t)ev[h].ev.t0, (int64_t)ev[h].ev.t1};
+    }
+    for (size_t i = 0; i < v->n; i++) {
+        const sp_gpu_event_t *e = &v->gpu[i];
+        if (is_api(e) && !v->api_used[i]) {
+            write_unmatched_api(w, e, pid, base);
+            l[nl++] = (launch_t){e->correlation, e->tid, (int64_t)e->start, (int64_t)e->end};
+        }
+    }
+    qsort(l, nl, sizeof *l, cmp_launch);
+    for (size_t i = 0; i < v->n; i++) {
+        const sp_gpu_event_t *e = &v->gpu[i];
+        if (is_api(e))
+            continue;
+        write_gpu_event(w, e, base);
+        const launch_t *la = e->kind != SP_GPU_SYNC ? find_launch(l, nl, e->correlation) : NULL;
+        if (la)
+            flow(w, e->correlation, pid, la->tid, la->ts - (int64_t)base, e->device, e->stream,
+                 (int64_t)(e->start - base));
+    }
+    annotations(w, v, ev, nev, l, nl, base);
+    free(l);
+}
