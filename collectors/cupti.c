@@ -329,7 +329,7 @@ int sp_cupti_init(int memory, long buffer_mb)
     CUptiResult r = api.subscribe(&subscriber, on_callback, NULL);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
         return degrade("another tool (nsys, torch.profiler, compute-sanitizer) already subscribed to CUPTI", r);
-    if (r == CUPTI_ERROR_UNKNOWN || r == CUPTI_ERROR_NO_DEVICE || r == CUPTI_ERROR_NOT_INITIALIZED)
+    if (r == CUPTI_ERROR_UNKNOWN || r == CUPTI_ERROR_NOT_INITIALIZED || r == CUPTI_ERROR_INVALID_DEVICE)
         return degrade("CUPTI cannot record activity here (no GPU or driver?)", r);
     if (r != CUPTI_SUCCESS)
         return degrade("cuptiSubscribe failed", r);
