@@ -61,11 +61,9 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
         __atomic_store_n(&real_##sym, fp_, __ATOMIC_RELAXED);                      \
         return fp_ call;                                                           \
     }                                                                              \
-    SP_EXPORT ret sym params                                                       \
+    __attribute__((noinline)) static ret sp_slow_##sym params                      \
     {                                                                              \
         uint32_t w = sp_ev_gate_load();                                            \
-        if (SP_LIKELY(w == 0))                                                     \
-            return real_##sym call;                                                \
         sp_thread_t *t = sp_hook_enter(&w);                                        \
         if (!t)                                                                    \
             return real_##sym call;                                                \
@@ -85,6 +83,14 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
         }                                                                          \
         sp_hook_exit(t);                                                           \
         return r;                                                                  \
+    }                                                                              \
+    /* Both returns are sibling calls with this function's own arguments, so   \
+     * the closed-gate path is a load, a branch and an indirect jump. */        \
+    SP_EXPORT ret sym params                                                       \
+    {                                                                              \
+        if (SP_LIKELY(sp_ev_gate_load() == 0))                                     \
+            return real_##sym call;                                                \
+        return sp_slow_##sym call;                                                 \
     }
 
 #define SP_INTERPOSE(ret, sym, params, call, fill) SP_INTERPOSE_EX(ret, sym, params, call, (void)0, fill)

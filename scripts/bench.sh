@@ -5,7 +5,7 @@
 # recording. All three in one run so the ratios compare like with like.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-B="$ROOT/build"
+B="${SP_BUILD:-$ROOT/build}"
 N=${BENCH_CALLS:-10000000}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

@@ -4,7 +4,7 @@
 # open it. Uses the nvcc-built train when available, else the plain-C one.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-B="$ROOT/build"
+B="${SP_BUILD:-$ROOT/build}"
 PROG="$B/programs/train"
 [ -x "$PROG" ] || PROG="$B/programs/train_c"
 OUT="$ROOT/profiler_traces"
