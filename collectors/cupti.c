@@ -165,6 +165,23 @@ static sp_gpu_event_t *new_rec(void)
     return e;
 }
 
+/* A record with the fields every GPU activity kind has; NULL when out of memory. */
+static sp_gpu_event_t *gpu_rec(uint32_t kind, uint64_t start, uint64_t end, uint32_t device, uint32_t context,
+                               uint32_t stream, uint32_t corr)
+{
+    sp_gpu_event_t *e = new_rec();
+    if (e) {
+        e->kind = kind;
+        e->start = to_mono(start);
+        e->end = to_mono(end);
+        e->device = device;
+        e->context = context;
+        e->stream = stream;
+        e->correlation = corr;
+    }
+    return e;
+}
+
 /* Called with `lock` held. */
 static void parse(const CUpti_Activity *r)
 {
@@ -173,16 +190,9 @@ static void parse(const CUpti_Activity *r)
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const CUpti_ActivityKernel10 *k = (const void *)r;
-        if (!(e = new_rec()))
+        if (!(e = gpu_rec(SP_GPU_KERNEL, k->start, k->end, k->deviceId, k->contextId, k->streamId, k->correlationId)))
             return;
-        e->kind = SP_GPU_KERNEL;
-        e->start = to_mono(k->start);
-        e->end = to_mono(k->end);
         e->queued = to_mono(k->queued);
-        e->device = k->deviceId;
-        e->context = k->contextId;
-        e->stream = k->streamId;
-        e->correlation = k->correlationId;
         e->name = sp_str_intern(k->name ? k->name : "kernel");
         e->grid[0] = k->gridX, e->grid[1] = k->gridY, e->grid[2] = k->gridZ;
         e->block[0] = k->blockX, e->block[1] = k->blockY, e->block[2] = k->blockZ;
@@ -194,15 +204,8 @@ static void parse(const CUpti_Activity *r)
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const CUpti_ActivityMemcpy6 *m = (const void *)r;
-        if (!(e = new_rec()))
+        if (!(e = gpu_rec(SP_GPU_MEMCPY, m->start, m->end, m->deviceId, m->contextId, m->streamId, m->correlationId)))
             return;
-        e->kind = SP_GPU_MEMCPY;
-        e->start = to_mono(m->start);
-        e->end = to_mono(m->end);
-        e->device = m->deviceId;
-        e->context = m->contextId;
-        e->stream = m->streamId;
-        e->correlation = m->correlationId;
         e->bytes = m->bytes;
         e->copy_kind = m->copyKind;
         e->src_kind = m->srcKind;
@@ -212,15 +215,8 @@ static void parse(const CUpti_Activity *r)
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
         const CUpti_ActivityMemset4 *m = (const void *)r;
-        if (!(e = new_rec()))
+        if (!(e = gpu_rec(SP_GPU_MEMSET, m->start, m->end, m->deviceId, m->contextId, m->streamId, m->correlationId)))
             return;
-        e->kind = SP_GPU_MEMSET;
-        e->start = to_mono(m->start);
-        e->end = to_mono(m->end);
-        e->device = m->deviceId;
-        e->context = m->contextId;
-        e->stream = m->streamId;
-        e->correlation = m->correlationId;
         e->bytes = m->bytes;
         e->value = m->memoryKind;
         e->graph_id = m->graphId;
@@ -229,27 +225,18 @@ static void parse(const CUpti_Activity *r)
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: {
         const CUpti_ActivityAPI *a = (const void *)r;
-        if (!(e = new_rec()))
+        uint32_t kind = r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? SP_GPU_RUNTIME : SP_GPU_DRIVER;
+        if (!(e = gpu_rec(kind, a->start, a->end, 0, 0, 0, a->correlationId)))
             return;
-        e->kind = r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? SP_GPU_RUNTIME : SP_GPU_DRIVER;
-        e->start = to_mono(a->start);
-        e->end = to_mono(a->end);
         e->cbid = a->cbid;
         e->tid = a->threadId;
-        e->correlation = a->correlationId;
         e->result = (int32_t)a->returnValue;
         break;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         const CUpti_ActivitySynchronization2 *s = (const void *)r;
-        if (!(e = new_rec()))
+        if (!(e = gpu_rec(SP_GPU_SYNC, s->start, s->end, 0, s->contextId, s->streamId, s->correlationId)))
             return;
-        e->kind = SP_GPU_SYNC;
-        e->start = to_mono(s->start);
-        e->end = to_mono(s->end);
-        e->context = s->contextId;
-        e->stream = s->streamId;
-        e->correlation = s->correlationId;
         e->sync_type = (uint8_t)s->type;
         break;
     }

@@ -129,17 +129,6 @@ void sp_gpuv_write_device_props(sp_jw_t *w, const sp_gpu_view_t *v)
         sp_jw_puts(w, "\n  ");
 }
 
-static void meta(sp_jw_t *w, const char *name, long pid, long tid, const char *key, const char *sval, long ival)
-{
-    sp_jw_printf(w, "{\"name\": \"%s\", \"ph\": \"M\", \"ts\": 0, \"pid\": %ld, \"tid\": %ld, \"args\": {\"%s\": ", name,
-                 pid, tid, key);
-    if (sval)
-        sp_jw_str(w, sval, 1);
-    else
-        sp_jw_printf(w, "%ld", ival);
-    sp_jw_puts(w, "}},\n");
-}
-
 static uint32_t gpu_pid(const sp_gpu_event_t *e)
 {
     return e->kind == SP_GPU_SYNC ? 0 : e->device;
@@ -154,9 +143,9 @@ void sp_gpuv_write_metadata(sp_jw_t *w, const sp_gpu_view_t *v)
         if (!((v->devices >> d) & 1))
             continue;
         snprintf(label, sizeof label, "GPU %u", d);
-        meta(w, "process_name", d, 0, "name", label, 0);
-        meta(w, "process_labels", d, 0, "labels", label, 0);
-        meta(w, "process_sort_index", d, 0, "sort_index", NULL, 0x1000000L + d);
+        sp_jw_meta(w, "process_name", d, 0, "name", label, 0);
+        sp_jw_meta(w, "process_labels", d, 0, "labels", label, 0);
+        sp_jw_meta(w, "process_sort_index", d, 0, "sort_index", NULL, 0x1000000L + d);
     }
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *e = &v->gpu[i];
@@ -170,8 +159,8 @@ void sp_gpuv_write_metadata(sp_jw_t *w, const sp_gpu_view_t *v)
             continue;
         seen_streams[ns++] = key;
         snprintf(label, sizeof label, "stream %u ", e->stream);
-        meta(w, "thread_name", gpu_pid(e), e->stream, "name", label, 0);
-        meta(w, "thread_sort_index", gpu_pid(e), e->stream, "sort_index", NULL, e->stream);
+        sp_jw_meta(w, "thread_name", gpu_pid(e), e->stream, "name", label, 0);
+        sp_jw_meta(w, "thread_sort_index", gpu_pid(e), e->stream, "sort_index", NULL, e->stream);
     }
 }
 

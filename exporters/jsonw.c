@@ -164,3 +164,14 @@ int sp_jw_finish(sp_jw_t *w)
     }
     return w->err ? -1 : 0;
 }
+
+void sp_jw_meta(sp_jw_t *w, const char *name, long pid, long tid, const char *key, const char *sval, long ival)
+{
+    sp_jw_printf(w, "{\"name\": \"%s\", \"ph\": \"M\", \"ts\": 0, \"pid\": %ld, \"tid\": %ld, \"args\": {\"%s\": ",
+                 name, pid, tid, key);
+    if (sval)
+        sp_jw_str(w, sval, 1);
+    else
+        sp_jw_printf(w, "%ld", ival);
+    sp_jw_puts(w, "}},\n");
+}

@@ -26,6 +26,9 @@ void sp_jw_printf(sp_jw_t *w, const char *fmt, ...) __attribute__((format(printf
 /* A quoted JSON string. as_name applies the trace's name rules: backslash
  * becomes '/', newlines are dropped. */
 void sp_jw_str(sp_jw_t *w, const char *s, int as_name);
+/* A "ph":"M" metadata event line (process_name, thread_name, ...) with one
+ * argument, a string when sval is non-NULL, else the integer ival. */
+void sp_jw_meta(sp_jw_t *w, const char *name, long pid, long tid, const char *key, const char *sval, long ival);
 /* Nanoseconds as microseconds with exactly three decimals. */
 void sp_jw_us(sp_jw_t *w, int64_t ns);
 int sp_jw_flush(sp_jw_t *w);

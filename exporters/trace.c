@@ -171,17 +171,6 @@ static void read_comm(const char *path, char *out, size_t len, const char *fallb
     fclose(f);
 }
 
-static void meta(sp_jw_t *w, const char *name, int pid, int tid, const char *key, const char *sval, long ival)
-{
-    sp_jw_printf(w, "{\"name\": \"%s\", \"ph\": \"M\", \"ts\": 0, \"pid\": %d, \"tid\": %d, \"args\": {\"%s\": ", name,
-                 pid, tid, key);
-    if (sval)
-        sp_jw_str(w, sval, 1);
-    else
-        sp_jw_printf(w, "%ld", ival);
-    sp_jw_puts(w, "}},\n");
-}
-
 static int cmp_thread(const void *a, const void *b)
 {
     const sp_thread_t *x = *(const sp_thread_t *const *)a, *y = *(const sp_thread_t *const *)b;
@@ -192,9 +181,9 @@ static void write_metadata(ctx_t *c, const sp_event_ref_t *ev, size_t n)
 {
     char comm[64], path[64], label[128];
     read_comm("/proc/self/comm", comm, sizeof comm, "process");
-    meta(c->w, "process_name", c->pid, 0, "name", comm, 0);
-    meta(c->w, "process_labels", c->pid, 0, "labels", "CPU", 0);
-    meta(c->w, "process_sort_index", c->pid, 0, "sort_index", NULL, c->pid);
+    sp_jw_meta(c->w, "process_name", c->pid, 0, "name", comm, 0);
+    sp_jw_meta(c->w, "process_labels", c->pid, 0, "labels", "CPU", 0);
+    sp_jw_meta(c->w, "process_sort_index", c->pid, 0, "sort_index", NULL, c->pid);
     /* Distinct threads that have events, in tid order. */
     size_t nt = 0;
     const sp_thread_t **ts = malloc((n ? n : 1) * sizeof *ts);
@@ -212,8 +201,8 @@ static void write_metadata(ctx_t *c, const sp_event_ref_t *ev, size_t n)
         snprintf(path, sizeof path, "/proc/self/task/%d/comm", ts[i]->tid);
         read_comm(path, comm, sizeof comm, ts[i]->name);
         snprintf(label, sizeof label, "thread %d (%s)", ts[i]->tid, comm);
-        meta(c->w, "thread_name", c->pid, ts[i]->tid, "name", label, 0);
-        meta(c->w, "thread_sort_index", c->pid, ts[i]->tid, "sort_index", NULL, ts[i]->tid);
+        sp_jw_meta(c->w, "thread_name", c->pid, ts[i]->tid, "name", label, 0);
+        sp_jw_meta(c->w, "thread_sort_index", c->pid, ts[i]->tid, "sort_index", NULL, ts[i]->tid);
     }
     free(ts);
 }

@@ -184,15 +184,3 @@ SP_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_table)
     return fill(cb, NVTX_CB_MODULE_CORE, core_slots, sizeof core_slots / sizeof core_slots[0]) &&
            fill(cb, NVTX_CB_MODULE_CORE2, core2_slots, sizeof core2_slots / sizeof core2_slots[0]);
 }
-
-/* The constructor's part: make NVTX in this process (and children that keep
- * the environment) load us, unless another tool (nsys) already claimed it. */
-void sp_nvtx_claim(void)
-{
-    if (getenv("NVTX_INJECTION64_PATH"))
-        return;
-    Dl_info info;
-    char path[PATH_MAX];
-    if (dladdr((void *)InitializeInjectionNvtx2, &info) && info.dli_fname && realpath(info.dli_fname, path))
-        setenv("NVTX_INJECTION64_PATH", path, 0);
-}

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-void sp_nvtx_claim(void); /* inject/nvtx.c */
+int InitializeInjectionNvtx2(const void *get_table); /* inject/nvtx.c */
 
 static pthread_once_t activate_once = PTHREAD_ONCE_INIT;
 static _Atomic int activation_started;
@@ -132,16 +132,17 @@ SP_EXPORT int InitializeInjection(void)
     return 1;
 }
 
-/* Our own path, for the driver to load us as the CUDA injection library,
- * unless another tool (nsys) already owns that variable. */
-static void claim_cuda_injection(void)
+/* Sets `var` to the realpath of this library (found through `symbol`) so
+ * NVTX or the driver loads us as its injection library, unless another tool
+ * (nsys) already owns the variable. */
+void sp_claim_injection_env(const char *var, void *symbol)
 {
-    if (getenv("CUDA_INJECTION64_PATH"))
+    if (getenv(var))
         return;
     Dl_info info;
     char path[PATH_MAX];
-    if (dladdr((void *)InitializeInjection, &info) && info.dli_fname && realpath(info.dli_fname, path))
-        setenv("CUDA_INJECTION64_PATH", path, 0);
+    if (dladdr(symbol, &info) && info.dli_fname && realpath(info.dli_fname, path))
+        setenv(var, path, 0);
 }
 
 static void after_fork_child(void)
@@ -155,8 +156,8 @@ __attribute__((constructor)) static void stepprof_init(void)
 {
     int saved = errno;
     sp_sched_preinit();
-    sp_nvtx_claim();
-    claim_cuda_injection();
+    sp_claim_injection_env("NVTX_INJECTION64_PATH", (void *)InitializeInjectionNvtx2);
+    sp_claim_injection_env("CUDA_INJECTION64_PATH", (void *)InitializeInjection);
     warn_static_cudart();
     pthread_atfork(NULL, NULL, after_fork_child);
     errno = saved;
