@@ -40,6 +40,7 @@ static struct {
     CUptiResult (*result_string)(CUptiResult, const char **);
     CUptiResult (*finalize)(void);
     CUptiResult (*callback_name)(CUpti_CallbackDomain, uint32_t, const char **);
+    CUptiResult (*set_thread_id_type)(CUpti_ActivityThreadIdType);
 } api;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -118,7 +119,8 @@ static int load_api(void *h)
            LOOKUP(h, enable, "cuptiActivityEnable") && LOOKUP(h, disable, "cuptiActivityDisable") &&
            LOOKUP(h, flush_all, "cuptiActivityFlushAll") && LOOKUP(h, next_record, "cuptiActivityGetNextRecord") &&
            LOOKUP(h, dropped, "cuptiActivityGetNumDroppedRecords") && LOOKUP(h, timestamp, "cuptiGetTimestamp") &&
-           LOOKUP(h, result_string, "cuptiGetResultString") && (LOOKUP(h, finalize, "cuptiFinalize"), LOOKUP(h, callback_name, "cuptiGetCallbackName"), 1);
+           LOOKUP(h, result_string, "cuptiGetResultString") && (LOOKUP(h, finalize, "cuptiFinalize"), LOOKUP(h, callback_name, "cuptiGetCallbackName"),
+            LOOKUP(h, set_thread_id_type, "cuptiSetThreadIdType"), 1);
 }
 
 static void calibrate(void)
@@ -320,6 +322,10 @@ int sp_cupti_init(int memory, long buffer_mb)
         return degrade("CUPTI cannot record activity here (no GPU or driver?)", r);
     if (r != CUPTI_SUCCESS)
         return degrade("cuptiSubscribe failed", r);
+    /* API records must carry the OS thread id (gettid) that host records
+     * have; CUPTI's default is pthread_self() truncated to 32 bits. */
+    if (api.set_thread_id_type)
+        api.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
     r = api.register_callbacks(buffer_requested, buffer_completed);
     if (r == CUPTI_SUCCESS) {
         /* Probe with one kind: without a driver this is where CUPTI says no (999). */

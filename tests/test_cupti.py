@@ -1,0 +1,164 @@
+"""tests/test_cupti.py — issue 4: GPU truth from CUPTI, on the CPU stand-ins
+(tests/fakecuda: libcudart.so.13 + libcupti.so.13 with the real record
+layouts). Checks what the trace says about kernels, copies, flows, streams,
+steps and devices, and the three ways CUPTI can be unavailable."""
+import collections
+import os
+
+from harness import FAKE_DIR, Skip, assert_valid, load, prog, run, runtime_events
+
+SCHED = {"PROF_MARKER": "nvtx:train_step", "PROF_WAIT": 1, "PROF_WARMUP": 1, "PROF_ACTIVE": 3}
+
+
+def need_fake_cupti():
+    if not os.path.exists(os.path.join(FAKE_DIR, "libcupti.so.13")):
+        raise Skip("the CUPTI stand-in build/fakecuda/libcupti.so.13 was not built")
+
+
+def gpu(trace, cat):
+    return [e for e in trace["traceEvents"] if e.get("cat") == cat and e.get("ph") == "X"]
+
+
+def train_trace(binary="train", env=None):
+    need_fake_cupti()
+    r = run([prog(binary)], env={"STEPS": 8, **SCHED, **(env or {})})
+    assert r.returncode == 0, r.stderr
+    path = r.trace()
+    assert_valid(path)
+    return r, load(path)
+
+
+def test_every_launch_has_one_kernel_with_flow():
+    r, t = train_trace()
+    assert not any("CUPTI" in l for l in r.sp_lines), r.sp_lines
+    assert t["stepprof_gpu_source"] == "cupti"
+    launches = runtime_events(t, "__cudaLaunchKernel")
+    kernels = gpu(t, "kernel")
+    assert launches and len(kernels) == len(launches), (len(kernels), len(launches))
+    by_corr = {e["args"]["correlation"]: e for e in launches}
+    assert len(by_corr) == len(launches), "one correlation id per launch"
+    flows_s = {e["id"]: e for e in t["traceEvents"] if e.get("ph") == "s"}
+    flows_f = {e["id"]: e for e in t["traceEvents"] if e.get("ph") == "f"}
+    for k in kernels:
+        c = k["args"]["correlation"]
+        launch = by_corr.get(c)
+        assert launch, f"kernel {k['name']} has no launching call {c}"
+        assert launch["args"]["kernel"] == k["name"], (launch["args"]["kernel"], k["name"])
+        assert k["ts"] >= launch["ts"], "a kernel runs after its launch"
+        assert c in flows_s and c in flows_f, "ac2g flow pair"
+        assert flows_s[c]["tid"] == launch["tid"] and flows_f[c]["tid"] == k["tid"]
+        assert k["pid"] == k["args"]["device"] and k["tid"] == k["args"]["stream"]
+
+
+def test_no_call_appears_twice():
+    _, t = train_trace()
+    rt = runtime_events(t)
+    keys = collections.Counter((e["tid"], e["args"]["correlation"]) for e in rt)
+    assert max(keys.values()) == 1, [k for k, v in keys.items() if v > 1][:5]
+    assert all("External id" in e["args"] for e in rt if e["name"].startswith(("__cudaLaunch", "cudaMemcpy"))), \
+        "intercepted calls are linked to CUPTI's records"
+
+
+def test_streams_never_overlap_and_copies_named():
+    _, t = train_trace()
+    per_stream = collections.defaultdict(list)
+    for cat in ("kernel", "gpu_memcpy", "gpu_memset"):
+        for e in gpu(t, cat):
+            per_stream[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
+    assert per_stream
+    for key, spans in per_stream.items():
+        spans.sort()
+        for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
+            assert b0 >= a1 - 0.001, f"overlap on {key}: {a0}-{a1} and {b0}-{b1}"
+    names = {e["name"] for e in gpu(t, "gpu_memcpy")}
+    assert "Memcpy HtoD (Pageable -> Device)" in names and "Memcpy DtoH (Device -> Pinned)" in names or \
+        any(n.startswith("Memcpy DtoH") for n in names), names
+    assert all(e["args"]["bytes"] > 0 and (e["dur"] == 0 or e["args"]["memory bandwidth (GB/s)"] > 0)
+               for e in gpu(t, "gpu_memcpy"))
+    assert any(e["name"] == "Memset (Device)" for e in gpu(t, "gpu_memset"))
+
+
+def test_steps_hold_exactly_their_gpu_work():
+    _, t = train_trace()
+    steps = {int(e["name"].split("#")[1]): e for e in t["traceEvents"]
+             if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")}
+    assert sorted(steps) == [2, 3, 4]
+    launches = {e["args"]["correlation"]: e for e in runtime_events(t)}
+    gsteps = [e for e in gpu(t, "gpu_user_annotation") if e["name"].startswith("ProfilerStep#")]
+    assert gsteps, "ProfilerStep drawn on the GPU"
+    for k in gpu(t, "kernel") + gpu(t, "gpu_memcpy"):
+        launch = launches[k["args"]["correlation"]]
+        owner = [n for n, s in steps.items() if s["ts"] <= launch["ts"] <= s["ts"] + s["dur"]]
+        assert len(owner) == 1, f"{k['name']} launched outside the recorded steps"
+        g = [a for a in gsteps if a["name"] == f"ProfilerStep#{owner[0]}" and a["tid"] == k["tid"]]
+        assert g and g[0]["ts"] <= k["ts"] + 0.001 and k["ts"] + k["dur"] <= g[0]["ts"] + g[0]["dur"] + 0.001
+
+
+def test_device_properties_from_the_device():
+    _, t = train_trace()
+    props = t["deviceProperties"]
+    assert len(props) == 1 and props[0]["id"] == 0, props
+    for key in ("name", "totalGlobalMem", "computeMajor", "computeMinor", "maxThreadsPerBlock",
+                "maxThreadsPerMultiprocessor", "regsPerBlock", "warpSize", "sharedMemPerBlock", "numSms"):
+        assert key in props[0], key
+    k = gpu(t, "kernel")[0]["args"]
+    assert list(k)[:6] == ["External id", "queued", "device", "context", "stream", "correlation"], list(k)
+    assert 0 <= k["est. achieved occupancy %"] <= 100 and k["blocks per SM"] > 0
+
+
+def test_kinds_enabled_only_in_windows():
+    need_fake_cupti()
+    log = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"sp-cupti-{os.getpid()}.log")
+    if os.path.exists(log):
+        os.unlink(log)
+    r = run([prog("train")], env={"STEPS": 12, "PROF_MARKER": "nvtx:train_step", "PROF_WAIT": 2,
+                                   "PROF_WARMUP": 1, "PROF_ACTIVE": 2, "PROF_REPEAT": 2, "FAKECUPTI_LOG": log})
+    assert r.returncode == 0 and len(r.traces()) == 2
+    lines = [l.split() for l in open(log)]
+    on = [l for l in lines if l[1] == "enable"]
+    off = [l for l in lines if l[1] == "disable"]
+    kernel_kind = "10"   # CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
+    seq = [l[1] for l in lines if len(l) > 2 and l[2] == kernel_kind and l[1] in ("enable", "disable")]
+    # probe at init, then on for cycle 1 (warmup+active), off, on for cycle 2, off
+    assert seq[-4:] == ["enable", "disable", "enable", "disable"], seq
+    assert on and off and any(l[1] == "finalize" for l in lines)
+
+
+def test_degrade_another_subscriber():
+    need_fake_cupti()
+    r = run([prog("train")], env={"STEPS": 3, "FAKECUPTI_SUBSCRIBE_ERROR": 39})
+    assert r.returncode == 0
+    msg = [l for l in r.sp_lines if "CUPTI" in l]
+    assert len(msg) == 1 and "already subscribed" in msg[0], r.sp_lines
+    t = load(r.trace())
+    assert runtime_events(t) and not gpu(t, "kernel") and t["stepprof_gpu_source"] == "none"
+
+
+def test_degrade_enable_fails_no_driver():
+    need_fake_cupti()
+    r = run([prog("train")], env={"STEPS": 3, "FAKECUPTI_ENABLE_ERROR": 999})
+    msg = [l for l in r.sp_lines if "CUPTI" in l]
+    assert len(msg) == 1 and "999" in msg[0], r.sp_lines
+    assert runtime_events(load(r.trace()))
+
+
+def test_degrade_nsys_owns_cupti():
+    r = run([prog("train")], env={"STEPS": 3, "NSYS_PROFILING_SESSION_ID": "1"})
+    msg = [l for l in r.sp_lines if "CUPTI" in l]
+    assert len(msg) == 1 and "Nsight Systems" in msg[0], r.sp_lines
+    assert runtime_events(load(r.trace()))
+
+
+def test_degrade_real_cupti_without_driver():
+    r = run([prog("train")], env={"STEPS": 3, "LD_LIBRARY_PATH": FAKE_DIR + "/nocupti"}, fake=False)
+    # the real runtime, the real CUPTI: no driver
+    msg = [l for l in r.sp_lines if "CUPTI" in l]
+    assert len(msg) == 1 and ("no GPU or driver" in msg[0] or "not found" in msg[0]), r.sp_lines
+    assert runtime_events(load(r.trace()))
+
+
+def test_static_cudart_on_stand_in():
+    need_fake_cupti()
+    r = run([prog("train_static")], env={"STEPS": 3})
+    assert r.returncode == 0
+    assert len([l for l in r.sp_lines if "statically" in l]) == 1
