@@ -40,10 +40,11 @@ $(LIB): $(LIB_OBJS)
 
 include tests/fakecuda/fakecuda.mk
 include tests/programs/programs.mk
+include tests/programs/markers.mk
 include tests/unit/unit.mk
 
 HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
-programs: $(PROGRAMS_C) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
+programs: $(PROGRAMS_C) $(PROGRAMS_MARKERS) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
 unit: $(UNIT_TESTS)
 
 deps:

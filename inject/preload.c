@@ -8,6 +8,7 @@
 
 #include "../collectors/log.h"
 #include "../schedule/schedule.h"
+#include "funchook.h"
 #include "signals.h"
 
 #include <dlfcn.h>
@@ -33,6 +34,9 @@ static void activate(void)
     atomic_store(&activation_started, 1);
     sp_sched_activate();
     const sp_config_t *cfg = sp_sched_config();
+    /* On failure it has said why in one line; the run goes on without steps. */
+    if (cfg && cfg->marker.kind == SP_MARK_FUNCTION)
+        sp_funchook_install(cfg->marker.name, cfg->marker.scope, sp_sched_boundary);
     if (cfg && cfg->marker.has_signal)
         sp_signal_install(cfg->marker.signo);
     errno = saved;
