@@ -56,6 +56,7 @@ demo: deps
 
 test: deps
 	@$(MAKE) --no-print-directory lib $(FAKECUDA_LIB) programs unit
+	@$(MAKE) --no-print-directory fakecupti-check $(if $(HAVE_NVCC),fakecuda-check)
 	@$(PYTHON) tests/run_tests.py
 
 bench: deps

@@ -6,7 +6,8 @@
  * without a GPU.  Kernels execute no device code; every GPU operation is placed on a simulated per-stream
  * timeline (CLOCK_MONOTONIC ns) and synchronizing calls really wait for it.  This header is the only
  * interface beyond the CUDA runtime API itself: a single observer that sees every runtime API call and
- * every simulated GPU operation, meant for test doubles such as a CUPTI stand-in.  Find the functions
+ * every simulated GPU operation, meant for test doubles such as the CUPTI stand-in (fakecupti_*.c,
+ * build/fakecuda/libcupti.so.13), which installs it while activity kinds are on.  Find the functions
  * with dlsym(RTLD_DEFAULT, "fakecuda_set_observer"): their absence means the real runtime is loaded.
  *
  * Environment knobs (read once when the library loads):
@@ -18,6 +19,10 @@
  *   FAKECUDA_DEVICES=n            number of devices (default 1, at most FAKECUDA_MAX_DEVICES)
  *   FAKECUDA_FAIL=api[:code],...  listed APIs (base name; twins included) return `code` (default 999,
  *                                 cudaErrorUnknown) without doing anything
+ *   CUDA_INJECTION64_PATH=lib     read at the first runtime call (not at load, and never by the __cuda*
+ *                                 registration calls of constructors), as the driver's cuInit does:
+ *                                 the library is dlopen'ed (RTLD_NOW) and its `int InitializeInjection(void)`
+ *                                 runs once, before that first call reaches the observer
  */
 #ifndef FAKECUDA_H
 #define FAKECUDA_H
@@ -68,6 +73,12 @@ typedef struct fakecuda_op {
   void *event;                  /* SYNC from cudaEventSynchronize / cudaStreamWaitEvent */
   unsigned long long gpu_start_ns, gpu_end_ns; /* CLOCK_MONOTONIC; SYNC: the host's wait */
   unsigned long long api_start_ns;             /* when the issuing API call was entered */
+  /* Appended later; fields above keep their offsets. */
+  int value;                       /* MEMSET: the value as passed (cudaMemset's int) */
+  unsigned graph_id;               /* op replayed by cudaGraphLaunch: process-unique id (from 1) of the
+                                      cudaGraph_t that was instantiated; 0 otherwise */
+  unsigned long long graph_node_id; /* ... and of its node (from 1); 0 otherwise */
+  unsigned event_id;               /* SYNC with an event: the event's process-unique id (from 1) */
 } fakecuda_op_t;
 
 /*
@@ -92,6 +103,9 @@ void fakecuda_set_observer(const fakecuda_observer_t *obs);
 /* The id stream ops report for a cudaStream_t, resolved for the calling thread (NULL and
  * cudaStreamLegacy give FAKECUDA_LEGACY_STREAM_ID; cudaStreamPerThread its thread's stream). */
 unsigned long long fakecuda_stream_id(void *stream);
+
+/* The calling thread's current device (cudaSetDevice), without making an observed runtime call. */
+int fakecuda_current_device(void);
 
 #ifdef __cplusplus
 }

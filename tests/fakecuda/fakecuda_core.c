@@ -1,9 +1,12 @@
 /*
  * fakecuda_core.c - process-wide state of the fakecuda runtime: the environment knobs (parsed once at
  * load), the observer and the slow path every exported call takes while one is set, failure injection
- * (FAKECUDA_FAIL), the per-thread sticky error, and the error-name / version / profiler entry points.
+ * (FAKECUDA_FAIL), the driver's tool injection (CUDA_INJECTION64_PATH, run at the first runtime call),
+ * the per-thread sticky error, and the error-name / version / profiler entry points.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,13 @@ const fakecuda_observer_t *_Atomic fc_observer;
 static fakecuda_observer_t observer_slot[2];
 static unsigned observer_next;
 static bool fail_any;
+static _Atomic bool injection_done;
+
+/* The slow path is needed while anything could act on a call: an observer, failure rules, or the
+ * injection that the first call still has to run. */
+static void update_hooks(void) {
+  atomic_store(&fc_hooks_on, atomic_load(&fc_observer) != NULL || fail_any || !atomic_load(&injection_done));
+}
 
 static struct fc_rule {
   char name[64];
@@ -95,7 +105,7 @@ __attribute__((constructor)) static void fc_init(void) {
   parse_fail_list(getenv("FAKECUDA_FAIL"));
   parse_kernel_rules();
   fail_any = n_fail_rules > 0;
-  atomic_store(&fc_hooks_on, fail_any);
+  update_hooks();
 }
 
 uint64_t fc_kernel_ns_for(const char *name) {
@@ -112,7 +122,45 @@ FC_EXPORT void fakecuda_set_observer(const fakecuda_observer_t *obs) {
     observer_next ^= 1;
   }
   atomic_store(&fc_observer, slot);
-  atomic_store(&fc_hooks_on, slot != NULL || fail_any);
+  update_hooks();
+}
+
+FC_EXPORT int fakecuda_current_device(void) {
+  return fc_tls.device;
+}
+
+/* ---- CUDA injection: what the driver does inside cuInit ---- */
+
+static pthread_mutex_t injection_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread bool injecting; /* this thread is inside InitializeInjection */
+
+/* CUDA_INJECTION64_PATH is read now, not at load, so a preloaded tool's constructor may still set it. */
+static void run_injection(void) {
+  const char *path = getenv("CUDA_INJECTION64_PATH");
+  if (!path || !*path) return;
+  void *h = dlopen(path, RTLD_NOW);
+  if (!h) {
+    fprintf(stderr, "fakecuda: injection %s not loaded: %s\n", path, dlerror());
+    return;
+  }
+  int (*init)(void);
+  *(void **)&init = dlsym(h, "InitializeInjection");
+  if (init) init();
+}
+
+/* Once per process, on the thread of the first call; other threads' first calls wait for it as they
+ * would for cuInit.  Runtime calls made by InitializeInjection itself pass straight through. */
+static void inject_once(void) {
+  if (FC_LIKELY(atomic_load_explicit(&injection_done, memory_order_acquire)) || injecting) return;
+  pthread_mutex_lock(&injection_lock);
+  if (!atomic_load(&injection_done)) {
+    injecting = true;
+    run_injection();
+    injecting = false;
+    atomic_store_explicit(&injection_done, true, memory_order_release);
+    update_hooks();
+  }
+  pthread_mutex_unlock(&injection_lock);
 }
 
 /* The stream-variant suffix is ignored so that one FAKECUDA_FAIL name covers both spellings. */
@@ -137,7 +185,10 @@ void fc_note_exit(const char *api, int result) {
   if (o && o->api_exit) o->api_exit(api, result, o->ctx);
 }
 
+/* Only cudaError_t entry points come here; the registration calls of constructors, <<<>>>'s push and the
+ * error-string queries use fc_note_enter alone, so they never trigger the injection. */
 cudaError_t fc_api_enter(const char *api) {
+  inject_once();
   fc_note_enter(api);
   return fail_any ? injected_failure(api) : cudaSuccess;
 }

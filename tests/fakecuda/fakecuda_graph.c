@@ -3,7 +3,8 @@
  * capture (work submitted to a capturing stream is recorded instead of run) or from the explicit
  * kernel / memset / host / empty node calls; dependencies are accepted but replay is in insertion
  * order, which is one valid topological order for captured graphs.  cudaGraphLaunch replays every node
- * onto the launch stream, so the observer sees one op per node, as CUPTI reports graph kernels.
+ * onto the launch stream, so the observer sees one op per node, as CUPTI reports graph kernels, tagged
+ * with the graph's and the node's ids.
  * Only single-stream capture is modelled: events do not fork or join captures.
  */
 #include <stdlib.h>
@@ -13,12 +14,18 @@
 
 struct CUgraphNode_st {
   struct fc_work w;
+  unsigned long long id; /* process-unique, reported as graph_node_id */
 };
 
 struct CUgraph_st {
   struct CUgraphNode_st **nodes;
   size_t n, cap;
+  unsigned id;           /* process-unique, reported as graph_id */
 };
+
+/* Ids count from 1 so that 0 keeps meaning "not launched by a graph", as in CUPTI records. */
+static _Atomic unsigned next_graph_id = 1;
+static _Atomic unsigned long long next_node_id = 1;
 
 struct CUgraphExec_st {
   struct fc_work *work;
@@ -28,7 +35,9 @@ struct CUgraphExec_st {
 static cudaError_t graph_new(cudaGraph_t *out) {
   if (!out) return cudaErrorInvalidValue;
   *out = calloc(1, sizeof **out);
-  return *out ? cudaSuccess : cudaErrorMemoryAllocation;
+  if (!*out) return cudaErrorMemoryAllocation;
+  (*out)->id = atomic_fetch_add(&next_graph_id, 1);
+  return cudaSuccess;
 }
 
 static cudaError_t graph_destroy(cudaGraph_t g) {
@@ -50,6 +59,7 @@ static struct CUgraphNode_st *append(cudaGraph_t g, const struct fc_work *w) {
   struct CUgraphNode_st *node = malloc(sizeof *node);
   if (!node) return NULL;
   node->w = *w;
+  node->id = atomic_fetch_add(&next_node_id, 1);
   g->nodes[g->n++] = node;
   return node;
 }
@@ -117,8 +127,13 @@ static cudaError_t instantiate(cudaGraphExec_t *out, cudaGraph_t g) {
     free(e);
     return cudaErrorMemoryAllocation;
   }
-  for (size_t i = 0; i < g->n; i++)
-    if (g->nodes[i]->w.kind != FC_WORK_EMPTY) e->work[e->n++] = g->nodes[i]->w;
+  for (size_t i = 0; i < g->n; i++) {
+    if (g->nodes[i]->w.kind == FC_WORK_EMPTY) continue;
+    struct fc_work *w = &e->work[e->n++];
+    *w = g->nodes[i]->w;
+    w->graph_id = g->id;
+    w->graph_node_id = g->nodes[i]->id;
+  }
   *out = e;
   return cudaSuccess;
 }

@@ -60,7 +60,8 @@ extern __thread struct fc_thread fc_tls;
 
 /* ---- API hooks (fakecuda_core.c) ---- */
 
-extern _Atomic int fc_hooks_on; /* an observer is set or FAKECUDA_FAIL names something */
+extern _Atomic int fc_hooks_on; /* an observer is set, FAKECUDA_FAIL names something, or the
+                                  CUDA_INJECTION64_PATH check of the first call is still to come */
 extern const fakecuda_observer_t *_Atomic fc_observer;
 
 cudaError_t fc_api_enter(const char *api); /* notifies; returns the injected failure or cudaSuccess */
@@ -123,6 +124,7 @@ struct CUevent_st {
   _Atomic uint64_t at;        /* completion time of the last record, 0 if never recorded */
   unsigned flags;
   int device;
+  unsigned id;                /* process-unique, for the observer (CUPTI's cudaEventId) */
 };
 
 struct fc_device {
@@ -178,6 +180,8 @@ struct fc_work {
   enum cudaMemcpyKind ckind;
   cudaHostFn_t fn;
   void *user;
+  unsigned graph_id;      /* set on the copies an executable graph replays; reported to the observer */
+  unsigned long long graph_node_id;
 };
 
 /* Runs w on stream handle hs (recording it instead while the stream captures); *end gets the

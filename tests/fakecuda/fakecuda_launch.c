@@ -49,6 +49,8 @@ static void emit_work(const char *api, cudaStream_t hs, const struct CUstream_st
       .device = s->device,
       .gpu_start_ns = sp.start,
       .gpu_end_ns = sp.end,
+      .graph_id = w->graph_id,
+      .graph_node_id = w->graph_node_id,
   };
   if (w->kind == FAKECUDA_OP_KERNEL) {
     op.func = w->kern->host_fun;
@@ -60,6 +62,7 @@ static void emit_work(const char *api, cudaStream_t hs, const struct CUstream_st
     op.bytes = w->width * w->height;
     op.ptr = w->dst;
     op.dst_mem = fc_mem_kind(w->dst);
+    op.value = w->value;
     if (w->kind == FAKECUDA_OP_MEMCPY) {
       op.src_mem = fc_mem_kind(w->src);
       op.copy_kind = resolve_kind(w->ckind, op.src_mem, op.dst_mem);

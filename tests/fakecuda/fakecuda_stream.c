@@ -92,12 +92,15 @@ FC_API(cudaDeviceSynchronize, (void), device_sync(__func__))
 
 /* ---- events ---- */
 
+static _Atomic unsigned next_event_id = 1;
+
 static cudaError_t event_create(cudaEvent_t *pe, unsigned flags) {
   if (!pe) return cudaErrorInvalidValue;
   struct CUevent_st *e = calloc(1, sizeof *e);
   if (!e) return cudaErrorMemoryAllocation;
   e->flags = flags;
   e->device = fc_tls.device;
+  e->id = atomic_fetch_add(&next_event_id, 1);
   *pe = e;
   return cudaSuccess;
 }

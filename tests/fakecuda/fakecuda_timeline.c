@@ -113,6 +113,7 @@ void fc_emit_sync(const char *api, cudaStream_t hs, struct CUstream_st *s, void 
       .stream_id = s ? s->id : 0,
       .device = s ? s->device : fc_tls.device,
       .event = event,
+      .event_id = event ? ((const struct CUevent_st *)event)->id : 0,
       .gpu_start_ns = t0,
       .gpu_end_ns = fc_now(),
   };
