@@ -23,7 +23,7 @@ LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 LIB := $(BUILD)/libstepprof.so
 
 .PHONY: all lib programs unit demo test bench install deps clean check-exports
-all: lib
+all: lib $(BUILD)/stepprof-report
 
 lib: $(LIB)
 
@@ -41,10 +41,23 @@ $(LIB): $(LIB_OBJS)
 include tests/fakecuda/fakecuda.mk
 include tests/programs/programs.mk
 include tests/programs/markers.mk
+include tests/programs/reports.mk
+include tests/programs/memory.mk
 include tests/unit/unit.mk
+include tests/programs/reliability.mk
+include tests/fuzz/fuzz.mk
 
 HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
-programs: $(PROGRAMS_C) $(PROGRAMS_MARKERS) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
+programs: $(PROGRAMS_C) $(PROGRAMS_REL) $(PROGRAMS_MARKERS) $(PROGRAMS_REPORTS) $(PROGRAMS_MEM) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
+
+# The offline report tool reuses the exporters' aggregation; cJSON is for it
+# only, never for the preloaded library.
+REPORT_TOOL := $(BUILD)/stepprof-report
+REPORT_TOOL_OBJS := $(addprefix $(BUILD)/obj/exporters/,agg.o agg_rows.o table.o summary.o summary_rules.o \
+                    summary_out.o stacks_out.o report_buf.o)
+$(REPORT_TOOL): exporters/report_main.c $(REPORT_TOOL_OBJS)
+	$(CC) $(CFLAGS_COMMON) -MMD -MP -o $@ $< $(REPORT_TOOL_OBJS) -lcjson -lz -lm
+-include $(REPORT_TOOL).d
 unit: $(UNIT_TESTS)
 
 deps:
@@ -55,20 +68,22 @@ demo: deps
 	@sh scripts/demo.sh
 
 test: deps
-	@$(MAKE) --no-print-directory lib $(FAKECUDA_LIB) programs unit
+	@$(MAKE) --no-print-directory lib $(REPORT_TOOL) $(FAKECUDA_LIB) programs unit
 	@$(MAKE) --no-print-directory fakecupti-check $(if $(HAVE_NVCC),fakecuda-check)
 	@$(PYTHON) tests/run_tests.py
 
 bench: deps
-	@$(MAKE) --no-print-directory lib $(FAKECUDA_LIB) programs
+	@$(MAKE) --no-print-directory lib $(REPORT_TOOL) $(FAKECUDA_LIB) programs
 	@sh scripts/bench.sh
 
 check-exports: $(LIB)
 	@nm -D --defined-only $(LIB)
 
-install: $(LIB)
+install: $(LIB) $(REPORT_TOOL)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/doc/stepprof
+	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libstepprof.so
+	install -m 0755 $(REPORT_TOOL) $(DESTDIR)$(PREFIX)/bin/stepprof-report
 	install -m 0644 README.md profiling.example.yaml $(DESTDIR)$(PREFIX)/share/doc/stepprof/
 
 clean:

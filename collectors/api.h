@@ -13,7 +13,7 @@ enum sp_api_shape {
     SP_SHAPE_GRAPH,      /* a[0]=graph exec a[3]=stream */
     SP_SHAPE_HOSTFN,     /* a[0]=host fn a[3]=stream */
     SP_SHAPE_ALLOC,      /* a[0]=returned ptr a[1]=bytes a[2]=flags/pitch a[3]=stream */
-    SP_SHAPE_FREE,       /* a[0]=ptr a[3]=stream */
+    SP_SHAPE_FREE,       /* a[0]=ptr a[1]=bytes freed (profile_memory; 0 when unknown) a[3]=stream */
     SP_SHAPE_COPY,       /* a[0]=dst a[1]=bytes a[2]=kind (SP_COPY_PEER for peer) a[3]=stream a[4]=src
                             aux=dst device|src device<<16 (peer) */
     SP_SHAPE_SET,        /* a[0]=ptr a[1]=bytes a[2]=value a[3]=stream */

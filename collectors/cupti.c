@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "memory.h"
 #include "strings.h"
 
 #include <cupti.h>
@@ -184,6 +185,31 @@ static sp_gpu_event_t *gpu_rec(uint32_t kind, uint64_t start, uint64_t end, uint
     return e;
 }
 
+/* profile_memory: what CUPTI saw allocated or released goes to the memory
+ * collector, which drops the calls an interposer already reported. */
+static void memory_record(const CUpti_ActivityMemory4 *m)
+{
+    int kind;
+    switch (m->memoryKind) {
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
+    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY:
+        kind = SP_MEM_DEVICE;
+        break;
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
+        kind = SP_MEM_MANAGED;
+        break;
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
+        kind = SP_MEM_PINNED;
+        break;
+    default:
+        return;   /* pageable memory, and static memory that comes with loaded modules */
+    }
+    int op = m->memoryOperationType;
+    if (op == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION || op == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
+        sp_mem_cupti_record(op == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, kind, m->address, m->bytes,
+                            to_mono(m->timestamp), (int)m->deviceId, m->streamId);
+}
+
 /* Called with `lock` held. */
 static void parse(const CUpti_Activity *r)
 {
@@ -242,6 +268,9 @@ static void parse(const CUpti_Activity *r)
         e->sync_type = (uint8_t)s->type;
         break;
     }
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+        memory_record((const void *)r);
+        break;
     default:
         break;
     }

@@ -37,7 +37,10 @@ typedef struct sp_event {
     uint16_t kind;
     uint16_t flags;
     uint32_t aux;
+    uint32_t stack;    /* with_stack: id from collectors/stacks.h, 0 = none */
+    uint32_t pad;
 } sp_event_t;
+#define SP_EVENT_HAS_STACK 1
 
 struct sp_thread;
 
@@ -119,6 +122,16 @@ typedef struct sp_event_ref {
 } sp_event_ref_t;
 size_t sp_ev_collect(uint32_t window, sp_event_ref_t **out);
 uint64_t sp_ev_dropped_total(void);
+
+/* Per-cycle cap (max_events_per_cycle / max_trace_mb): once the current
+ * record window holds max_events records in full chunks, further chunk
+ * requests in that window fail and their records are dropped and counted like
+ * a full pool. Checked on the cold path only (a full chunk); the exporter
+ * trims to the exact count. 0 = no cap. Set before the gate opens. */
+void sp_ev_set_cycle_cap(uint64_t max_events);
+/* Whether the cap stopped recording in `window` (remembered for the last 16
+ * capped windows, enough for the exporter's queue). */
+int sp_ev_window_capped(uint32_t window);
 const sp_thread_t *sp_ev_threads(void);    /* registration list, newest first */
 void sp_ev_after_fork_child(void);
 

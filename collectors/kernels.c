@@ -170,3 +170,10 @@ const char *sp_kern_name(const void *ptr, int is_handle)
     snprintf(buf, sizeof buf, "%s", d ? d : m);
     return buf;
 }
+
+/* fork() copies a lock some other thread (often the exporter) may hold; the
+ * child has only the forking thread, so the lock starts over there. */
+void sp_kern_after_fork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+}

@@ -20,4 +20,6 @@ const char *sp_kern_demangle(const char *mangled);
 /* Raw (mangled) name, for matching by the kernel marker; NULL when unknown. */
 const char *sp_kern_mangled(const void *ptr, int is_handle);
 
+void sp_kern_after_fork_child(void);
+
 #endif

@@ -96,3 +96,10 @@ const char *sp_str_get(uint32_t id)
     pthread_mutex_unlock(&lock);
     return s;
 }
+
+/* fork() copies a lock some other thread (often the exporter) may hold; the
+ * child has only the forking thread, so the lock starts over there. */
+void sp_str_after_fork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+}

@@ -11,4 +11,6 @@ uint32_t sp_str_intern(const char *s);          /* 0 on allocation failure */
 uint32_t sp_str_intern_cached(const char *s);   /* pointer cache, verified by content */
 const char *sp_str_get(uint32_t id);            /* "" for unknown ids */
 
+void sp_str_after_fork_child(void);
+
 #endif

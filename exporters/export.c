@@ -7,7 +7,11 @@
 #include "../collectors/clock.h"
 #include "../collectors/cupti.h"
 #include "../collectors/events.h"
+#include "../collectors/memory.h"
+#include "memory_html.h"
+#include "memory_report.h"
 #include "outfile.h"
+#include "report_write.h"
 #include "trace.h"
 
 #include <stdlib.h>
@@ -22,8 +26,19 @@ static int cmp_start(const void *a, const void *b)
     return 0;
 }
 
-int sp_export_run(const sp_export_job_t *job)
+static uint64_t event_limit; /* set once at activation, before any job */
+
+void sp_export_set_limit(uint64_t max_events)
 {
+    event_limit = max_events;
+}
+
+int sp_export_run(const sp_export_job_t *job_in)
+{
+    /* A local copy: the size cap changes the dropped count and the
+     * truncation mark every writer below reports. */
+    sp_export_job_t capped = *job_in;
+    const sp_export_job_t *job = &capped;
     sp_event_ref_t *ev = NULL;
     size_t n = sp_ev_collect(job->window, &ev);
     sp_clock_recalibrate();
@@ -31,7 +46,14 @@ int sp_export_run(const sp_export_job_t *job)
         ev[i].ev.t0 = sp_clock_to_ns(ev[i].ev.t0);
         ev[i].ev.t1 = sp_clock_to_ns(ev[i].ev.t1);
     }
-    qsort(ev, n, sizeof *ev, cmp_start);
+    if (n)   /* a window of driver calls only has no records: ev is NULL */
+        qsort(ev, n, sizeof *ev, cmp_start);
+    if (event_limit && n > event_limit) {
+        capped.dropped += n - event_limit;
+        n = (size_t)event_limit;
+    }
+    if (capped.dropped && (n == event_limit || sp_ev_window_capped(job->window)))
+        capped.truncated |= SP_TRUNC_LIMIT;
     uint64_t base = sp_clock_to_ns(job->t_begin), end = sp_clock_to_ns(job->t_end);
     if (n && ev[0].ev.t0 < base)
         base = ev[0].ev.t0;
@@ -40,11 +62,17 @@ int sp_export_run(const sp_export_job_t *job)
             end = ev[i].ev.t1;
     char stem[512];
     sp_outfile_stem(stem, sizeof stem, job->worker, end + (uint64_t)sp_clock_epoch_offset());
-    sp_gpu_event_t *gpu_recs = NULL;
-    size_t ngpu = sp_cupti_take(sp_clock_to_ns(job->t_begin), sp_clock_to_ns(job->t_end), &gpu_recs);
     sp_gpu_view_t gpu;
-    sp_gpuv_build(&gpu, ev, n, gpu_recs, ngpu);
-    int rc = sp_trace_write(job, stem, ev, n, &gpu, base, end);
+    sp_gpuv_build(&gpu, ev, n, job->gpu, job->ngpu); /* the view owns and frees them */
+    sp_mem_cycle_t *mem = sp_mem_cycle_take(job->window); /* NULL unless profile_memory */
+    int rc = sp_trace_write(job, stem, ev, n, &gpu, base, end, mem);
+    /* Reports sit beside the trace: where it could not be written (its error
+     * said why), they would fail the same way and only repeat the message. */
+    if (rc == 0 && sp_report_write(job, stem, ev, n, &gpu, mem, base, end) != 0)
+        rc = -1;
+    if (rc == 0 && mem && (sp_memreport_write(job, stem, mem, ev, n) | sp_memhtml_write(job, stem, mem)) != 0)
+        rc = -1;
+    sp_mem_cycle_free(mem);
     sp_gpuv_free(&gpu);
     free(ev);
     return rc;

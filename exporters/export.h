@@ -4,6 +4,7 @@
 #ifndef SP_EXPORT_H
 #define SP_EXPORT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct sp_export_job {
@@ -12,13 +13,37 @@ typedef struct sp_export_job {
     long cycle;               /* 0-based recorded cycle */
     long first_step, last_step; /* recorded steps, -1 when the run has no steps */
     uint64_t dropped;         /* records lost to a full buffer in this window */
-    int truncated;            /* cut short (exit or signal during the cycle) */
+    int truncated;            /* SP_TRUNC_* bits; non-zero: "stepprof_truncated": true */
     int use_gzip;
     int cupti;                /* GPU activity came from CUPTI */
     uint64_t cupti_dropped;   /* records CUPTI dropped in this window */
+    struct sp_gpu_event *gpu; /* CUPTI's records of the window, taken when it closed (the */
+    size_t ngpu;              /* next window may start before the exporter runs); owned */
     char output_dir[4096];
     char worker[256];
+    int with_stack;           /* write <stem>.stacks.txt (and .stacks_cuda.txt) */
+    struct {                  /* the key-average table (schedule/config.h table.*) */
+        char sort_by[32];     /* "" = automatic */
+        long row_limit;       /* -1 = all */
+        int group_by_input_shape;
+        long group_by_stack_n;
+        int print;            /* SP_JOB_TABLE_* bits */
+    } table;
 } sp_export_job_t;
+
+/* Where the key-average table goes; the same bits as SP_TABLE_PRINT_*. */
+enum { SP_JOB_TABLE_STDERR = 1, SP_JOB_TABLE_FILE = 2 };
+
+/* Why a cycle's trace is incomplete. */
+enum { SP_TRUNC_END = 1, SP_TRUNC_LIMIT = 2 };   /* process ended mid-cycle; a size cap */
+
+/* Bytes one host event is assumed to take in a trace, to turn max_trace_mb
+ * into an event budget (measured ~200-330 for runtime calls with args). */
+#define SP_EXPORT_EVENT_BYTES 512u
+
+/* Events kept per trace (0 = all): past it the latest-starting events are
+ * left out, counted as dropped, and the job marked SP_TRUNC_LIMIT. */
+void sp_export_set_limit(uint64_t max_events);
 
 /* Queue a job for the exporter thread (started on first use). Falls back to
  * running it on the caller when the thread cannot be created. */

@@ -1,4 +1,8 @@
-/* exporters/outfile.c — see outfile.h. */
+/* exporters/outfile.c — see outfile.h. Failures are reported once: a cycle
+ * writes several files (trace, table, summary, stacks) and a run may have
+ * hundreds of cycles, so the same problem (same directory, same errno) is
+ * said in one line, repeats are only counted, and the first success
+ * afterwards says how many files were lost meanwhile. */
 #define _GNU_SOURCE
 #include "outfile.h"
 
@@ -7,10 +11,71 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
+static char fail_dir[4096];        /* directory of the last reported failure */
+static int fail_errno;
+static unsigned long fail_dropped; /* files dropped since that report */
+
+/* One line for a new problem, a debug line for a repeat. The message names
+ * the file and says the cycle's files are dropped and later cycles retry. */
+static void failed(const char *dir, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void failed(const char *dir, int err, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&fail_lock);
+    int repeat = fail_errno == err && strcmp(fail_dir, dir) == 0;
+    if (!repeat) {
+        snprintf(fail_dir, sizeof fail_dir, "%s", dir);
+        fail_errno = err;
+        fail_dropped = 0;
+    }
+    fail_dropped++;
+    pthread_mutex_unlock(&fail_lock);
+    sp_log(repeat ? SP_LOG_DEBUG : SP_LOG_ERROR, "%s: %s; this cycle's files are dropped (later cycles retry)", msg,
+           strerror(err));
+}
+
+static void succeeded(const char *dir)
+{
+    pthread_mutex_lock(&fail_lock);
+    unsigned long lost = fail_errno && strcmp(fail_dir, dir) == 0 ? fail_dropped : 0;
+    if (lost) {
+        fail_errno = 0;
+        fail_dir[0] = 0;
+        fail_dropped = 0;
+    }
+    pthread_mutex_unlock(&fail_lock);
+    if (lost)
+        sp_log(SP_LOG_INFO, "writing to %s works again; %lu files were dropped before", dir, lost);
+}
+
+/* The directory part of path (as given to sp_outfile_open). */
+static const char *dir_of(const char *path, char *out, size_t n)
+{
+    snprintf(out, n, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (slash)
+        *slash = 0;
+    return out;
+}
+
+void sp_outfile_fail(sp_outfile_t *f, int err)
+{
+    char dir[4096];
+    failed(dir_of(f->final, dir, sizeof dir), err ? err : EIO, "cannot write %s", f->final);
+    sp_outfile_abort(f);
+}
 
 void sp_outfile_stem(char *out, size_t len, const char *worker, uint64_t unix_ns)
 {
@@ -52,18 +117,19 @@ int sp_outfile_open(sp_outfile_t *f, const char *dir, const char *stem, const ch
 {
     f->fd = -1;
     if (snprintf(f->final, sizeof f->final, "%s/%s%s", dir, stem, suffix) >= (int)sizeof f->final) {
-        sp_log(SP_LOG_ERROR, "output path too long in %s; this cycle's files are dropped", dir);
+        failed(dir, ENAMETOOLONG, "output path too long in %s", dir);
         return -1;
     }
     snprintf(f->tmp, sizeof f->tmp, "%s.tmp.%d", f->final, (int)getpid());
     if (mkdir_p(dir) != 0) {
-        sp_log(SP_LOG_ERROR, "cannot create output directory %s: %s; this cycle's files are dropped", dir,
-               strerror(errno));
+        failed(dir, errno, "cannot create output directory %s", dir);
         return -1;
     }
+    /* O_EXCL|O_NOFOLLOW: a file or symlink planted at the temporary name in
+     * a shared directory makes this fail instead of writing through it. */
     f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (f->fd < 0) {
-        sp_log(SP_LOG_ERROR, "cannot create %s: %s; this cycle's files are dropped", f->tmp, strerror(errno));
+        failed(dir, errno, "cannot create %s", f->tmp);
         return -1;
     }
     return 0;
@@ -73,11 +139,17 @@ int sp_outfile_commit(sp_outfile_t *f)
 {
     int rc = close(f->fd);
     f->fd = -1;
+    /* rename replaces whatever is at the final name, a symlink included,
+     * without following it. */
     if (rc != 0 || rename(f->tmp, f->final) != 0) {
-        sp_log(SP_LOG_ERROR, "cannot write %s: %s; this cycle's file is dropped", f->final, strerror(errno));
+        int err = errno;
         unlink(f->tmp);
+        char dir[4096];
+        failed(dir_of(f->final, dir, sizeof dir), err, "cannot write %s", f->final);
         return -1;
     }
+    char dir[4096];
+    succeeded(dir_of(f->final, dir, sizeof dir));
     return 0;
 }
 

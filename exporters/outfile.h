@@ -1,6 +1,7 @@
 /* exporters/outfile.h — output files that readers never see half-written:
  * created as "<final>.tmp.<pid>" with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0644
- * (umask applies), and renamed into place only when complete. Also owns the
+ * (umask applies), and renamed into place only when complete. A failure is
+ * one stepprof: line per distinct problem, not per file. Also owns the
  * file stem "<worker>.<unix_ns>" with the worker name made safe for a path. */
 #ifndef SP_OUTFILE_H
 #define SP_OUTFILE_H
@@ -22,6 +23,10 @@ void sp_outfile_stem(char *out, size_t len, const char *worker, uint64_t unix_ns
  * dir/stem+suffix. 0 on success; on failure prints one stepprof: line. */
 int sp_outfile_open(sp_outfile_t *f, const char *dir, const char *stem, const char *suffix);
 int sp_outfile_commit(sp_outfile_t *f);  /* close + rename; 0 on success */
+/* A write to f failed with err: report it (once per problem, see
+ * outfile.c) and remove the temporary. Writers use this rather than their
+ * own message so that a full disk is one line, not one per file. */
+void sp_outfile_fail(sp_outfile_t *f, int err);
 void sp_outfile_abort(sp_outfile_t *f);  /* close + unlink the temporary */
 
 #endif

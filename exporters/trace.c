@@ -9,10 +9,13 @@
 #include "../collectors/api.h"
 #include "../collectors/clock.h"
 #include "../collectors/kernels.h"
+#include "../collectors/stacks.h"
 #include "../collectors/strings.h"
 #include "gz.h"
 #include "jsonw.h"
+#include "memory_trace.h"
 #include "outfile.h"
+#include "stacks_sym.h"
 #include "../collectors/log.h"
 
 #include <inttypes.h>
@@ -90,6 +93,8 @@ static void api_args(sp_jw_t *w, const sp_event_t *e)
         break;
     case SP_SHAPE_FREE:
         sp_jw_printf(w, ", \"ptr\": %" PRIu64, e->a[0]);
+        if (e->a[1])
+            sp_jw_printf(w, ", \"bytes\": %" PRIu64, e->a[1]);
         break;
     case SP_SHAPE_COPY:
         sp_jw_printf(w, ", \"bytes\": %" PRIu64 ", \"kind\": \"%s\", \"dst\": %" PRIu64 ", \"src\": %" PRIu64, e->a[1],
@@ -133,6 +138,7 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index, uint64_
             sp_jw_printf(w, ", \"args\": {\"cbid\": %d, \"correlation\": %" PRIu64 ", \"result\": %d",
                          sp_api_table[e->name].cbid, correlation(r), e->result);
         api_args(w, e);
+        sp_stacks_write_arg(w, SP_EV_STACK(e));
         sp_jw_puts(w, "}}");
         break;
     }
@@ -207,7 +213,8 @@ static void write_metadata(ctx_t *c, const sp_event_ref_t *ev, size_t n)
     free(ts);
 }
 
-static void write_header(sp_jw_t *w, const sp_export_job_t *job, const sp_gpu_view_t *gpu, uint64_t base_epoch_ns)
+static void write_header(sp_jw_t *w, const sp_export_job_t *job, const sp_gpu_view_t *gpu, int memory,
+                         uint64_t base_epoch_ns)
 {
     sp_jw_puts(w, "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [");
     sp_gpuv_write_device_props(w, gpu);
@@ -216,6 +223,8 @@ static void write_header(sp_jw_t *w, const sp_export_job_t *job, const sp_gpu_vi
     if (rank && *rank && strspn(rank, "0123456789") == strlen(rank))
         sp_jw_printf(w, "  \"distributedInfo\": {\"rank\": %ld, \"world_size\": %ld},\n", strtol(rank, NULL, 10),
                      world && *world ? strtol(world, NULL, 10) : 1L);
+    if (memory)
+        sp_jw_puts(w, "  \"profile_memory\": 1,\n");
     sp_jw_printf(w, "  \"stepprof_version\": \"%s\",\n  \"stepprof_cycle\": %ld,\n", STEPPROF_VERSION, job->cycle);
     if (job->first_step >= 0)
         sp_jw_printf(w, "  \"stepprof_steps\": [%ld, %ld],\n", job->first_step, job->last_step);
@@ -228,7 +237,7 @@ static void write_header(sp_jw_t *w, const sp_export_job_t *job, const sp_gpu_vi
 }
 
 int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_ref_t *ev, size_t n,
-                   const sp_gpu_view_t *gpu, uint64_t base_ns, uint64_t end_ns)
+                   const sp_gpu_view_t *gpu, uint64_t base_ns, uint64_t end_ns, const sp_mem_cycle_t *mem)
 {
     sp_outfile_t f;
     if (sp_outfile_open(&f, job->output_dir, stem, job->use_gzip ? ".pt.trace.json.gz" : ".pt.trace.json") != 0)
@@ -248,13 +257,14 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
     }
     sp_jw_init(w, f.fd, gz);
     ctx_t c = {w, (int)getpid(), base_ns, gpu};
-    write_header(w, job, gpu, base_ns + (uint64_t)sp_clock_epoch_offset());
+    write_header(w, job, gpu, mem != NULL, base_ns + (uint64_t)sp_clock_epoch_offset());
     write_metadata(&c, ev, n);
     sp_gpuv_write_metadata(w, gpu);
     uint64_t ext_id = 0;
     for (size_t i = 0; i < n && !w->err; i++)
         write_event(&c, &ev[i], i, &ext_id);
     sp_gpuv_write_events(w, gpu, ev, n, c.pid, base_ns);
+    sp_memtrace_write(w, mem, c.pid, base_ns, end_ns);
     sp_jw_puts(w, "{\"name\": \"Record Window End\", \"ph\": \"i\", \"s\": \"g\", \"pid\": \"\", \"tid\": \"\", \"ts\": ");
     sp_jw_us(w, (int64_t)(end_ns - base_ns));
     sp_jw_puts(w, "}\n  ],\n  \"traceName\": ");

@@ -3,7 +3,11 @@
  * linked list under a mutex; the thread is created on the first job with
  * every signal blocked (the program's signals must reach its own threads).
  * Draining at exit waits with a deadline: a stuck write must not hang the
- * program's exit. */
+ * program's exit. A write past RLIMIT_FSIZE raises SIGXFSZ on the writing
+ * thread, whose default action kills the whole program: the exporter thread
+ * has it blocked with everything else (the write then fails with EFBIG and
+ * that cycle is dropped), and a job run on a program thread blocks it for the
+ * duration and discards the one it caused. */
 #include "export.h"
 
 #include <errno.h>
@@ -24,6 +28,24 @@ static pthread_cond_t idle = PTHREAD_COND_INITIALIZER;
 static node_t *head, *tail;
 static int busy;
 static int started;
+
+/* sp_export_run on the caller's thread, shielded from SIGXFSZ. */
+static void run_here(const sp_export_job_t *job)
+{
+    sigset_t xfsz, old, pending;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGXFSZ);
+    sp_export_run(job);
+    sigpending(&pending);
+    if (!was_pending && sigismember(&pending, SIGXFSZ)) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&xfsz, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
 
 static void *worker_main(void *arg)
 {
@@ -67,7 +89,7 @@ void sp_export_submit(const sp_export_job_t *job)
 {
     node_t *n = malloc(sizeof *n);
     if (!n) {
-        sp_export_run(job);
+        run_here(job);
         return;
     }
     n->job = *job;
@@ -77,7 +99,7 @@ void sp_export_submit(const sp_export_job_t *job)
         started = start_worker() == 0 ? 1 : -1;
     if (started < 0) {
         pthread_mutex_unlock(&lock);
-        sp_export_run(job);
+        run_here(job);
         free(n);
         return;
     }
@@ -92,6 +114,8 @@ void sp_export_submit(const sp_export_job_t *job)
 
 int sp_export_drain(double timeout_s)
 {
+    if (timeout_s < 0)
+        timeout_s = 0;
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
     dl.tv_sec += (time_t)timeout_s;

@@ -5,13 +5,18 @@
  * two clock reads around the real call and fills one record. The recursion
  * guard keeps a runtime that calls its own exported entry points from being
  * recorded twice. errno is never touched on the fast path; slow paths save and
- * restore it. */
+ * restore it. SP_INTERPOSE_MEM is the allocation interposers' variant: a
+ * second flag (profile_memory) also opens their slow path. */
 #ifndef SP_HOOK_H
 #define SP_HOOK_H
 
 #include "../collectors/api.h"
 #include "../collectors/clock.h"
 #include "../collectors/events.h"
+#include "../collectors/stacks.h"
+#include "../collectors/memory.h"
+
+#include <errno.h>
 
 #define SP_EXPORT __attribute__((visibility("default")))
 #define SP_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -31,6 +36,17 @@ static inline void sp_hook_exit(sp_thread_t *t)
     t->in_hook = 0;
 }
 
+/* Entry for a call the gate does not let through but a collector that must
+ * see every call (memory) wants: the thread and the recursion guard only. */
+static inline sp_thread_t *sp_hook_enter_idle(void)
+{
+    sp_thread_t *t = sp_ev_thread();
+    if (!t || t->in_hook)
+        return NULL;
+    t->in_hook = 1;
+    return t;
+}
+
 static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t0, uint64_t t1, int result,
                               uint32_t window)
 {
@@ -44,14 +60,11 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
     e->flags = 0;
     e->aux = 0;
     e->a[0] = e->a[1] = e->a[2] = e->a[3] = e->a[4] = 0;
+    e->stack = sp_stack_capture_if_on(); /* after the real call: its time is not charged to the call */
 }
 
-/* ret sym(params): `call` is the parenthesised argument list; `pre` runs
- * before the real call when the gate is open (step markers: it may move the
- * window, so *w is re-read); `fill` fills e->a[] / e->aux from the arguments
- * (and r, the result). A gate with SP_WIN_COUNT open only lets markers see
- * calls; nothing is timed or stored. */
-#define SP_INTERPOSE_EX(ret, sym, params, call, pre, fill)                         \
+/* real_##sym: the real function, resolved on its first call. */
+#define SP_REAL_FN(ret, sym, params, call)                                         \
     typedef ret(*sp_fn_##sym) params;                                              \
     static ret sp_resolve_##sym params;                                            \
     static sp_fn_##sym real_##sym = sp_resolve_##sym;                              \
@@ -60,7 +73,27 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
         sp_fn_##sym fp_ = (sp_fn_##sym)sp_real(#sym);                              \
         __atomic_store_n(&real_##sym, fp_, __ATOMIC_RELAXED);                      \
         return fp_ call;                                                           \
-    }                                                                              \
+    }
+
+/* Stores the record of a call that ran from t0 to t1 and returned r, on
+ * thread t in window w; `fill` sees the record as e. */
+#define SP_RECORD_API(sym, fill)                                                   \
+    do {                                                                           \
+        sp_event_t *e = sp_ev_reserve(t, w);                                       \
+        if (e) {                                                                   \
+            sp_rec_api(e, t, SP_API_##sym, t0, t1, (int)r, w);                     \
+            fill;                                                                  \
+            sp_ev_commit(t);                                                       \
+        }                                                                          \
+    } while (0)
+
+/* ret sym(params): `call` is the parenthesised argument list; `pre` runs
+ * before the real call when the gate is open (step markers: it may move the
+ * window, so *w is re-read); `fill` fills e->a[] / e->aux from the arguments
+ * (and r, the result). A gate with SP_WIN_COUNT open only lets markers see
+ * calls; nothing is timed or stored. */
+#define SP_INTERPOSE_EX(ret, sym, params, call, pre, fill)                         \
+    SP_REAL_FN(ret, sym, params, call)                                             \
     __attribute__((noinline)) static ret sp_slow_##sym params                      \
     {                                                                              \
         uint32_t w = sp_ev_gate_load();                                            \
@@ -75,12 +108,7 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
         uint64_t t0 = sp_clock_ticks();                                            \
         ret r = real_##sym call;                                                   \
         uint64_t t1 = sp_clock_ticks();                                            \
-        sp_event_t *e = sp_ev_reserve(t, w);                                       \
-        if (e) {                                                                   \
-            sp_rec_api(e, t, SP_API_##sym, t0, t1, (int)r, w);                     \
-            fill;                                                                  \
-            sp_ev_commit(t);                                                       \
-        }                                                                          \
+        SP_RECORD_API(sym, fill);                                                  \
         sp_hook_exit(t);                                                           \
         return r;                                                                  \
     }                                                                              \
@@ -94,5 +122,55 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
     }
 
 #define SP_INTERPOSE(ret, sym, params, call, fill) SP_INTERPOSE_EX(ret, sym, params, call, (void)0, fill)
+
+/* Allocation interposers. profile_memory must see every allocation and free,
+ * also while no window records (the live map), so these open on a second
+ * flag, sp_mem_on, beside the gate; launches never read it. `mem` runs after
+ * the real call with mc (collectors/memory.h) filled and may leave a value
+ * for the record in mem_bytes (a free's size); `record` is
+ * SP_RECORD_API(sym, fill) for the entry points of collectors/api.h, (void)0
+ * for those without a row (the driver API). Memory times are CLOCK_MONOTONIC
+ * ns, read outside the ticks so a recorded slice does not include them; in
+ * record windows they are exact and bracket the call, so CUPTI's record of
+ * the same call can be matched to it; outside they only date the block. */
+#define SP_INTERPOSE_MEM(ret, sym, params, call, mem, record)                      \
+    SP_REAL_FN(ret, sym, params, call)                                             \
+    __attribute__((noinline)) static ret sp_slow_##sym params                      \
+    {                                                                              \
+        uint32_t w = sp_ev_gate_load();                                            \
+        sp_thread_t *t = sp_hook_enter(&w);                                        \
+        int mem_on_ = sp_mem_on;                                                   \
+        if (!t && mem_on_)                                                         \
+            t = sp_hook_enter_idle();                                              \
+        if (!t)                                                                    \
+            return real_##sym call;                                                \
+        int rec_ = w != 0 && w != SP_GATE_UNINIT && !(w & SP_WIN_COUNT);           \
+        sp_mem_call_t mc = {#sym, 0, 0, (uintptr_t)__builtin_return_address(0),  \
+                            t->tid, 0};                                            \
+        mc.t0 = mem_on_ && rec_ ? sp_mem_clock(1) : 0;                             \
+        uint64_t t0 = rec_ ? sp_clock_ticks() : 0;                                 \
+        ret r = real_##sym call;                                                   \
+        uint64_t t1 = rec_ ? sp_clock_ticks() : 0;                                 \
+        uint64_t mem_bytes = 0;                                                    \
+        if (mem_on_) {                                                             \
+            int errno_ = errno;                                                    \
+            mc.t1 = sp_mem_clock(rec_);                                            \
+            mc.t0 = mc.t0 ? mc.t0 : mc.t1;                                         \
+            mc.result = (int)r;                                                    \
+            mem;                                                                   \
+            errno = errno_;                                                        \
+        }                                                                          \
+        (void)mem_bytes, (void)t0, (void)t1;                                       \
+        if (rec_)                                                                  \
+            record;                                                                \
+        sp_hook_exit(t);                                                           \
+        return r;                                                                  \
+    }                                                                              \
+    SP_EXPORT ret sym params                                                       \
+    {                                                                              \
+        if (SP_LIKELY((sp_ev_gate_load() | (uint32_t)sp_mem_on) == 0))             \
+            return real_##sym call;                                                \
+        return sp_slow_##sym call;                                                 \
+    }
 
 #endif

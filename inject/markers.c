@@ -76,3 +76,10 @@ void sp_mark_profiler_slow(int start, uint32_t *window)
     sp_sched_profiler_api(start);
     *window = sp_ev_gate_load();
 }
+
+/* fork() copies a lock some other thread (often the exporter) may hold; the
+ * child has only the forking thread, so the lock starts over there. */
+void sp_mark_after_fork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+}

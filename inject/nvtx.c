@@ -184,3 +184,10 @@ SP_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_table)
     return fill(cb, NVTX_CB_MODULE_CORE, core_slots, sizeof core_slots / sizeof core_slots[0]) &&
            fill(cb, NVTX_CB_MODULE_CORE2, core2_slots, sizeof core2_slots / sizeof core2_slots[0]);
 }
+
+/* fork() copies a lock some other thread (often the exporter) may hold; the
+ * child has only the forking thread, so the lock starts over there. */
+void sp_nvtx_after_fork_child(void)
+{
+    pthread_mutex_init(&match_lock, NULL);
+}

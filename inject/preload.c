@@ -2,13 +2,18 @@
  * constructor (cheap checks only: a process that never calls CUDA must pay
  * nothing and write nothing), activation at the first intercepted CUDA call,
  * real-symbol resolution for the interposers, the statically-linked-cudart
- * warning, and the fork handler. */
+ * warning, and the fork handler. The ends of the process that atexit does not
+ * see are exitpaths.c's. */
 #define _GNU_SOURCE
 #include "hook.h"
 
+#include "../collectors/kernels.h"
 #include "../collectors/log.h"
+#include "../collectors/strings.h"
 #include "../schedule/schedule.h"
+#include "exitpaths.h"
 #include "funchook.h"
+#include "markers.h"
 #include "signals.h"
 
 #include <dlfcn.h>
@@ -24,6 +29,7 @@
 #include <unistd.h>
 
 int InitializeInjectionNvtx2(const void *get_table); /* inject/nvtx.c */
+void sp_nvtx_after_fork_child(void);                 /* inject/nvtx.c */
 
 static pthread_once_t activate_once = PTHREAD_ONCE_INIT;
 static _Atomic int activation_started;
@@ -39,6 +45,10 @@ static void activate(void)
         sp_funchook_install(cfg->marker.name, cfg->marker.scope, sp_sched_boundary);
     if (cfg && cfg->marker.has_signal)
         sp_signal_install(cfg->marker.signo);
+    /* After the marker's handler, so a marker signal that also terminates
+     * by default (SIGHUP) stays the marker's. */
+    if (cfg)
+        sp_exit_install((double)cfg->finalize_timeout_s);
     errno = saved;
 }
 
@@ -50,12 +60,19 @@ sp_thread_t *sp_hook_enter(uint32_t *window)
         if (*window == 0 || *window == SP_GATE_UNINIT)
             return NULL;
     }
-    if (SP_UNLIKELY(sp_sched_signal_flag))
-        sp_sched_poll_signal();
     sp_thread_t *t = sp_ev_thread();
     if (!t || t->in_hook)
         return NULL;
     t->in_hook = 1;
+    /* Only with the guard taken: a program's signal handler that calls CUDA
+     * while this thread is inside an interposer must not reach the schedule
+     * lock from signal context. */
+    if (SP_UNLIKELY(sp_sched_signal_flag)) {
+        sp_sched_poll_signal();
+        *window = sp_ev_gate_load(); /* the call that noticed the signal belongs to the new state */
+        if (*window == 0)
+            return NULL;
+    }
     return t;
 }
 
@@ -151,9 +168,14 @@ void sp_claim_injection_env(const char *var, void *symbol)
 
 static void after_fork_child(void)
 {
+    sp_str_after_fork_child();
+    sp_kern_after_fork_child();
+    sp_mark_after_fork_child();
+    sp_nvtx_after_fork_child();
     activate_once = (pthread_once_t)PTHREAD_ONCE_INIT;
     atomic_store(&activation_started, 0);
     sp_sched_after_fork_child();
+    sp_exit_after_fork_child();
 }
 
 __attribute__((constructor)) static void stepprof_init(void)
@@ -163,6 +185,7 @@ __attribute__((constructor)) static void stepprof_init(void)
     sp_claim_injection_env("NVTX_INJECTION64_PATH", (void *)InitializeInjectionNvtx2);
     sp_claim_injection_env("CUDA_INJECTION64_PATH", (void *)InitializeInjection);
     warn_static_cudart();
+    sp_exit_preinit();
     pthread_atfork(NULL, NULL, after_fork_child);
     errno = saved;
 }

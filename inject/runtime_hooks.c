@@ -2,10 +2,13 @@
  * per entry point of collectors/api.h (launches, allocations, copies, sets,
  * synchronization, profiler start/stop), each spelling with its _ptsz / _ptds
  * twin, plus the kernel-name registration hooks (__cudaRegisterFunction,
- * __cudaGetKernel), which feed the registry even before activation. Signatures
- * come from the toolkit's cuda_runtime_api.h so the compiler checks them; the
- * twins and the nvcc-internal entry points are declared here because the C
- * headers only declare them for C++ or per-thread builds. */
+ * __cudaGetKernel), which feed the registry even before activation, and
+ * cudaSetDevice, which tells the memory collector each thread's device. The
+ * allocation interposers also feed the memory collector (hook.h
+ * SP_INTERPOSE_MEM). Signatures come from the toolkit's cuda_runtime_api.h so
+ * the compiler checks them; the twins and the nvcc-internal entry points are
+ * declared here because the C headers only declare them for C++ or
+ * per-thread builds. */
 #include <cuda_runtime_api.h>
 
 #include "../collectors/kernels.h"
@@ -99,23 +102,31 @@ GRAPH_HOOKS(cudaGraphLaunch_ptsz)
 HOSTFN_HOOKS(cudaLaunchHostFunc)
 HOSTFN_HOOKS(cudaLaunchHostFunc_ptsz)
 
-SP_INTERPOSE(cudaError_t, cudaMalloc, (void **p, size_t n), (p, n), fill4(e, OUTP(p), n, 0, 0))
-SP_INTERPOSE(cudaError_t, cudaMallocHost, (void **p, size_t n), (p, n), fill4(e, OUTP(p), n, 0, 0))
-SP_INTERPOSE(cudaError_t, cudaHostAlloc, (void **p, size_t n, unsigned int fl), (p, n, fl),
-             fill4(e, OUTP(p), n, fl, 0))
-SP_INTERPOSE(cudaError_t, cudaMallocManaged, (void **p, size_t n, unsigned int fl), (p, n, fl),
-             fill4(e, OUTP(p), n, fl, 0))
-SP_INTERPOSE(cudaError_t, cudaMallocPitch, (void **p, size_t *pitch, size_t wd, size_t h), (p, pitch, wd, h),
-             fill4(e, OUTP(p), (r == cudaSuccess && pitch ? *pitch : wd) * h, r == cudaSuccess && pitch ? *pitch : 0, 0))
-#define MALLOC_ASYNC_HOOKS(sym)                                                                 \
-    SP_INTERPOSE(cudaError_t, sym, (void **p, size_t n, cudaStream_t s), (p, n, s), fill4(e, OUTP(p), n, 0, P(s)))
+/* Allocations and frees also feed the memory collector (profile_memory),
+ * which hands back a free's size for the FREE record's a[1]. */
+#define ALLOC_HOOK(sym, params, call, pp, bytes, a2, s, kind)                                    \
+    SP_INTERPOSE_MEM(cudaError_t, sym, params, call,                                            \
+                     sp_mem_alloc(&mc, OUTP(pp), bytes, P(s), kind, sp_mem_device()),          \
+                     SP_RECORD_API(sym, fill4(e, OUTP(pp), bytes, a2, P(s))))
+#define FREE_HOOK(sym, params, call, ptr, s)                                                     \
+    SP_INTERPOSE_MEM(cudaError_t, sym, params, call, mem_bytes = sp_mem_free(&mc, P(ptr), P(s)), \
+                     SP_RECORD_API(sym, fill4(e, P(ptr), mem_bytes, 0, P(s))))
+#define PITCH (r == cudaSuccess && pitch ? *pitch : 0)
+
+ALLOC_HOOK(cudaMalloc, (void **p, size_t n), (p, n), p, n, 0, 0, SP_MEM_DEVICE)
+ALLOC_HOOK(cudaMallocHost, (void **p, size_t n), (p, n), p, n, 0, 0, SP_MEM_PINNED)
+ALLOC_HOOK(cudaHostAlloc, (void **p, size_t n, unsigned int fl), (p, n, fl), p, n, fl, 0, SP_MEM_PINNED)
+ALLOC_HOOK(cudaMallocManaged, (void **p, size_t n, unsigned int fl), (p, n, fl), p, n, fl, 0, SP_MEM_MANAGED)
+ALLOC_HOOK(cudaMallocPitch, (void **p, size_t *pitch, size_t wd, size_t h), (p, pitch, wd, h), p,
+           (PITCH ? PITCH : wd) * h, PITCH, 0, SP_MEM_DEVICE)
+#define MALLOC_ASYNC_HOOKS(sym) \
+    ALLOC_HOOK(sym, (void **p, size_t n, cudaStream_t s), (p, n, s), p, n, 0, s, SP_MEM_DEVICE)
 MALLOC_ASYNC_HOOKS(cudaMallocAsync)
 MALLOC_ASYNC_HOOKS(cudaMallocAsync_ptsz)
 
-SP_INTERPOSE(cudaError_t, cudaFree, (void *p), (p), fill4(e, P(p), 0, 0, 0))
-SP_INTERPOSE(cudaError_t, cudaFreeHost, (void *p), (p), fill4(e, P(p), 0, 0, 0))
-#define FREE_ASYNC_HOOKS(sym) \
-    SP_INTERPOSE(cudaError_t, sym, (void *p, cudaStream_t s), (p, s), fill4(e, P(p), 0, 0, P(s)))
+FREE_HOOK(cudaFree, (void *p), (p), p, 0)
+FREE_HOOK(cudaFreeHost, (void *p), (p), p, 0)
+#define FREE_ASYNC_HOOKS(sym) FREE_HOOK(sym, (void *p, cudaStream_t s), (p, s), p, s)
 FREE_ASYNC_HOOKS(cudaFreeAsync)
 FREE_ASYNC_HOOKS(cudaFreeAsync_ptsz)
 
@@ -171,6 +182,21 @@ WAIT_EVENT_HOOKS(cudaStreamWaitEvent_ptsz)
 
 SP_INTERPOSE_EX(cudaError_t, cudaProfilerStart, (void), (), sp_mark_profiler_api(1, &w), (void)0)
 SP_INTERPOSE_EX(cudaError_t, cudaProfilerStop, (void), (), sp_mark_profiler_api(0, &w), (void)0)
+
+/* Not an event either: the memory collector's per-thread current device,
+ * which names the device of each allocation without a runtime call of ours
+ * (CUPTI would record it in the program's trace). */
+typedef cudaError_t (*set_device_fn)(int);
+SP_EXPORT cudaError_t cudaSetDevice(int device)
+{
+    static set_device_fn real;
+    if (!real)
+        real = (set_device_fn)sp_real("cudaSetDevice");
+    cudaError_t r = real(device);
+    if (r == cudaSuccess)
+        sp_mem_set_device(device);
+    return r;
+}
 
 /* Registration is not an event: it must work before activation (it runs in
  * constructors) and in processes that never open the gate. */

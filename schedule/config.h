@@ -58,7 +58,13 @@ typedef struct sp_config {
     char output_dir[4096];
     char worker_name[256];
     int use_gzip, record_shapes, profile_memory, with_stack;
+    long stack_depth;
+    int cupti;
     long buffer_mb;
+    char processes[512];         /* comma-separated fnmatch globs on the program name */
+    long finalize_timeout_s;     /* bound on the exit / fatal-signal flush */
+    long max_events_per_cycle;   /* 0 = unlimited */
+    long max_trace_mb;           /* 0 = unlimited */
     int log_level;               /* SP_LOG_INFO; quiet = SP_LOG_WARN (errors and warnings); debug = SP_LOG_DEBUG */
     struct {
         char sort_by[32];        /* "" = automatic, else one of the torch sort_by names */

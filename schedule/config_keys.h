@@ -49,8 +49,22 @@
       "track device allocations and frees")                                                        \
     X(WITH_STACK, "with_stack", BOOL, with_stack, "false", 0, 0, NULL,                             \
       "capture host call stacks of CUDA calls")                                                    \
+    X(STACK_DEPTH, "stack_depth", LONG, stack_depth, "32", 1, 256, NULL,                           \
+      "frames kept per captured call stack (with_stack)")                                          \
+    X(CUPTI, "cupti", BOOL, cupti, "true", 0, 0, NULL,                                             \
+      "record GPU activity with CUPTI when available; false: interposition and NVTX only")         \
     X(BUFFER_MB, "buffer_mb", LONG, buffer_mb, "256", 1, 65536, NULL,                              \
       "event buffer pool in MiB; events beyond it are dropped and counted")                        \
+    X(PROCESSES, "processes", STR, processes, "", 0, 0, NULL,                                      \
+      "comma-separated globs on the program name (basename of the executable or of argv[0]); "     \
+      "other processes stay inert; empty means every process")                                     \
+    X(FINALIZE_TIMEOUT_S, "finalize_timeout_s", LONG, finalize_timeout_s, "10", 0, 3600, NULL,     \
+      "seconds the exit or a fatal signal waits for the last files to be written")                 \
+    X(MAX_EVENTS_PER_CYCLE, "max_events_per_cycle", LONG, max_events_per_cycle, "0", 0, SP_CFG_BIG, \
+      NULL, "events kept per cycle; past it recording stops and the trace is marked truncated; "   \
+      "0 = unlimited")                                                                             \
+    X(MAX_TRACE_MB, "max_trace_mb", LONG, max_trace_mb, "0", 0, 1048576, NULL,                     \
+      "approximate bound on one trace file in MiB, enforced as an event budget; 0 = unlimited")    \
     X(LOG, "log", ENUM, log_level, "info", 0, 0, log_choices,                                      \
       "info: plan and files written; quiet: errors and warnings only; debug: more")                \
     X(TABLE_SORT_BY, "table.sort_by", WORD, table.sort_by, "", 0, 0, sort_choices,                 \

@@ -12,16 +12,20 @@
 #include "../collectors/clock.h"
 #include "../collectors/cupti.h"
 #include "../collectors/events.h"
+#include "../collectors/memory.h"
 #include "../collectors/log.h"
+#include "../collectors/stacks.h"
 #include "../exporters/export.h"
 #include "../inject/markers.h"
 #include "plan.h"
 
+#include <fnmatch.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -71,6 +75,7 @@ static void open_record_window(uint64_t now)
     window_t0 = now;
     drop_base = sp_ev_dropped_total();
     cycle_first_step = step;
+    sp_mem_window_open(cur_window, step);
     sp_ev_set_gate(cur_window);
 }
 
@@ -80,6 +85,7 @@ static void close_record_window(uint64_t now, int truncated)
      * the exporter takes it; at exit the runtime may be torn down already,
      * so only a forced flush is safe there. */
     sp_cupti_window_close(!finished);
+    sp_mem_window_close(cur_window, finished);
     sp_export_job_t job;
     memset(&job, 0, sizeof job);
     job.window = cur_window;
@@ -91,7 +97,15 @@ static void close_record_window(uint64_t now, int truncated)
     job.dropped = sp_ev_dropped_total() - drop_base;
     job.truncated = truncated;
     job.use_gzip = cfg.use_gzip;
+    job.with_stack = cfg.with_stack;
+    snprintf(job.table.sort_by, sizeof job.table.sort_by, "%s", cfg.table.sort_by);
+    job.table.row_limit = cfg.table.row_limit;
+    job.table.group_by_input_shape = cfg.table.group_by_input_shape;
+    job.table.group_by_stack_n = cfg.table.group_by_stack_n;
+    job.table.print = (cfg.table.print & SP_TABLE_PRINT_STDERR ? SP_JOB_TABLE_STDERR : 0) |
+                      (cfg.table.print & SP_TABLE_PRINT_FILE ? SP_JOB_TABLE_FILE : 0);
     job.cupti = sp_cupti_active();
+    job.ngpu = sp_cupti_take(sp_clock_to_ns(window_t0), sp_clock_to_ns(now), &job.gpu);
     {
         uint64_t d = sp_cupti_dropped();
         job.cupti_dropped = d - cupti_drop_base;
@@ -177,6 +191,7 @@ void sp_sched_boundary(void)
         close_record_window(now, 0);
     step++;
     step_t0 = now;
+    sp_mem_step(step);
     /* A closed window followed directly by another record step starts a new
      * cycle: force the transition through NONE so a new window opens. */
     if (!cur_window && (action == SP_ACT_RECORD || action == SP_ACT_RECORD_AND_SAVE))
@@ -225,22 +240,88 @@ void sp_sched_poll_signal(void)
     pthread_mutex_unlock(&lock);
 }
 
+/* The program name as a user would write it: the executable's basename and
+ * argv[0]'s (they differ for symlinked interpreters such as python3 ->
+ * python3.11). Either matching one of the comma-separated globs selects the
+ * process. Read from /proc so it works before main has argv. */
+static int process_selected(const char *globs, char *name, size_t len)
+{
+    char exe[4096], arg0[4096];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[k > 0 ? k : 0] = 0;
+    arg0[0] = 0;
+    FILE *f = fopen("/proc/self/cmdline", "re");
+    if (f) {
+        size_t m = fread(arg0, 1, sizeof arg0 - 1, f);
+        arg0[m] = 0;
+        fclose(f);
+    }
+    const char *b_exe = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+    const char *b_arg = strrchr(arg0, '/') ? strrchr(arg0, '/') + 1 : arg0;
+    const char *shown = b_arg[0] ? b_arg : b_exe;
+    size_t k2 = strnlen(shown, len - 1);
+    memcpy(name, shown, k2);
+    name[k2] = 0;
+    if (!globs[0])
+        return 1;
+    char list[sizeof cfg.processes];
+    snprintf(list, sizeof list, "%s", globs);
+    char *save = NULL;
+    for (char *g = strtok_r(list, ",", &save); g; g = strtok_r(NULL, ",", &save)) {
+        g += strspn(g, " \t");
+        g[strcspn(g, " \t")] = 0;
+        if (*g && ((b_exe[0] && fnmatch(g, b_exe, 0) == 0) || (b_arg[0] && fnmatch(g, b_arg, 0) == 0)))
+            return 1;
+    }
+    return 0;
+}
+
 void sp_sched_activate(void)
 {
+    static int exit_handler_registered; /* survives fork: so does the atexit list */
     pthread_mutex_lock(&lock);
-    if (sp_config_load(&cfg) != 0 || !cfg.enabled) {
+    /* A process left out by `processes` must stay silent, so the first load
+     * only prints errors; a selected process loads again with warnings. */
+    int level = sp_log_level;
+    sp_log_level = SP_LOG_ERROR;
+    int rc = sp_config_load(&cfg);
+    sp_log_level = level;
+    char name[256];
+    if (rc == 0 && cfg.enabled && !process_selected(cfg.processes, name, sizeof name)) {
+        sp_log_level = cfg.log_level;
+        sp_log(SP_LOG_DEBUG, "process %d (%s) does not match processes \"%s\"; not profiled", (int)getpid(), name,
+               cfg.processes);
+        cfg.enabled = 0;
+    } else if (rc == 0 && cfg.enabled) {
+        rc = sp_config_load(&cfg);
+    }
+    if (rc != 0 || !cfg.enabled) {
         sp_ev_set_gate(0);
         pthread_mutex_unlock(&lock);
         return;
     }
     sp_log_level = cfg.log_level;
+    {
+        /* A byte budget becomes an event budget: export can then stop at an
+         * exact count, and recording stops before memory grows past it. */
+        uint64_t max_ev = (uint64_t)cfg.max_events_per_cycle;
+        uint64_t by_size = (uint64_t)cfg.max_trace_mb * (1u << 20) / SP_EXPORT_EVENT_BYTES;
+        if (by_size && (!max_ev || by_size < max_ev))
+            max_ev = by_size;
+        sp_ev_set_cycle_cap(max_ev);
+        sp_export_set_limit(max_ev);
+    }
     sp_clock_init();
-    sp_cupti_init(cfg.profile_memory, 64);
+    if (cfg.cupti)
+        sp_cupti_init(cfg.profile_memory, 64);
+    if (cfg.with_stack)
+        sp_stack_init(cfg.stack_depth);
     if (sp_ev_pool_init(cfg.buffer_mb) != 0) {
         sp_ev_set_gate(0);
         pthread_mutex_unlock(&lock);
         return;
     }
+    sp_mem_init(cfg.profile_memory);
     sched = (sp_sched_t){cfg.skip_first, cfg.skip_first_wait, cfg.wait, cfg.warmup, cfg.active, cfg.repeat};
     char plan[512];
     if (sp_plan_format(&cfg, plan, sizeof plan) > 0)
@@ -272,25 +353,78 @@ void sp_sched_activate(void)
         sp_ev_set_gate(idle_gate());
     }
     pthread_mutex_unlock(&lock);
-    atexit(sp_sched_exit_handler);
+    if (!exit_handler_registered) {
+        exit_handler_registered = 1;
+        atexit(sp_sched_exit_handler);
+    }
+}
+
+/* Closes the open window and waits for the exporter. The window counts as
+ * cut short unless it is the whole-run window, whose natural end is the
+ * process's end. With try_lock the schedule lock is only tried until the
+ * deadline: on the signal path the interrupted thread may be the one holding
+ * it, and it cannot run again before we give up. */
+static int finish(int truncated, double timeout_s, int try_lock, int close_window, int shutdown_cupti)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int locked = 0;
+    if (!close_window) {
+        locked = 1; /* nothing to close: only the drain below */
+    } else if (!try_lock) {
+        pthread_mutex_lock(&lock);
+        locked = 1;
+    } else {
+        for (;;) {
+            if (pthread_mutex_trylock(&lock) == 0) {
+                locked = 1;
+                break;
+            }
+            struct timespec now, pause = {0, 1000000};
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if ((double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) * 1e-9 >= timeout_s)
+                break;
+            nanosleep(&pause, NULL);
+        }
+    }
+    if (locked && close_window) {
+        if (active && !finished) {
+            finished = 1;
+            int whole = whole_run || (cfg.marker.kind == SP_MARK_NONE && !cfg.has_schedule && !signal_only);
+            uint64_t now = sp_clock_ticks();
+            if (cur_window) {
+                if (step >= 0)
+                    emit_step(now);
+                close_record_window(now, truncated || !whole ? SP_TRUNC_END : 0);
+            }
+            sp_ev_set_gate(0);
+        }
+        pthread_mutex_unlock(&lock);
+    } else if (!locked) {
+        sp_log(SP_LOG_ERROR, "the cycle in progress is lost: the schedule stayed busy for %.0f s at the end of "
+                             "the process (finalize_timeout_s)", timeout_s);
+    }
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double left = timeout_s - ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+    int rc = sp_export_drain(left > 0 ? left : 0);
+    if (rc != 0)
+        sp_log(SP_LOG_ERROR, "traces still being written after finalize_timeout_s (%.0f s) are lost", timeout_s);
+    if (shutdown_cupti)
+        sp_cupti_shutdown();
+    return locked && rc == 0 ? 0 : -1;
 }
 
 void sp_sched_finish(int truncated)
 {
-    pthread_mutex_lock(&lock);
-    if (active && !finished) {
-        finished = 1;
-        uint64_t now = sp_clock_ticks();
-        if (cur_window) {
-            if (step >= 0)
-                emit_step(now);
-            close_record_window(now, truncated);
-        }
-        sp_ev_set_gate(0);
-    }
-    pthread_mutex_unlock(&lock);
-    sp_export_drain(10.0);
-    sp_cupti_shutdown();
+    finish(truncated, active ? (double)cfg.finalize_timeout_s : 10.0, 0, 1, 1);
+}
+
+/* CUPTI is left alone here: other threads may be inside CUDA, and the
+ * process is about to end anyway. */
+int sp_sched_finish_bounded(int how, double timeout_s)
+{
+    return finish(how == SP_FINISH_SIGNAL, timeout_s, 1, how != SP_FINISH_DRAIN, 0);
 }
 
 void sp_sched_exit_handler(void)
@@ -315,6 +449,8 @@ void sp_sched_after_fork_child(void)
     sp_ev_after_fork_child();
     sp_export_after_fork_child();
     sp_cupti_after_fork_child();
+    sp_mem_after_fork_child();
+    sp_stack_after_fork_child();
     sp_ev_set_gate(SP_GATE_UNINIT);
 }
 

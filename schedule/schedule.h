@@ -18,6 +18,13 @@ void sp_sched_activate(void);         /* first intercepted CUDA call */
 void sp_sched_boundary(void);         /* a step marker fired on this thread */
 void sp_sched_profiler_api(int start);/* cudaProfilerStart (1) / Stop (0) */
 void sp_sched_finish(int truncated);  /* process end: close and write the open cycle */
+/* The same from stepprof's finisher thread (inject/exitpaths.c) when a
+ * signal or _exit ends the process; never blocks longer than timeout_s in all
+ * (the schedule lock is only tried). EXIT closes the open cycle as exit()
+ * would, SIGNAL marks it truncated, DRAIN leaves it (a fault: its state is
+ * not trusted) and only waits for traces already queued. 0 when done. */
+enum { SP_FINISH_EXIT = 'E', SP_FINISH_SIGNAL = 'S', SP_FINISH_DRAIN = 'D' };
+int sp_sched_finish_bounded(int how, double timeout_s);
 void sp_sched_after_fork_child(void);
 void sp_sched_exit_handler(void);    /* atexit */
 const sp_config_t *sp_sched_config(void); /* NULL before activation */

@@ -9,7 +9,9 @@ B="${SP_BUILD:-$ROOT/build}"
 N=${BENCH_CALLS:-10000000}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-run() { env FAKECUDA_KERNEL_NS=0 LD_LIBRARY_PATH="$B/fakecuda" PROF_OUTPUT_DIR="$TMP/out" PROF_LOG=quiet "$@" \
+# PROF_CUPTI=0: the CUPTI stand-in simulates a GPU at ~350 ns per launch,
+# which would be measured instead of stepprof.
+run() { env FAKECUDA_KERNEL_NS=0 LD_LIBRARY_PATH="$B/fakecuda" PROF_OUTPUT_DIR="$TMP/out" PROF_LOG=quiet PROF_CUPTI=0 "$@" \
         "$B/programs/launch_bench" "$N" | awk '/ns_per_call/ {print $2}'; }
 best() { # the best of 3 runs: the machine is shared, the minimum is the least disturbed figure
     b=""; for i in 1 2 3; do v=$(run "$@"); b=$(echo "$b $v" | awk '{m=$1; for(i=2;i<=NF;i++) if($i<m) m=$i; print m}'); done; echo "$b"; }
@@ -18,6 +20,21 @@ idle=$(best LD_PRELOAD="$B/libstepprof.so" PROF_MARKER=nvtx:never_seen PROF_ACTI
 rec=$(best LD_PRELOAD="$B/libstepprof.so" PROF_BUFFER_MB=1024)
 echo "launch benchmark: $N cudaLaunchKernel calls on the stand-in (best of 3)"
 printf "  %-34s %8.2f ns/call\n" "bare" "$bare" "preloaded, not recording" "$idle" "preloaded, recording" "$rec"
+printf "  %-34s %8.1f ns per 7-frame stack\n" "stack capture (with_stack)" \
+    "$("$B/programs/report_stack_bench" bench 1000000 | awk '/ns_per_capture/ {print $2}')"
 awk -v b="$bare" -v i="$idle" -v r="$rec" 'BEGIN {
     printf "  not recording: +%.2f ns over bare (target <= 2)\n", i - b;
     printf "  recording:     +%.2f ns over bare (target <= 40)\n", r - b }'
+
+# Allocation calls (profile_memory keeps its live-allocation map even while no window records, so
+# these pay for it on every cudaMalloc / cudaFree): ns per pair, not recording, without and with it.
+M=${BENCH_PAIRS:-1000000}
+mrun() { env LD_LIBRARY_PATH="$B/fakecuda" PROF_OUTPUT_DIR="$TMP/out" PROF_LOG=quiet PROF_MARKER=nvtx:never_seen \
+         PROF_ACTIVE=1 "$@" "$B/programs/mem_bench" "$M" | awk '/ns_per_pair/ {print $2}'; }
+mbest() { b=""; for i in 1 2 3; do v=$(mrun "$@"); b=$(echo "$b $v" | awk '{m=$1; for(i=2;i<=NF;i++) if($i<m) m=$i; print m}'); done; echo "$b"; }
+mbare=$(mbest)
+moff=$(mbest LD_PRELOAD="$B/libstepprof.so")
+mon=$(mbest LD_PRELOAD="$B/libstepprof.so" PROF_PROFILE_MEMORY=1)
+echo "allocation benchmark: $M cudaMalloc + cudaFree pairs of 256 bytes on the stand-in, not recording (best of 3)"
+printf "  %-34s %8.2f ns/pair\n" "bare" "$mbare" "preloaded" "$moff" "preloaded, profile_memory" "$mon"
+awk -v o="$moff" -v m="$mon" 'BEGIN { printf "  profile_memory: +%.2f ns per pair\n", m - o }'

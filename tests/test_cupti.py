@@ -52,7 +52,7 @@ def test_every_launch_has_one_kernel_with_flow():
 
 def test_no_call_appears_twice():
     _, t = train_trace()
-    rt = runtime_events(t)
+    rt = runtime_events(t, all_sources=True)
     keys = collections.Counter((e["tid"], e["args"]["correlation"]) for e in rt)
     assert max(keys.values()) == 1, [k for k, v in keys.items() if v > 1][:5]
     assert all("External id" in e["args"] for e in rt if e["name"].startswith(("__cudaLaunch", "cudaMemcpy"))), \

@@ -9,7 +9,7 @@ from harness import LIB, FAKE_DIR, load, prog, run, runtime_events, assert_valid
 
 def steps_of(trace):
     return sorted(int(e["name"].split("#")[1]) for e in trace["traceEvents"]
-                  if e.get("name", "").startswith("ProfilerStep#"))
+                  if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#"))
 
 
 def host_slices(trace, cat):
@@ -162,7 +162,8 @@ def _run_with_signals(marker, at_steps, extra=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROF_")}
     import tempfile
     d = tempfile.mkdtemp(prefix="sp-test-")
-    env.update({"LD_PRELOAD": LIB, "LD_LIBRARY_PATH": FAKE_DIR, "PROF_MARKER": marker, "STEPS": "14",
+    env.update({"LD_PRELOAD": (os.environ.get("SP_PRELOAD_FIRST", "") + " " + LIB).strip(),
+                "LD_LIBRARY_PATH": FAKE_DIR, "PROF_MARKER": marker, "STEPS": "14",
                 "PROF_OUTPUT_DIR": os.path.join(d, "traces"), "STEP_SLEEP_MS": "20"})
     env.update(extra or {})
     p = subprocess.Popen([prog("markers_misc"), "signal"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -193,4 +194,6 @@ def test_signal_only_toggles_a_window():
     assert len(traces) == 1, err
     t = load(traces[0])
     launches = len(runtime_events(t, "cudaLaunchKernel"))
-    assert launches == 10, launches   # steps 4..8 between the two signals (5 steps x 2)
+    # The handler only sets a flag, acted on at the next intercepted call, and the signals race the
+    # program's steps: between the two signals lie 4 to 6 steps of 2 launches each.
+    assert 8 <= launches <= 12, launches

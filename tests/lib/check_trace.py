@@ -41,7 +41,7 @@ DEVICE_PROPERTY_KEYS = ["id", "name", "totalGlobalMem", "computeMajor", "compute
                         "maxThreadsPerBlock", "maxThreadsPerMultiprocessor", "regsPerBlock",
                         "warpSize", "sharedMemPerBlock", "numSms"]
 
-ALLOWED_PH = {"X", "i", "s", "f", "M"}
+ALLOWED_PH = {"X", "i", "s", "f", "M", "C"}  # C: counter tracks (allocated bytes per device)
 ALLOWED_CATS = {"cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset", "cuda_sync",
                 "user_annotation", "gpu_user_annotation", "ac2g", "cpu_instant_event"}
 HOST_API_CATS = {"cuda_runtime", "cuda_driver"}

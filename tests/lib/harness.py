@@ -70,8 +70,12 @@ def run(argv, preload=True, fake=True, env=None, timeout=120, cwd=None, stdin=No
     for k in ("LD_PRELOAD", "LD_LIBRARY_PATH", "NVTX_INJECTION64_PATH", "CUDA_INJECTION64_PATH"):
         e.pop(k, None)
     e["PROF_OUTPUT_DIR"] = os.path.join(cwd, "traces")
+    # SP_PRELOAD_FIRST: a sanitizer runtime that must precede the library (make test-asan).
+    first = os.environ.get("SP_PRELOAD_FIRST", "")
     if preload:
-        e["LD_PRELOAD"] = LIB
+        e["LD_PRELOAD"] = (first + " " + LIB).strip()
+    elif first:
+        e["LD_PRELOAD"] = first
     if fake:
         e["LD_LIBRARY_PATH"] = FAKE_DIR
         e.setdefault("FAKECUDA_KERNEL_NS", "2000")
@@ -90,9 +94,13 @@ def load(path):
     return _load(path)
 
 
-def runtime_events(trace, name=None):
-    """cuda_runtime X events in trace order (sorted by ts, as written)."""
+def runtime_events(trace, name=None, all_sources=False):
+    """cuda_runtime X events in trace order: by default the calls stepprof
+    intercepted (with CUPTI on, those carry an "External id"; CUPTI's records
+    of calls nobody intercepted are included only with all_sources)."""
     ev = [e for e in trace["traceEvents"] if e.get("cat") == "cuda_runtime" and e.get("ph") == "X"]
+    if trace.get("stepprof_gpu_source") == "cupti" and not all_sources:
+        ev = [e for e in ev if "External id" in e["args"]]
     if name:
         ev = [e for e in ev if e["name"] == name]
     return ev

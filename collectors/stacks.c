@@ -1,0 +1,193 @@
+/* collectors/stacks.c — see stacks.h. The table is open addressing over a
+ * 64-bit hash of the return addresses: readers probe with acquire loads and
+ * compare the stored addresses, so a hit is lock-free; an insert takes the
+ * mutex, fills the entry, then publishes the slot's hash with a release
+ * store. Addresses live in chunks that never move, so ids handed out stay
+ * readable while the table grows. Capacity is fixed at init (MAX_STACKS
+ * distinct stacks); beyond it captures return 0 and are counted. */
+#define _GNU_SOURCE
+#include "stacks.h"
+
+#include "log.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 256
+#define OWN_FRAMES 8                   /* room for our own frames above the caller's */
+#define SLOTS (1u << 17)
+#define MAX_STACKS (SLOTS / 2)         /* keeps probes short */
+#define CHUNK_PCS (64u * 1024u)
+#define MAX_CHUNKS 512u
+
+typedef int (*unw_backtrace_fn)(void **buf, int size);
+
+typedef struct entry {
+    uint32_t chunk, off, n;
+} entry_t;
+
+typedef struct slot {
+    _Atomic uint64_t hash;   /* 0 = empty; published last */
+    uint32_t id;
+} slot_t;
+
+int sp_stack_enabled;
+static unw_backtrace_fn unw_bt;
+static int depth;
+static uintptr_t own_lo, own_hi;       /* libstepprof's mapped range */
+static slot_t *slots;
+static entry_t *entries;               /* index = id; id 0 unused */
+static uintptr_t *chunks[MAX_CHUNKS];
+static uint32_t nchunks, chunk_used;
+static uint32_t nstacks = 1;
+static _Atomic uint64_t overflow;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int find_own(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t want = (uintptr_t)data, lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+        lo = a < lo ? a : lo;
+        hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
+    }
+    if (want < lo || want >= hi)
+        return 0;
+    own_lo = lo;
+    own_hi = hi;
+    return 1;
+}
+
+int sp_stack_init(long want_depth)
+{
+    if (sp_stack_enabled)
+        return 0;
+    void *h = dlopen("libunwind.so.8", RTLD_LAZY | RTLD_LOCAL);
+    unw_bt = h ? (unw_backtrace_fn)dlsym(h, "unw_backtrace") : NULL;
+    if (!unw_bt) {
+        sp_log(SP_LOG_ERROR, "with_stack: cannot load unw_backtrace from libunwind.so.8 (%s); call stacks are off "
+               "(apt-get install libunwind8)", h ? "symbol missing" : dlerror());
+        return -1;
+    }
+    slots = calloc(SLOTS, sizeof *slots);
+    entries = calloc(MAX_STACKS, sizeof *entries);
+    if (!slots || !entries) {
+        free(slots);
+        free(entries);
+        sp_log(SP_LOG_ERROR, "with_stack: out of memory for the stack table; call stacks are off");
+        return -1;
+    }
+    depth = want_depth < 1 ? 1 : want_depth > MAX_DEPTH ? MAX_DEPTH : (int)want_depth;
+    dl_iterate_phdr(find_own, (void *)(uintptr_t)&sp_stack_init);
+    sp_stack_enabled = 1;
+    return 0;
+}
+
+static uint64_t hash_pcs(void *const *pc, int n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint64_t)(uintptr_t)pc[i];
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    return h ? h : 1;
+}
+
+static int same(const entry_t *e, void *const *pc, int n)
+{
+    return e->n == (uint32_t)n && memcmp(chunks[e->chunk] + e->off, pc, (size_t)n * sizeof *pc) == 0;
+}
+
+/* The slot holding this stack, or the empty slot where it belongs. */
+static slot_t *probe(uint64_t h, void *const *pc, int n)
+{
+    for (uint32_t i = (uint32_t)h & (SLOTS - 1);; i = (i + 1) & (SLOTS - 1)) {
+        uint64_t k = atomic_load_explicit(&slots[i].hash, memory_order_acquire);
+        if (k == 0 || (k == h && same(&entries[slots[i].id], pc, n)))
+            return &slots[i];
+    }
+}
+
+static uint32_t insert(uint64_t h, void *const *pc, int n)
+{
+    uint32_t id = 0;
+    pthread_mutex_lock(&lock);
+    slot_t *s = probe(h, pc, n);
+    if (atomic_load_explicit(&s->hash, memory_order_relaxed)) {
+        id = s->id;   /* another thread inserted it meanwhile */
+        goto out;
+    }
+    if (nstacks >= MAX_STACKS)
+        goto out;
+    if (!nchunks || chunk_used + (uint32_t)n > CHUNK_PCS) {
+        if (nchunks == MAX_CHUNKS || !(chunks[nchunks] = malloc(CHUNK_PCS * sizeof(uintptr_t))))
+            goto out;
+        nchunks++;
+        chunk_used = 0;
+    }
+    id = nstacks++;
+    memcpy(chunks[nchunks - 1] + chunk_used, pc, (size_t)n * sizeof *pc);
+    entries[id] = (entry_t){nchunks - 1, chunk_used, (uint32_t)n};
+    chunk_used += (uint32_t)n;
+    s->id = id;
+    atomic_store_explicit(&s->hash, h, memory_order_release);
+out:
+    pthread_mutex_unlock(&lock);
+    if (!id)
+        atomic_fetch_add_explicit(&overflow, 1, memory_order_relaxed);
+    return id;
+}
+
+uint32_t sp_stack_capture(void)
+{
+    if (!sp_stack_enabled)
+        return 0;
+    void *buf[MAX_DEPTH + OWN_FRAMES];
+    int n = unw_bt(buf, depth + OWN_FRAMES);
+    int skip = 0;
+    while (skip < n && (uintptr_t)buf[skip] >= own_lo && (uintptr_t)buf[skip] < own_hi)
+        skip++;
+    n -= skip;
+    if (n > depth)
+        n = depth;
+    if (n <= 0)
+        return 0;
+    void *const *pc = buf + skip;
+    uint64_t h = hash_pcs(pc, n);
+    slot_t *s = probe(h, pc, n);
+    if (atomic_load_explicit(&s->hash, memory_order_relaxed))
+        return s->id;
+    return insert(h, pc, n);
+}
+
+const uintptr_t *sp_stack_get(uint32_t id, size_t *n)
+{
+    if (!sp_stack_enabled || id == 0 || id >= MAX_STACKS)
+        return NULL;
+    pthread_mutex_lock(&lock);
+    uint32_t known = nstacks;
+    pthread_mutex_unlock(&lock);
+    if (id >= known)
+        return NULL;
+    *n = entries[id].n;
+    return chunks[entries[id].chunk] + entries[id].off;
+}
+
+uint64_t sp_stack_overflow_count(void)
+{
+    return atomic_load_explicit(&overflow, memory_order_relaxed);
+}
+
+void sp_stack_after_fork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+}

@@ -1,0 +1,49 @@
+/* collectors/stacks.h — native call stacks of intercepted CUDA calls
+ * (with_stack). Capture walks the stack with libunwind's unw_backtrace
+ * (dlopened RTLD_LOCAL at init: its .so exports _Unwind_* and backtrace,
+ * which must not reach the target's symbol scope) and stores each distinct
+ * stack once in a table; a record keeps only the 32-bit id. Lookup of a
+ * known stack takes no lock; a new stack takes a mutex once. Frames inside
+ * libstepprof (the interposer, this file) are dropped at capture.
+ * Symbolization happens at export (exporters/stacks_sym.c), never here. */
+#ifndef SP_STACKS_H
+#define SP_STACKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* 1 once sp_stack_init succeeded: the interposer's only test when off. */
+extern int sp_stack_enabled;
+
+/* Loads libunwind and allocates the table; depth = frames kept per stack
+ * (1..256). 0 ok; -1 with one stepprof: line (stacks stay off, profiling
+ * goes on). Call once, before the gate opens. */
+int sp_stack_init(long depth);
+
+/* Id of the calling thread's current stack, 0 when none (disabled, unwind
+ * failed, table full). */
+uint32_t sp_stack_capture(void);
+
+static inline uint32_t sp_stack_capture_if_on(void)
+{
+    return __builtin_expect(sp_stack_enabled, 0) ? sp_stack_capture() : 0;
+}
+
+/* Read API for exporters: the return addresses of stack id, innermost
+ * first; NULL when id is unknown. Valid for the life of the process. */
+const uintptr_t *sp_stack_get(uint32_t id, size_t *n);
+
+/* Stacks dropped because the table was full. */
+uint64_t sp_stack_overflow_count(void);
+
+/* After fork() in the child: the table lock may have been held. */
+void sp_stack_after_fork_child(void);
+
+/* The record's stack id, while sp_event_t may not have the field yet. */
+#ifdef SP_EVENT_HAS_STACK
+#define SP_EV_STACK(e) ((e)->stack)
+#else
+#define SP_EV_STACK(e) ((void)(e), 0u)
+#endif
+
+#endif

@@ -1,0 +1,359 @@
+/* exporters/agg.c — see agg.h. The event set (growable array + string
+ * interning), the per-thread nesting pass, correlation charging of GPU time,
+ * and grouping into key-average rows. Everything is O(n log n) in the number
+ * of events: traces hold millions of them. */
+#include "agg.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- string interning -------------------------------------------------- */
+
+typedef struct sp_intern {
+    char **slot;              /* open addressing, NULL = empty */
+    size_t cap, used;
+    char **chunks;            /* arena: strings never move once interned */
+    size_t nchunks, chunk_used, chunk_cap;
+} intern_t;
+
+#define ARENA_CHUNK (256u * 1024u)
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+static char *arena_copy(intern_t *t, const char *s, size_t n)
+{
+    if (!t->nchunks || t->chunk_used + n + 1 > t->chunk_cap) {
+        size_t cap = n + 1 > ARENA_CHUNK ? n + 1 : ARENA_CHUNK;
+        char **nc = realloc(t->chunks, (t->nchunks + 1) * sizeof *nc);
+        if (!nc)
+            return NULL;
+        t->chunks = nc;
+        if (!(nc[t->nchunks] = malloc(cap)))
+            return NULL;
+        t->nchunks++;
+        t->chunk_used = 0;
+        t->chunk_cap = cap;
+    }
+    char *p = t->chunks[t->nchunks - 1] + t->chunk_used;
+    memcpy(p, s, n);
+    p[n] = 0;
+    t->chunk_used += n + 1;
+    return p;
+}
+
+static int intern_grow(intern_t *t)
+{
+    size_t cap = t->cap ? t->cap * 2 : 1024;
+    char **ns = calloc(cap, sizeof *ns);
+    if (!ns)
+        return -1;
+    for (size_t i = 0; i < t->cap; i++) {
+        if (!t->slot[i])
+            continue;
+        size_t j = hash_bytes(t->slot[i], strlen(t->slot[i])) & (cap - 1);
+        while (ns[j])
+            j = (j + 1) & (cap - 1);
+        ns[j] = t->slot[i];
+    }
+    free(t->slot);
+    t->slot = ns;
+    t->cap = cap;
+    return 0;
+}
+
+const char *sp_rep_intern_n(sp_rep_set_t *s, const char *str, size_t len)
+{
+    intern_t *t = s->strings;
+    if (!t || ((t->used + 1) * 2 > t->cap && intern_grow(t) != 0)) {
+        s->oom = 1;
+        return "";
+    }
+    size_t j = hash_bytes(str, len) & (t->cap - 1);
+    for (; t->slot[j]; j = (j + 1) & (t->cap - 1))
+        if (strncmp(t->slot[j], str, len) == 0 && t->slot[j][len] == 0)
+            return t->slot[j];
+    char *copy = arena_copy(t, str, len);
+    if (!copy) {
+        s->oom = 1;
+        return "";
+    }
+    t->slot[j] = copy;
+    t->used++;
+    return copy;
+}
+
+const char *sp_rep_intern(sp_rep_set_t *s, const char *str)
+{
+    return sp_rep_intern_n(s, str ? str : "", str ? strlen(str) : 0);
+}
+
+void sp_rep_init(sp_rep_set_t *s)
+{
+    memset(s, 0, sizeof *s);
+    s->strings = calloc(1, sizeof *s->strings);
+    if (!s->strings)
+        s->oom = 1;
+    s->empty = sp_rep_intern(s, "");
+    s->no_shape = sp_rep_intern(s, "[]");
+}
+
+void sp_rep_free(sp_rep_set_t *s)
+{
+    intern_t *t = s->strings;
+    if (t) {
+        for (size_t i = 0; i < t->nchunks; i++)
+            free(t->chunks[i]);
+        free(t->chunks);
+        free(t->slot);
+        free(t);
+    }
+    free(s->ev);
+    memset(s, 0, sizeof *s);
+}
+
+sp_rep_event_t *sp_rep_add(sp_rep_set_t *s)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 4096;
+        sp_rep_event_t *ev = realloc(s->ev, cap * sizeof *ev);
+        if (!ev) {
+            s->oom = 1;
+            return NULL;
+        }
+        s->ev = ev;
+        s->cap = cap;
+    }
+    sp_rep_event_t *e = &s->ev[s->n++];
+    memset(e, 0, sizeof *e);
+    e->shape = s->no_shape;
+    e->name = s->empty;
+    e->bytes = -1;
+    e->step = -1;
+    e->parent = e->launcher = -1;
+    return e;
+}
+
+const char *sp_rep_shape_launch(sp_rep_set_t *s, const unsigned grid[3], const unsigned block[3], uint64_t shm)
+{
+    char buf[160];
+    snprintf(buf, sizeof buf, "[[%u, %u, %u], [%u, %u, %u], [%" PRIu64 "]]", grid[0], grid[1], grid[2], block[0],
+             block[1], block[2], shm);
+    return sp_rep_intern(s, buf);
+}
+
+const char *sp_rep_shape_bytes(sp_rep_set_t *s, int64_t bytes)
+{
+    char buf[48];
+    snprintf(buf, sizeof buf, "[[%" PRId64 "]]", bytes);
+    return sp_rep_intern(s, buf);
+}
+
+/* ---- canonical order and nesting ------------------------------------------ */
+
+static int cmp_i64(int64_t a, int64_t b) { return (a > b) - (a < b); }
+
+/* Pointers of interned strings are not ordered across runs; compare text. */
+static int cmp_str(const char *a, const char *b)
+{
+    return a == b ? 0 : strcmp(a ? a : "", b ? b : "");
+}
+
+static int cmp_canonical(const void *pa, const void *pb)
+{
+    const sp_rep_event_t *a = pa, *b = pb;
+    int c;
+    if ((c = cmp_i64(a->ts, b->ts)) || (c = cmp_i64(b->dur, a->dur)) || (c = cmp_i64(a->cat, b->cat)) ||
+        (c = cmp_i64(a->pid, b->pid)) || (c = cmp_i64(a->tid, b->tid)) || (c = cmp_str(a->name, b->name)))
+        return c;
+    if (a->correlation != b->correlation)
+        return a->correlation < b->correlation ? -1 : 1;
+    if ((c = cmp_i64(a->bytes, b->bytes)) || (c = cmp_str(a->shape, b->shape)) || (c = cmp_str(a->stack, b->stack)))
+        return c;
+    return cmp_i64(a->step, b->step);
+}
+
+/* Host lanes: thread order, then canonical order (the index) inside each thread. */
+typedef struct lane_key {
+    long pid, tid, idx;
+} lane_key_t;
+
+static int cmp_lane(const void *pa, const void *pb)
+{
+    const lane_key_t *a = pa, *b = pb;
+    if (a->pid != b->pid)
+        return a->pid < b->pid ? -1 : 1;
+    if (a->tid != b->tid)
+        return a->tid < b->tid ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+static void charge_memory(sp_rep_event_t *ev, long owner, const sp_rep_event_t *m)
+{
+    if (owner < 0)
+        return;
+    int cuda = m->device == 1;
+    if (cuda)
+        ev[owner].self_cuda_mem += m->bytes;
+    else
+        ev[owner].self_cpu_mem += m->bytes;
+    for (long p = owner; p >= 0; p = ev[p].parent) {
+        if (cuda)
+            ev[p].cuda_mem += m->bytes;
+        else
+            ev[p].cpu_mem += m->bytes;
+    }
+}
+
+/* The memory collector stamps an allocation when its call returned, on
+ * CLOCK_MONOTONIC, while the call's record ends at its own converted clock
+ * read: the stamp can fall just after the call. So a memory event belongs to
+ * the innermost open event it falls in, or ends at most this long before. */
+#define MEMORY_SLACK_NS 1000
+
+static long memory_owner(const sp_rep_event_t *ev, const long *stack, size_t depth, int64_t ts)
+{
+    for (size_t k = depth; k-- > 0;) {
+        const sp_rep_event_t *p = &ev[stack[k]];
+        if (p->ts <= ts && ts <= p->ts + p->dur + MEMORY_SLACK_NS)
+            return stack[k];
+    }
+    return -1;
+}
+
+/* torch's _populate_cpu_children: a stack of open events per thread; an event
+ * is a child of the top when it starts before the top ends and does not end
+ * after it. */
+static int nest_threads(sp_rep_set_t *s)
+{
+    sp_rep_event_t *ev = s->ev;
+    lane_key_t *lane = malloc((s->n ? s->n : 1) * sizeof *lane);
+    long *stack = malloc((s->n ? s->n : 1) * sizeof *stack);
+    if (!lane || !stack) {
+        free(lane);
+        free(stack);
+        return -1;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (sp_rep_is_host(ev[i].cat) || ev[i].cat == SP_REP_MEMORY)
+            lane[m++] = (lane_key_t){ev[i].pid, ev[i].tid, (long)i};
+    qsort(lane, m, sizeof *lane, cmp_lane);
+    size_t depth = 0;
+    for (size_t k = 0; k < m; k++) {
+        sp_rep_event_t *e = &ev[lane[k].idx];
+        if (k == 0 || lane[k].pid != lane[k - 1].pid || lane[k].tid != lane[k - 1].tid)
+            depth = 0;
+        if (e->cat == SP_REP_MEMORY) {
+            charge_memory(ev, memory_owner(ev, stack, depth, e->ts), e);
+            continue;
+        }
+        int64_t end = e->ts + e->dur;
+        while (depth) {
+            const sp_rep_event_t *p = &ev[stack[depth - 1]];
+            if (e->ts >= p->ts + p->dur || end > p->ts + p->dur)
+                depth--;
+            else
+                break;
+        }
+        e->parent = depth ? stack[depth - 1] : -1;
+        if (e->parent >= 0)
+            ev[e->parent].self_cpu -= e->dur;
+        stack[depth++] = lane[k].idx;
+    }
+    free(lane);
+    free(stack);
+    return 0;
+}
+
+/* ---- correlation map ------------------------------------------------------ */
+
+typedef struct corr_map {
+    uint64_t *key;
+    long *val;
+    size_t cap;
+} corr_map_t;
+
+static size_t mix64(uint64_t x, size_t cap)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (size_t)x & (cap - 1);
+}
+
+static int corr_build(corr_map_t *m, const sp_rep_set_t *s)
+{
+    size_t cap = 16;
+    while (cap < s->n * 2)
+        cap *= 2;
+    m->cap = cap;
+    m->key = calloc(cap, sizeof *m->key);
+    m->val = malloc(cap * sizeof *m->val);
+    if (!m->key || !m->val)
+        return -1;
+    for (size_t i = 0; i < s->n; i++) {
+        const sp_rep_event_t *e = &s->ev[i];
+        if (!e->correlation || (e->cat != SP_REP_RUNTIME && e->cat != SP_REP_DRIVER))
+            continue;
+        size_t j = mix64(e->correlation, cap);
+        while (m->key[j] && m->key[j] != e->correlation)
+            j = (j + 1) & (cap - 1);
+        if (!m->key[j]) {   /* the first (earliest) call keeps a reused id */
+            m->key[j] = e->correlation;
+            m->val[j] = (long)i;
+        }
+    }
+    return 0;
+}
+
+static long corr_find(const corr_map_t *m, uint64_t c)
+{
+    if (!c)
+        return -1;
+    for (size_t j = mix64(c, m->cap); m->key[j]; j = (j + 1) & (m->cap - 1))
+        if (m->key[j] == c)
+            return m->val[j];
+    return -1;
+}
+
+int sp_rep_analyze(sp_rep_set_t *s)
+{
+    if (s->n)
+        qsort(s->ev, s->n, sizeof *s->ev, cmp_canonical);
+    s->has_memory = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        sp_rep_event_t *e = &s->ev[i];
+        e->parent = e->launcher = -1;
+        e->self_cpu = sp_rep_is_host(e->cat) ? e->dur : 0;
+        e->cuda_total = sp_rep_is_gpu_work(e->cat) || e->cat == SP_REP_SYNC ? e->dur : 0;
+        e->cpu_mem = e->self_cpu_mem = e->cuda_mem = e->self_cuda_mem = 0;
+        s->has_memory |= e->cat == SP_REP_MEMORY;
+    }
+    if (nest_threads(s) != 0)
+        return -1;
+    corr_map_t m = {0};
+    if (corr_build(&m, s) != 0) {
+        free(m.key);
+        free(m.val);
+        return -1;
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        sp_rep_event_t *e = &s->ev[i];
+        if (!sp_rep_is_gpu_work(e->cat))
+            continue;
+        e->launcher = corr_find(&m, e->correlation);
+        for (long p = e->launcher; p >= 0; p = s->ev[p].parent)
+            s->ev[p].cuda_total += e->dur;
+    }
+    free(m.key);
+    free(m.val);
+    return 0;
+}

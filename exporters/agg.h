@@ -1,0 +1,117 @@
+/* exporters/agg.h — the neutral event array every report is computed from,
+ * and the one aggregation shared by the preloaded library (built from the
+ * window's records, exporters/report_adapt.c) and the offline tool (built
+ * from a trace file, exporters/report_main.c). Nothing here knows where the
+ * events came from, so both paths produce byte-identical reports.
+ *
+ * Strings are interned per set: equal strings are the same pointer, which
+ * makes grouping a pointer compare. Times are integer nanoseconds relative to
+ * the trace base, exactly what the trace's three-decimal microseconds hold. */
+#ifndef SP_AGG_H
+#define SP_AGG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum sp_rep_cat {
+    SP_REP_RUNTIME,         /* cuda_runtime: host thread */
+    SP_REP_DRIVER,          /* cuda_driver: host thread */
+    SP_REP_ANNOTATION,      /* user_annotation: NVTX ranges and ProfilerStep#N */
+    SP_REP_KERNEL,          /* kernel: pid = device, tid = stream */
+    SP_REP_MEMCPY,          /* gpu_memcpy */
+    SP_REP_MEMSET,          /* gpu_memset */
+    SP_REP_SYNC,            /* cuda_sync */
+    SP_REP_GPU_ANNOTATION,  /* gpu_user_annotation: drawn from a host range, never a row */
+    SP_REP_MEMORY,          /* [memory] instant on a host thread */
+};
+
+static inline int sp_rep_is_host(int cat) { return cat <= SP_REP_ANNOTATION; }
+static inline int sp_rep_is_gpu_work(int cat) { return cat >= SP_REP_KERNEL && cat <= SP_REP_MEMSET; }
+
+typedef struct sp_rep_event {
+    const char *name;       /* interned */
+    int cat;                /* enum sp_rep_cat */
+    int64_t ts, dur;        /* ns from the trace base */
+    long pid, tid;
+    uint64_t correlation;   /* links a GPU event to its launching API call; 0 = none */
+    int64_t bytes;          /* copy / set / allocation size, memory event delta; -1 = none */
+    const char *kind;       /* runtime copy direction ("HtoD"...), else NULL */
+    const char *kernel;     /* launch API calls: the kernel's name, else NULL */
+    const char *shape;      /* input shapes text, "[]" when none (interned) */
+    const char *stack;      /* "outermost;...;innermost" (interned), NULL when none */
+    long step;              /* ProfilerStep#N: N, else -1 */
+    int launch;             /* a kernel launch API call (it has grid / block) */
+    int device;             /* GPU events: device id; memory events: Device Type (0 CPU, 1 CUDA) */
+    /* Filled by sp_rep_analyze. */
+    long parent;            /* enclosing host event on the same thread, -1 */
+    long launcher;          /* GPU events: the API call with the same correlation, -1 */
+    int64_t self_cpu;       /* host: dur minus direct children */
+    int64_t cuda_total;     /* host: GPU time it launched, itself or below; GPU: dur */
+    int64_t cpu_mem, self_cpu_mem, cuda_mem, self_cuda_mem;
+} sp_rep_event_t;
+
+struct sp_intern;
+
+typedef struct sp_rep_set {
+    sp_rep_event_t *ev;
+    size_t n, cap;
+    struct sp_intern *strings;
+    uint64_t dropped;       /* records lost in the window (stepprof_dropped_events) */
+    int has_memory;         /* any SP_REP_MEMORY event */
+    const char *empty, *no_shape;   /* interned "" and "[]", the defaults of every event */
+    int oom;                /* an allocation failed while building: reports are incomplete */
+} sp_rep_set_t;
+
+void sp_rep_init(sp_rep_set_t *s);
+void sp_rep_free(sp_rep_set_t *s);
+const char *sp_rep_intern(sp_rep_set_t *s, const char *str);
+const char *sp_rep_intern_n(sp_rep_set_t *s, const char *str, size_t len);
+/* A zeroed event (bytes -1, step -1, shape "[]") appended to the set; NULL
+ * when out of memory (s->oom set). */
+sp_rep_event_t *sp_rep_add(sp_rep_set_t *s);
+
+/* Input shapes as key_averages(group_by_input_shape=True) shows them: a launch
+ * is [[grid], [block], [shared memory]], a copy / set / allocation [[bytes]]. */
+const char *sp_rep_shape_launch(sp_rep_set_t *s, const unsigned grid[3], const unsigned block[3], uint64_t shm);
+const char *sp_rep_shape_bytes(sp_rep_set_t *s, int64_t bytes);
+
+/* Sorts the events into the canonical order (start, longer first, then a
+ * total order on the rest so the result does not depend on input order),
+ * links host events to their enclosing host event per thread, computes self
+ * CPU time, charges each GPU event's time to its launching API call and every
+ * host event enclosing that call (by correlation, never by time overlap), and
+ * attributes memory events. 0, or -1 when out of memory. */
+int sp_rep_analyze(sp_rep_set_t *s);
+
+/* ---- key averages ---------------------------------------------------- */
+
+typedef struct sp_rep_row {
+    const char *name;       /* ProfilerStep#N merged as ProfilerStep* */
+    int cat;
+    const char *shape;
+    const char *stack;      /* the row's top group_by_stack_n frames, innermost first, ';'-joined */
+    long count;
+    int64_t self_cpu, cpu_total, self_cuda, cuda_total;
+    int64_t cpu_mem, self_cpu_mem, cuda_mem, self_cuda_mem;
+} sp_rep_row_t;
+
+typedef struct sp_rep_opts {
+    const char *sort_by;    /* torch's names; NULL or "" = self_cuda_time_total with GPU time, else self_cpu_time_total */
+    long row_limit;         /* -1 = all */
+    int group_by_input_shape;
+    long group_by_stack_n;  /* 0 = off */
+} sp_rep_opts_t;
+
+/* Rows in first-occurrence order (canonical event order), after sp_rep_analyze.
+ * Returns the count, or -1 when out of memory; *out is malloc'ed. Interns
+ * the row keys it builds into s. */
+long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out);
+
+/* Orders rows by sort_by, descending; equal values keep their order. 0, or
+ * -1 for an unknown name or when out of memory. */
+int sp_rep_sort_rows(sp_rep_row_t *rows, long n, const char *sort_by);
+
+/* 0 when name is one of torch's sort_by names. */
+int sp_rep_sort_key_valid(const char *name);
+
+#endif

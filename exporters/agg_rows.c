@@ -1,0 +1,185 @@
+/* exporters/agg_rows.c — key averages: groups analysed events into rows the
+ * way torch's key_averages() does (by name and kind, plus input shapes and
+ * the top stack frames when asked), and orders rows by a torch sort_by key
+ * (descending, stable). GPU work counts as Self CUDA; host rows carry the
+ * GPU time they launched as CUDA total only, so Self CUDA % adds up to 100%
+ * over GPU rows and annotation ranges never count twice. */
+#include "agg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const sort_names[] = {
+    "cpu_time",          "cuda_time",        "cpu_time_total",        "cuda_time_total",
+    "self_cpu_time_total", "self_cuda_time_total", "cpu_memory_usage", "cuda_memory_usage",
+    "self_cpu_memory_usage", "self_cuda_memory_usage", "count",
+};
+enum { NSORT = sizeof sort_names / sizeof sort_names[0] };
+
+int sp_rep_sort_key_valid(const char *name)
+{
+    for (int i = 0; i < NSORT; i++)
+        if (strcmp(name, sort_names[i]) == 0)
+            return 0;
+    return -1;
+}
+
+static double sort_value(const sp_rep_row_t *r, int key)
+{
+    switch (key) {
+    case 0: return (double)r->cpu_total / (double)r->count;
+    case 1: return (double)r->cuda_total / (double)r->count;
+    case 2: return (double)r->cpu_total;
+    case 3: return (double)r->cuda_total;
+    case 4: return (double)r->self_cpu;
+    case 5: return (double)r->self_cuda;
+    case 6: return (double)r->cpu_mem;
+    case 7: return (double)r->cuda_mem;
+    case 8: return (double)r->self_cpu_mem;
+    case 9: return (double)r->self_cuda_mem;
+    default: return (double)r->count;
+    }
+}
+
+typedef struct keyed {
+    double v;
+    long i;
+} keyed_t;
+
+static int cmp_keyed(const void *pa, const void *pb)
+{
+    const keyed_t *a = pa, *b = pb;
+    if (a->v != b->v)
+        return a->v > b->v ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+int sp_rep_sort_rows(sp_rep_row_t *rows, long n, const char *sort_by)
+{
+    int key = 0;
+    while (key < NSORT && strcmp(sort_by, sort_names[key]) != 0)
+        key++;
+    if (key == NSORT)
+        return -1;
+    keyed_t *k = malloc((n ? (size_t)n : 1) * sizeof *k);
+    sp_rep_row_t *tmp = malloc((n ? (size_t)n : 1) * sizeof *tmp);
+    if (!k || !tmp) {
+        free(k);
+        free(tmp);
+        return -1;
+    }
+    for (long i = 0; i < n; i++)
+        k[i] = (keyed_t){sort_value(&rows[i], key), i};
+    qsort(k, (size_t)n, sizeof *k, cmp_keyed);
+    for (long i = 0; i < n; i++)
+        tmp[i] = rows[k[i].i];
+    memcpy(rows, tmp, (size_t)n * sizeof *rows);
+    free(k);
+    free(tmp);
+    return 0;
+}
+
+/* The top n frames of "outer;...;inner", innermost first: torch's evt.stack[:n]. */
+static const char *top_frames(sp_rep_set_t *s, const char *stack, long n)
+{
+    if (!stack || !*stack || n <= 0)
+        return NULL;
+    size_t len = strlen(stack);
+    char *out = malloc(len + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0, end = len;
+    for (long taken = 0; taken < n; taken++) {
+        size_t start = end;
+        while (start > 0 && stack[start - 1] != ';')
+            start--;
+        if (o)
+            out[o++] = ';';
+        memcpy(out + o, stack + start, end - start);
+        o += end - start;
+        if (start == 0)
+            break;
+        end = start - 1;
+    }
+    const char *r = sp_rep_intern_n(s, out, o);
+    free(out);
+    return r;
+}
+
+typedef struct row_map {
+    long *slot;   /* row index + 1, 0 = empty */
+    size_t cap;
+} row_map_t;
+
+static size_t row_hash(const sp_rep_row_t *r, size_t cap)
+{
+    uint64_t h = (uint64_t)(uintptr_t)r->name * 31 + (uint64_t)r->cat;
+    h = h * 1000003 ^ (uint64_t)(uintptr_t)r->shape;
+    h = h * 1000003 ^ (uint64_t)(uintptr_t)r->stack;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    return (size_t)h & (cap - 1);
+}
+
+static int same_key(const sp_rep_row_t *a, const sp_rep_row_t *b)
+{
+    return a->name == b->name && a->cat == b->cat && a->shape == b->shape && a->stack == b->stack;
+}
+
+static void add_to_row(sp_rep_row_t *r, const sp_rep_event_t *e)
+{
+    r->count++;
+    if (sp_rep_is_host(e->cat)) {
+        r->cpu_total += e->dur;
+        r->self_cpu += e->self_cpu;
+    } else if (sp_rep_is_gpu_work(e->cat)) {
+        r->self_cuda += e->dur;
+    }
+    r->cuda_total += e->cuda_total;
+    r->cpu_mem += e->cpu_mem;
+    r->self_cpu_mem += e->self_cpu_mem;
+    r->cuda_mem += e->cuda_mem;
+    r->self_cuda_mem += e->self_cuda_mem;
+}
+
+long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
+{
+    size_t cap = 64;
+    while (cap < s->n * 2)
+        cap *= 2;
+    row_map_t m = {calloc(cap, sizeof(long)), cap};
+    sp_rep_row_t *rows = malloc((s->n ? s->n : 1) * sizeof *rows);
+    if (!m.slot || !rows) {
+        free(m.slot);
+        free(rows);
+        return -1;
+    }
+    const char *step_name = sp_rep_intern(s, "ProfilerStep*"), *none = sp_rep_intern(s, "[]");
+    long n = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const sp_rep_event_t *e = &s->ev[i];
+        if (!sp_rep_is_host(e->cat) && !sp_rep_is_gpu_work(e->cat) && e->cat != SP_REP_SYNC)
+            continue;
+        sp_rep_row_t key = {0};
+        key.name = e->step >= 0 ? step_name : e->name;
+        key.cat = e->cat;
+        key.shape = o->group_by_input_shape ? e->shape : none;
+        key.stack = o->group_by_stack_n > 0 ? top_frames(s, e->stack, o->group_by_stack_n) : NULL;
+        size_t j = row_hash(&key, cap);
+        while (m.slot[j] && !same_key(&rows[m.slot[j] - 1], &key))
+            j = (j + 1) & (cap - 1);
+        if (!m.slot[j]) {
+            rows[n] = key;
+            m.slot[j] = ++n;
+        }
+        add_to_row(&rows[m.slot[j] - 1], e);
+    }
+    free(m.slot);
+    if (s->oom) {
+        free(rows);
+        return -1;
+    }
+    *out = rows;
+    return n;
+}

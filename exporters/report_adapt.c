@@ -1,0 +1,212 @@
+/* exporters/report_adapt.c — see report_adapt.h. Mirrors exporters/trace.c
+ * field by field: API name and correlation ((thread slot << 32) | sequence),
+ * launch grid/block/shared memory and kernel name, copy/set/allocation bytes
+ * and copy direction, "Call stack", NVTX range names and ProfilerStep#N, with
+ * the trace's name rules (backslash -> '/', newlines dropped). Instant marks
+ * are not table rows and are skipped. From exporters/gpu_trace.c: CUPTI's
+ * correlation id on matched calls, CUPTI API records no host event claimed,
+ * and kernel / gpu_memcpy / gpu_memset / cuda_sync events (gpu_user_annotation
+ * spans are drawn from host ranges and are no report rows). From
+ * exporters/memory_trace.c: the [memory] instants of allocations and frees. */
+#include "report_adapt.h"
+
+#include "../collectors/api.h"
+#include "../collectors/cupti.h"
+#include "../collectors/kernels.h"
+#include "../collectors/stacks.h"
+#include "../collectors/strings.h"
+#include "stacks_sym.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *copy_kind(uint64_t k)
+{
+    static const char *const names[] = {"HtoH", "HtoD", "DtoH", "DtoD", "Default"};
+    if (k < sizeof names / sizeof names[0])
+        return names[k];
+    return k == SP_COPY_PEER ? "PtoP" : "Unknown";
+}
+
+/* The trace writer's name rules, so names compare equal after a round trip. */
+static const char *trace_name(sp_rep_set_t *s, const char *raw)
+{
+    if (!strpbrk(raw, "\\\n"))
+        return sp_rep_intern(s, raw);
+    char *t = strdup(raw);
+    if (!t) {
+        s->oom = 1;
+        return "";
+    }
+    size_t o = 0;
+    for (const char *p = raw; *p; p++)
+        if (*p != '\n')
+            t[o++] = *p == '\\' ? '/' : *p;
+    const char *r = sp_rep_intern_n(s, t, o);
+    free(t);
+    return r;
+}
+
+static void api_fields(sp_rep_set_t *s, sp_rep_event_t *r, const sp_event_t *e)
+{
+    const sp_api_info_t *api = &sp_api_table[e->name];
+    switch (api->shape) {
+    case SP_SHAPE_LAUNCH:
+    case SP_SHAPE_KLAUNCH: {
+        const char *k = sp_kern_name((const void *)(uintptr_t)e->a[0], api->shape == SP_SHAPE_KLAUNCH);
+        r->kernel = k ? trace_name(s, k) : NULL;
+        unsigned grid[3] = {(unsigned)(e->a[1] & 0xffffffffu), (unsigned)(e->a[1] >> 32), (unsigned)e->a[4]};
+        unsigned block[3] = {(unsigned)(e->a[2] & 0xffffffffu), (unsigned)(e->a[2] >> 32),
+                             (unsigned)(e->a[4] >> 32)};
+        r->shape = sp_rep_shape_launch(s, grid, block, e->aux);
+        r->launch = 1;
+        break;
+    }
+    case SP_SHAPE_COPY:
+        r->kind = sp_rep_intern(s, copy_kind(e->a[2]));
+        __attribute__((fallthrough)); /* copies, sets and allocations all have bytes in a[1] */
+    case SP_SHAPE_SET:
+    case SP_SHAPE_ALLOC:
+        r->bytes = (int64_t)e->a[1];
+        r->shape = sp_rep_shape_bytes(s, r->bytes);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Names as gpu_trace.c writes them (its tables are file-local there). */
+static const char *gpu_name(const sp_gpu_event_t *g, char *buf, size_t len)
+{
+    static const char *const copy[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
+                                       "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
+    static const char *const mem[] = {"Unknown", "Pageable", "Pinned", "Device", "Array", "Managed", "Device Static",
+                                      "Managed Static"};
+    static const char *const sync[] = {"Unknown Sync", "Event Sync", "Stream Wait Event", "Stream Sync",
+                                       "Context Sync"};
+#define PICK(t, i) ((size_t)(i) < sizeof t / sizeof t[0] ? t[i] : t[0])
+    switch (g->kind) {
+    case SP_GPU_KERNEL: {
+        const char *k = sp_str_get(g->name), *d = sp_kern_demangle(k);
+        return d ? d : k;
+    }
+    case SP_GPU_MEMCPY:
+        snprintf(buf, len, "Memcpy %s (%s -> %s)", PICK(copy, g->copy_kind), PICK(mem, g->src_kind),
+                 PICK(mem, g->dst_kind));
+        return buf;
+    case SP_GPU_MEMSET:
+        snprintf(buf, len, "Memset (%s)", PICK(mem, g->value));
+        return buf;
+    default:
+        return PICK(sync, g->sync_type);
+    }
+#undef PICK
+}
+
+static void add_gpu(sp_rep_set_t *s, const sp_gpu_event_t *g, long pid, uint64_t base_ns)
+{
+    static const int cat[] = {[SP_GPU_KERNEL] = SP_REP_KERNEL, [SP_GPU_MEMCPY] = SP_REP_MEMCPY,
+                              [SP_GPU_MEMSET] = SP_REP_MEMSET, [SP_GPU_SYNC] = SP_REP_SYNC,
+                              [SP_GPU_RUNTIME] = SP_REP_RUNTIME, [SP_GPU_DRIVER] = SP_REP_DRIVER};
+    if (g->kind < SP_GPU_KERNEL || g->kind > SP_GPU_DRIVER)
+        return;
+    sp_rep_event_t *r = sp_rep_add(s);
+    if (!r)
+        return;
+    char buf[128];
+    r->cat = cat[g->kind];
+    r->ts = (int64_t)(g->start - base_ns);
+    r->dur = g->end > g->start ? (int64_t)(g->end - g->start) : 0;
+    r->correlation = g->correlation;
+    if (r->cat == SP_REP_RUNTIME || r->cat == SP_REP_DRIVER) {
+        const char *api = sp_cupti_api_name(g->kind == SP_GPU_DRIVER, g->cbid);
+        if (!api)
+            snprintf(buf, sizeof buf, "cbid %u", g->cbid);
+        r->name = trace_name(s, api ? api : buf);
+        r->pid = pid;
+        r->tid = g->tid;
+        return;
+    }
+    r->name = trace_name(s, gpu_name(g, buf, sizeof buf));
+    r->pid = g->kind == SP_GPU_SYNC ? 0 : g->device;
+    r->tid = g->stream;
+    r->device = (int)g->device;
+    if (g->kind == SP_GPU_KERNEL) {
+        unsigned grid[3] = {(unsigned)g->grid[0], (unsigned)g->grid[1], (unsigned)g->grid[2]};
+        unsigned block[3] = {(unsigned)g->block[0], (unsigned)g->block[1], (unsigned)g->block[2]};
+        r->shape = sp_rep_shape_launch(s, grid, block, (uint64_t)(g->static_smem + g->dynamic_smem));
+    } else if (g->kind == SP_GPU_MEMCPY || g->kind == SP_GPU_MEMSET) {
+        r->bytes = (int64_t)g->bytes;
+        r->shape = sp_rep_shape_bytes(s, r->bytes);
+    }
+}
+
+/* As memory_trace.c writes them: time clamped into the window, CUPTI-only
+ * records on the main thread, frees negative, pinned host memory as CPU. */
+static void add_memory(sp_rep_set_t *s, const sp_mem_cycle_t *m, long pid, uint64_t base_ns, uint64_t end_ns)
+{
+    for (size_t i = 0; m && i < m->nops && !s->oom; i++) {
+        const sp_mem_op_t *op = &m->ops[i];
+        if (!sp_mem_op_moves(op))
+            continue;
+        sp_rep_event_t *r = sp_rep_add(s);
+        if (!r)
+            return;
+        uint64_t t = op->t < base_ns ? base_ns : op->t > end_ns ? end_ns : op->t;
+        r->cat = SP_REP_MEMORY;
+        r->name = sp_rep_intern(s, "[memory]");
+        r->ts = (int64_t)(t - base_ns);
+        r->pid = pid;
+        r->tid = op->tid ? op->tid : pid;
+        r->bytes = op->type == SP_MOP_FREE ? -(int64_t)op->bytes : (int64_t)op->bytes;
+        r->device = op->slot == SP_MEM_HOST ? 0 : 1;
+    }
+}
+
+int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const sp_gpu_view_t *gpu,
+                    const sp_mem_cycle_t *mem, uint64_t base_ns, uint64_t end_ns)
+{
+    long pid = (long)getpid();
+    char name[64];
+    for (size_t i = 0; i < n && !s->oom; i++) {
+        const sp_event_t *e = &ev[i].ev;
+        if (e->kind != SP_EV_API && e->kind != SP_EV_STEP && e->kind != SP_EV_RANGE)
+            continue;
+        if (e->kind == SP_EV_API && e->name >= SP_API_COUNT)
+            continue;
+        sp_rep_event_t *r = sp_rep_add(s);
+        if (!r)
+            break;
+        r->ts = (int64_t)(e->t0 - base_ns);
+        r->dur = (int64_t)(e->t1 - e->t0);
+        r->pid = pid;
+        r->tid = ev[i].thread->tid;
+        if (e->kind == SP_EV_API) {
+            r->cat = SP_REP_RUNTIME;
+            r->name = sp_rep_intern(s, sp_api_table[e->name].name);
+            const sp_gpu_event_t *m = sp_gpuv_match(gpu, i);
+            r->correlation = m ? m->correlation : ((uint64_t)ev[i].thread->slot << 32) | e->corr;
+            const char *st = sp_stacks_text(SP_EV_STACK(e));
+            r->stack = st ? sp_rep_intern(s, st) : NULL;
+            api_fields(s, r, e);
+        } else if (e->kind == SP_EV_STEP) {
+            r->cat = SP_REP_ANNOTATION;
+            snprintf(name, sizeof name, "ProfilerStep#%" PRIu64, e->a[0]);
+            r->name = sp_rep_intern(s, name);
+            r->step = (long)e->a[0];
+        } else {
+            r->cat = SP_REP_ANNOTATION;
+            r->name = trace_name(s, sp_str_get(e->name));
+        }
+    }
+    for (size_t i = 0; i < gpu->n && !s->oom; i++) {
+        int api = gpu->gpu[i].kind == SP_GPU_RUNTIME || gpu->gpu[i].kind == SP_GPU_DRIVER;
+        if (!api || !gpu->api_used[i])
+            add_gpu(s, &gpu->gpu[i], pid, base_ns);
+    }
+    add_memory(s, mem, pid, base_ns, end_ns);
+    return s->oom ? -1 : 0;
+}

@@ -1,0 +1,135 @@
+/* exporters/stacks_sym.c — see stacks_sym.h. dladdr names exported symbols
+ * (programs built -rdynamic, shared libraries); anything else is printed as
+ * an offset into its module, which addr2line resolves. Return addresses are
+ * looked up at pc-1 (a call as the last instruction of a function returns
+ * past its end), printed as the return address. Texts are cached by id under
+ * a mutex: the exporter thread and an at-exit export may overlap. */
+#define _GNU_SOURCE
+#include "stacks_sym.h"
+
+#include "../collectors/stacks.h"
+#include "jsonw.h"
+#include "report_buf.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static char **cache;        /* by id; "" = symbolized to nothing */
+static uint32_t cache_cap;
+
+static demangle_fn demangler(void)
+{
+    static demangle_fn fn;
+    static int tried;
+    if (!tried) {
+        tried = 1;
+        fn = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+        if (!fn) {
+            void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+            fn = h ? (demangle_fn)dlsym(h, "__cxa_demangle") : NULL;
+        }
+    }
+    return fn;
+}
+
+static void frame_text(sp_rb_t *b, uintptr_t pc, int innermost, const void *own_base)
+{
+    Dl_info info;
+    uintptr_t at = innermost ? pc : pc - 1;
+    if (!dladdr((void *)at, &info) || !info.dli_fname) {
+        sp_rb_printf(b, "0x%lx", (unsigned long)pc);
+        return;
+    }
+    if (info.dli_fbase == own_base)
+        return;
+    const char *mod = strrchr(info.dli_fname, '/');
+    mod = mod ? mod + 1 : info.dli_fname;
+    if (!*mod)
+        mod = "?";
+    if (!info.dli_sname || !info.dli_saddr) {
+        sp_rb_printf(b, "%s+0x%lx", mod, (unsigned long)(pc - (uintptr_t)info.dli_fbase));
+        return;
+    }
+    demangle_fn dm = demangler();
+    int st = -1;
+    char *pretty = dm && strncmp(info.dli_sname, "_Z", 2) == 0 ? dm(info.dli_sname, NULL, NULL, &st) : NULL;
+    sp_rb_printf(b, "%s+0x%lx (%s)", st == 0 && pretty ? pretty : info.dli_sname,
+                 (unsigned long)(pc - (uintptr_t)info.dli_saddr), mod);
+    free(pretty);
+}
+
+static char *symbolize(uint32_t id)
+{
+    size_t n = 0;
+    const uintptr_t *pc = sp_stack_get(id, &n);
+    if (!pc)
+        return NULL;
+    Dl_info self;
+    const void *own_base = dladdr((void *)(uintptr_t)&symbolize, &self) ? self.dli_fbase : NULL;
+    sp_rb_t b;
+    sp_rb_init(&b);
+    for (size_t i = n; i-- > 0;) {
+        size_t before = b.n;
+        if (b.n)
+            sp_rb_puts(&b, ";");
+        size_t start = b.n;
+        frame_text(&b, pc[i], i == 0, own_base);
+        if (b.oom)
+            break;
+        if (b.n == start) {          /* a dropped frame: take back its separator */
+            b.n = before;
+            if (b.s)
+                b.s[b.n] = 0;
+            continue;
+        }
+        for (size_t k = start; k < b.n; k++)
+            if (b.s[k] == ';')
+                b.s[k] = '_';
+    }
+    if (b.oom || !b.n) {
+        sp_rb_free(&b);
+        return NULL;
+    }
+    return b.s;
+}
+
+const char *sp_stacks_text(uint32_t id)
+{
+    if (!id)
+        return NULL;
+    const char *r = NULL;
+    pthread_mutex_lock(&lock);
+    if (id >= cache_cap) {
+        uint32_t cap = cache_cap ? cache_cap : 1024;
+        while (cap <= id)
+            cap *= 2;
+        char **nc = realloc(cache, cap * sizeof *nc);
+        if (!nc)
+            goto out;
+        memset(nc + cache_cap, 0, (cap - cache_cap) * sizeof *nc);
+        cache = nc;
+        cache_cap = cap;
+    }
+    if (!cache[id]) {
+        char *t = symbolize(id);
+        cache[id] = t ? t : strdup("");
+    }
+    r = cache[id] && *cache[id] ? cache[id] : NULL;
+out:
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+void sp_stacks_write_arg(struct sp_jw *w, uint32_t id)
+{
+    const char *t = sp_stacks_text(id);
+    if (!t)
+        return;
+    sp_jw_puts(w, ", \"Call stack\": ");
+    sp_jw_str(w, t, 0);
+}

@@ -1,0 +1,341 @@
+/* exporters/summary.c — measures what the step summary reports. Steps are
+ * the ProfilerStep#N ranges (or the whole window when the run has no step
+ * marker). Host calls belong to the step their start falls in; GPU work
+ * belongs to the step of the API call that launched it (by correlation; its
+ * own start when unlinked). GPU busy time is the union of the kernel / copy /
+ * set intervals a step launched, per device (see measure_busy), and idle % is
+ * the part of the step's wall time that union does not cover. */
+#include "summary.h"
+
+#include "summary_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Newton's method: the library links no libm. */
+static double root(double x)
+{
+    if (x <= 0)
+        return 0;
+    double r = x > 1 ? x : 1;
+    for (int i = 0; i < 64; i++)
+        r = 0.5 * (r + x / r);
+    return r;
+}
+
+sum_stat_t sum_stat(const sp_summary_t *m, size_t off)
+{
+    sum_stat_t r = {0, 0, 0, 0};
+    for (long i = 0; i < m->nsteps; i++) {
+        double v = (double)*(const int64_t *)((const char *)&m->steps[i] + off);
+        r.min = i == 0 || v < r.min ? v : r.min;
+        r.max = i == 0 || v > r.max ? v : r.max;
+        r.avg += v;
+    }
+    if (m->nsteps) {
+        r.avg /= (double)m->nsteps;
+        for (long i = 0; i < m->nsteps; i++) {
+            double v = (double)*(const int64_t *)((const char *)&m->steps[i] + off) - r.avg;
+            r.stddev += v * v;
+        }
+        r.stddev = root(r.stddev / (double)m->nsteps);
+    }
+    return r;
+}
+
+long sum_steps_with(const sp_summary_t *m, size_t off)
+{
+    long k = 0;
+    for (long i = 0; i < m->nsteps; i++)
+        k += *(const int64_t *)((const char *)&m->steps[i] + off) > 0;
+    return k;
+}
+
+/* Floored at 0: a step whose GPU work outlasts it kept the GPU busy throughout. */
+double sum_idle_pct(const sum_step_t *st, int d)
+{
+    if (st->wall <= 0 || st->busy[d] >= st->wall)
+        return 0.0;
+    return 100.0 * (double)(st->wall - st->busy[d]) / (double)st->wall;
+}
+
+static sum_tally_t *tally(sum_list_t *l, const char *name)
+{
+    for (size_t i = l->n; i-- > 0;)
+        if (l->t[i].name == name)
+            return &l->t[i];
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        sum_tally_t *t = realloc(l->t, cap * sizeof *t);
+        if (!t)
+            return NULL;
+        l->t = t;
+        l->cap = cap;
+    }
+    memset(&l->t[l->n], 0, sizeof l->t[l->n]);
+    l->t[l->n].name = name;
+    return &l->t[l->n++];
+}
+
+static void count(sum_list_t *l, const char *name, int64_t bytes, int64_t dur)
+{
+    sum_tally_t *t = tally(l, name);
+    if (!t)
+        return;
+    t->count++;
+    t->bytes += bytes > 0 ? bytes : 0;
+    t->total += dur;
+    t->max = dur > t->max ? dur : t->max;
+}
+
+static sum_step_t *step_at(sp_summary_t *m, int64_t ts)
+{
+    long lo = 0, hi = m->nsteps;
+    while (lo < hi) {
+        long mid = (lo + hi) / 2;
+        if (m->steps[mid].t0 <= ts)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return NULL;
+    sum_step_t *st = &m->steps[lo - 1];
+    return ts < st->t0 + st->wall || (st->wall == 0 && ts == st->t0) ? st : NULL;
+}
+
+static int find_steps(const sp_rep_set_t *s, sp_summary_t *m)
+{
+    long n = 0;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (size_t i = 0; i < s->n; i++) {
+        n += s->ev[i].step >= 0;
+        if (sp_rep_is_host(s->ev[i].cat)) {
+            lo = s->ev[i].ts < lo ? s->ev[i].ts : lo;
+            hi = s->ev[i].ts + s->ev[i].dur > hi ? s->ev[i].ts + s->ev[i].dur : hi;
+        }
+    }
+    if (n == 0 && lo > hi)
+        return 0;
+    m->steps = calloc(n ? (size_t)n : 1, sizeof *m->steps);
+    if (!m->steps)
+        return -1;
+    if (n == 0) {   /* no step marker: the window is the one "step" */
+        m->steps[0] = (sum_step_t){.step = -1, .t0 = lo, .wall = hi - lo};
+        m->nsteps = 1;
+        return 0;
+    }
+    for (size_t i = 0; i < s->n; i++)   /* canonical order: already by start */
+        if (s->ev[i].step >= 0)
+            m->steps[m->nsteps++] = (sum_step_t){.step = s->ev[i].step, .t0 = s->ev[i].ts, .wall = s->ev[i].dur};
+    return 0;
+}
+
+static int device_index(sp_summary_t *m, long dev)
+{
+    for (int d = 0; d < m->ndev; d++)
+        if (m->dev_id[d] == dev)
+            return d;
+    if (m->ndev == SUM_MAX_DEV)
+        return -1;
+    m->dev_id[m->ndev] = dev;
+    return m->ndev++;
+}
+
+typedef struct span {
+    int64_t a, b;
+    long step;
+    int dev;
+} span_t;
+
+static int cmp_span(const void *pa, const void *pb)
+{
+    const span_t *x = pa, *y = pb;
+    if (x->step != y->step)
+        return (x->step > y->step) - (x->step < y->step);
+    if (x->dev != y->dev)
+        return x->dev - y->dev;
+    return (x->a > y->a) - (x->a < y->a);
+}
+
+/* The busy time of a step is the union, per device, of the GPU work the step
+ * launched, wherever on the GPU timeline it ran. Clipping the GPU timeline to
+ * the step's span instead would call the GPU idle whenever it was still
+ * working on what earlier steps queued: work launched before the window is
+ * not in the trace, so every window would start "idle". */
+static int measure_busy(sp_rep_set_t *s, sp_summary_t *m)
+{
+    span_t *sp = malloc((s->n ? s->n : 1) * sizeof *sp);
+    if (!sp)
+        return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const sp_rep_event_t *e = &s->ev[i];
+        if (!sp_rep_is_gpu_work(e->cat))
+            continue;
+        sum_step_t *st = step_at(m, e->launcher >= 0 ? s->ev[e->launcher].ts : e->ts);
+        int d = device_index(m, e->pid);
+        if (st && d >= 0)
+            sp[n++] = (span_t){e->ts, e->ts + e->dur, st - m->steps, d};
+    }
+    qsort(sp, n, sizeof *sp, cmp_span);
+    for (size_t i = 0; i < n;) {
+        span_t cur = sp[i++];
+        while (i < n && sp[i].step == cur.step && sp[i].dev == cur.dev && sp[i].a <= cur.b) {
+            cur.b = sp[i].b > cur.b ? sp[i].b : cur.b;
+            i++;
+        }
+        m->steps[cur.step].busy[cur.dev] += cur.b - cur.a;
+    }
+    int64_t best = -1;
+    for (int d = 0; d < m->ndev; d++) {
+        int64_t tot = 0;
+        for (long k = 0; k < m->nsteps; k++)
+            tot += m->steps[k].busy[d];
+        if (tot > best) {
+            best = tot;
+            m->primary = d;
+        }
+    }
+    free(sp);
+    return 0;
+}
+
+static int is_sync_call(const char *name)
+{
+    static const char *const names[] = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaStreamSynchronize_ptsz",
+                                        "cudaEventSynchronize",  "cuCtxSynchronize",      "cuStreamSynchronize",
+                                        "cuStreamSynchronize_ptsz", "cuEventSynchronize"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* cudaMemcpy / cudaMemcpy2D / cuMemcpyDtoH...: no "Async" in the name. */
+static int is_blocking_d2h(const sp_rep_event_t *e)
+{
+    if (!strstr(e->name, "Memcpy") || strstr(e->name, "Async"))
+        return 0;
+    return (e->kind && strcmp(e->kind, "DtoH") == 0) || strstr(e->name, "DtoH") != NULL;
+}
+
+static void measure_host(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t *e)
+{
+    sum_step_t *st = step_at(m, e->ts);
+    if (e->cat == SP_REP_ANNOTATION) {
+        if (e->step < 0)
+            count(&m->ranges, e->name, 0, e->dur);
+        return;
+    }
+    if (!st)
+        return;
+    st->launches += e->launch;
+    if (e->kind)
+        count(&m->host_dirs, e->kind, e->bytes, e->dur);
+    if (is_sync_call(e->name)) {
+        st->host_syncs++;
+        st->host_sync_time += e->dur;
+        count(&m->sync_calls, e->name, 0, e->dur);
+    } else if (is_blocking_d2h(e)) {
+        st->blocking_d2h++;
+        st->blocking_d2h_bytes += e->bytes > 0 ? e->bytes : 0;
+        st->blocking_d2h_time += e->dur;
+        count(&m->sync_calls, sp_rep_intern(s, "cudaMemcpy DtoH (blocking)"), e->bytes, e->dur);
+    }
+}
+
+/* "Memcpy HtoD (Pageable -> Device)" -> "HtoD" */
+static const char *copy_direction(sp_rep_set_t *s, const char *name)
+{
+    const char *p = strncmp(name, "Memcpy ", 7) == 0 ? name + 7 : "Unknown";
+    return sp_rep_intern_n(s, p, strcspn(p, " "));
+}
+
+static void measure_gpu(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t *e)
+{
+    sum_step_t *st = step_at(m, e->launcher >= 0 ? s->ev[e->launcher].ts : e->ts);
+    if (!st)
+        return;
+    switch (e->cat) {
+    case SP_REP_KERNEL:
+        st->kernels++;
+        st->kernel_time += e->dur;
+        m->kernel_total += e->dur;
+        count(&m->kernels, e->name, 0, e->dur);
+        break;
+    case SP_REP_MEMCPY:
+        st->copies++;
+        st->copy_time += e->dur;
+        st->copy_bytes += e->bytes > 0 ? e->bytes : 0;
+        count(&m->gpu_dirs, copy_direction(s, e->name), e->bytes, e->dur);
+        if (strstr(e->name, "Pageable")) {
+            st->pageable++;
+            st->pageable_bytes += e->bytes > 0 ? e->bytes : 0;
+            st->pageable_time += e->dur;
+        }
+        break;
+    case SP_REP_MEMSET:
+        st->sets++;
+        st->set_time += e->dur;
+        break;
+    case SP_REP_SYNC:
+        st->gpu_syncs++;
+        st->gpu_sync_time += e->dur;
+        break;
+    default:
+        break;
+    }
+}
+
+int sum_measure(sp_rep_set_t *s, sp_summary_t *m)
+{
+    memset(m, 0, sizeof *m);
+    m->dropped = s->dropped;
+    if (find_steps(s, m) != 0 || measure_busy(s, m) != 0)
+        return -1;
+    for (size_t i = 0; i < s->n; i++) {
+        const sp_rep_event_t *e = &s->ev[i];
+        m->gpu |= sp_rep_is_gpu_work(e->cat);
+        if (sp_rep_is_host(e->cat))
+            measure_host(s, m, e);
+        else if (sp_rep_is_gpu_work(e->cat) || e->cat == SP_REP_SYNC)
+            measure_gpu(s, m, e);
+    }
+    for (long i = 0; i < m->nsteps; i++) {
+        sum_step_t *st = &m->steps[i];
+        st->busy_p = m->ndev ? st->busy[m->primary] : 0;
+        st->idle_bp = m->ndev ? (int64_t)(sum_idle_pct(st, m->primary) * 100 + 0.5) : 0;
+        st->mean_kernel = st->kernels ? st->kernel_time / st->kernels : 0;
+    }
+    return s->oom ? -1 : 0;
+}
+
+void sum_free(sp_summary_t *m)
+{
+    free(m->steps);
+    free(m->gpu_dirs.t);
+    free(m->host_dirs.t);
+    free(m->sync_calls.t);
+    free(m->kernels.t);
+    free(m->ranges.t);
+}
+
+int sp_rep_summary(sp_rep_set_t *s, sp_rb_t *text, sp_rb_t *json)
+{
+    sp_summary_t *m = malloc(sizeof *m);
+    if (!m)
+        return -1;
+    int rc = sum_measure(s, m);
+    if (rc == 0) {
+        sum_rules(m);
+        if (text)
+            sum_print_text(m, text);
+        if (json)
+            sum_print_json(m, json);
+        rc = (text && text->oom) || (json && json->oom) ? -1 : 0;
+    }
+    sum_free(m);
+    free(m);
+    return rc;
+}

@@ -1,0 +1,211 @@
+/* inject/exitpaths.c — the ends of a profiled process that atexit does not
+ * see: terminating signals, faults and _exit. It owns the handlers stepprof
+ * installs for them, the finisher thread that does the work those handlers
+ * cannot do, and the _exit/_Exit interposers.
+ *
+ * Writing a trace is not async-signal-safe (malloc, locks, stdio-free but
+ * lock-taking code), and the interrupted thread may hold any lock. So a
+ * handler does only async-signal-safe things: it posts a semaphore to wake
+ * the finisher thread (started at activation with every signal blocked),
+ * then sleeps in short nanosleeps until that thread reports done or
+ * finalize_timeout_s has passed. The finisher closes the cycle in progress as
+ * truncated (the schedule lock is only tried, see schedule.c) and waits for
+ * the exporter. Then the handler restores the disposition it found (always
+ * SIG_DFL) and re-raises, so the exit status is what it would have been.
+ *
+ * Rules: a handler is installed only where the disposition is SIG_DFL at
+ * activation; a program that installs its own later simply replaces it. A
+ * kernel-generated fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL with si_code > 0)
+ * does not close the cycle in progress — the faulting thread may have
+ * corrupted it or hold the schedule lock — it only waits for traces already
+ * complete, then returns with SIG_DFL restored so the faulting instruction
+ * runs again and the core shows the real fault. In a fork child, and in a
+ * vfork child sharing our memory, the pid differs from the owner's and the
+ * handlers and _exit act as if stepprof were not there. */
+#define _GNU_SOURCE
+#include "exitpaths.h"
+
+#include "../collectors/log.h"
+#include "../schedule/schedule.h"
+#include "hook.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static const int term_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT};
+static const int fault_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+#define NTERM (sizeof term_sigs / sizeof term_sigs[0])
+#define NFAULT (sizeof fault_sigs / sizeof fault_sigs[0])
+
+static struct sigaction original[NSIG]; /* what we found where we installed */
+
+static sem_t wake;                       /* handler -> finisher */
+static _Atomic pid_t owner;              /* process whose finisher runs; 0: none */
+static _Atomic int64_t deadline_ns;      /* CLOCK_MONOTONIC; 0: no request yet */
+static _Atomic int request;              /* SP_FINISH_* asked for */
+static _Atomic int done;
+static double timeout_s = 10.0;
+
+typedef void (*exit_fn)(int);
+static exit_fn real_exit;
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Async-signal-safe: atomics, sem_post, getpid, clock_gettime, nanosleep.
+ * The first caller sets the deadline and wakes the finisher; every caller
+ * (two threads may be ending the process at once) waits for the same end. */
+static void finish_and_wait(int how)
+{
+    if (atomic_load(&owner) != getpid())
+        return;
+    int64_t none = 0, dl = mono_ns() + (int64_t)(timeout_s * 1e9);
+    if (atomic_compare_exchange_strong(&deadline_ns, &none, dl)) {
+        atomic_store(&request, how);
+        sem_post(&wake);
+    }
+    while (!atomic_load(&done) && mono_ns() < atomic_load(&deadline_ns)) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+}
+
+static void *finisher_main(void *arg)
+{
+    (void)arg;
+    while (sem_wait(&wake) != 0 && errno == EINTR)
+        ;
+    double left = (double)(atomic_load(&deadline_ns) - mono_ns()) * 1e-9;
+    sp_sched_finish_bounded(atomic_load(&request), left > 0 ? left : 0);
+    atomic_store(&done, 1);
+    return NULL;
+}
+
+static int is_fault(int sig)
+{
+    for (size_t i = 0; i < NFAULT; i++)
+        if (fault_sigs[i] == sig)
+            return 1;
+    return 0;
+}
+
+static void on_end_signal(int sig, siginfo_t *si, void *uctx)
+{
+    (void)uctx;
+    int saved = errno;
+    int fault = is_fault(sig) && si && si->si_code > 0;
+    finish_and_wait(fault ? SP_FINISH_DRAIN : SP_FINISH_SIGNAL);
+    sigaction(sig, &original[sig], NULL);
+    /* Blocked while we run (no SA_NODEFER): delivered, now with the
+     * original disposition, as soon as the handler returns. A real fault
+     * needs no raise: the instruction faults again. */
+    if (!fault)
+        raise(sig);
+    errno = saved;
+}
+
+static int is_ours(const struct sigaction *sa)
+{
+    return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == on_end_signal;
+}
+
+static void install(int sig, const sigset_t *mask)
+{
+    struct sigaction cur;
+    if (sigaction(sig, NULL, &cur) != 0 || is_ours(&cur))
+        return; /* an inherited handler of ours keeps its saved original */
+    if ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL)
+        return; /* the program's handler, or SIG_IGN: not ours to touch */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_end_signal;
+    sa.sa_flags = SA_SIGINFO;
+    sa.sa_mask = *mask;
+    original[sig] = cur;
+    if (sigaction(sig, &sa, NULL) != 0)
+        sp_log(SP_LOG_DEBUG, "cannot watch signal %d (%s)", sig, strerror(errno));
+}
+
+void sp_exit_install(double timeout)
+{
+    timeout_s = timeout;
+    atomic_store(&deadline_ns, 0);
+    atomic_store(&done, 0);
+    if (sem_init(&wake, 0, 0) != 0) {
+        sp_log(SP_LOG_WARN, "no finisher thread (%s): a signal that ends the program loses the cycle in progress",
+               strerror(errno));
+        return;
+    }
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t th;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&th, &attr, finisher_main, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        sp_log(SP_LOG_WARN, "no finisher thread (%s): a signal that ends the program loses the cycle in progress",
+               strerror(rc));
+        return;
+    }
+    pthread_setname_np(th, "stepprof-fin");
+    atomic_store(&owner, getpid());
+    /* A second terminating signal waits until the first is handled. */
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (size_t i = 0; i < NTERM; i++)
+        sigaddset(&mask, term_sigs[i]);
+    for (size_t i = 0; i < NTERM; i++)
+        install(term_sigs[i], &mask);
+    for (size_t i = 0; i < NFAULT; i++)
+        install(fault_sigs[i], &mask);
+}
+
+void sp_exit_after_fork_child(void)
+{
+    atomic_store(&owner, 0);
+}
+
+void sp_exit_preinit(void)
+{
+    real_exit = (exit_fn)dlsym(RTLD_NEXT, "_exit");
+}
+
+/* _exit skips atexit, but a process that used CUDA and ends this way (a
+ * worker finishing with os._exit) should still leave its trace; _exit is
+ * also what signal handlers call, hence the same signal-safe path. */
+static _Noreturn void end_now(int status)
+{
+    finish_and_wait(SP_FINISH_EXIT);
+    if (real_exit)
+        real_exit(status);
+    for (;;)
+        syscall(SYS_exit_group, status);
+}
+
+SP_EXPORT void _exit(int status)
+{
+    end_now(status);
+}
+
+SP_EXPORT void _Exit(int status)
+{
+    end_now(status);
+}
