@@ -14,7 +14,7 @@ import resource
 import subprocess
 import tempfile
 
-from harness import BUILD, FAKE_DIR, ROOT, Skip, load, prog, run
+from harness import BUILD, FAKE_DIR, ROOT, Skip, load, prog, run, skip_under_sanitizer
 
 GOLDEN = os.path.join(ROOT, "tests", "golden")
 TOOL = os.path.join(BUILD, "stepprof-report")
@@ -293,6 +293,7 @@ def test_bad_inputs_give_a_clear_error_and_nonzero_exit():
 
 def test_large_trace_is_streamed():
     """~100 MB of events: memory stays far below a DOM of the file."""
+    skip_under_sanitizer("ASan's shadow memory and quarantine multiply resident memory")
     d = tempfile.mkdtemp(prefix="sp-test-")
     path = os.path.join(d, "big.pt.trace.json")
     line = ('{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": %d.%03d, '

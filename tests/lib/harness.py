@@ -25,6 +25,12 @@ class Skip(Exception):
     """Raised by a test whose prerequisite is missing."""
 
 
+def skip_under_sanitizer(why):
+    """Tests that measure something a sanitizer runtime changes by design."""
+    if os.environ.get("SP_PRELOAD_FIRST"):
+        raise Skip(f"under a preloaded sanitizer runtime: {why}")
+
+
 def prog(name):
     path = os.path.join(PROGS, name)
     if not os.path.exists(path):
