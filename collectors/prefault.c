@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include "prefault.h"
 
+#include "threads.h"
+
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -55,16 +57,7 @@ void sp_prefault_start(void *b, size_t bytes)
     madvise(b, bytes, MADV_HUGEPAGE);
     populate(base, first);
     populated = wanted = first;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_t th;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_create(&th, &attr, helper, NULL);
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    sp_thread_spawn(helper, NULL, "stepprof-fault", NULL);
 }
 
 void sp_prefault_need(size_t offset)

@@ -13,25 +13,10 @@
 #include "summary.h"
 #include "table.h"
 
+#include "memory_report.h"
+
 #include <errno.h>
 #include <string.h>
-
-static int write_file(const sp_export_job_t *job, const char *stem, const char *suffix, const sp_rb_t *b)
-{
-    if (b->oom) {
-        sp_log(SP_LOG_ERROR, "out of memory building %s%s; that report is dropped", stem, suffix);
-        return -1;
-    }
-    sp_outfile_t f;
-    if (sp_outfile_open(&f, job->output_dir, stem, suffix) != 0)
-        return -1;
-    if (sp_rb_write_fd(b, f.fd) != 0) {
-        sp_log(SP_LOG_ERROR, "cannot write %s: %s; that report is dropped", f.final, strerror(errno));
-        sp_outfile_abort(&f);
-        return -1;
-    }
-    return sp_outfile_commit(&f);
-}
 
 static int table(sp_rep_set_t *s, const sp_export_job_t *job, const char *stem)
 {
@@ -43,7 +28,7 @@ static int table(sp_rep_set_t *s, const sp_export_job_t *job, const char *stem)
     sp_rb_init(&b);
     int rc = sp_rep_table(s, &o, &b);
     if (rc == 0 && (job->table.print & SP_JOB_TABLE_FILE))
-        rc = write_file(job, stem, ".key_averages.txt", &b);
+        rc = sp_memrep_write_file(job, stem, ".key_averages.txt", &b);
     if (b.n && (job->table.print & SP_JOB_TABLE_STDERR)) {
         sp_rb_t e;
         sp_rb_init(&e);
@@ -68,7 +53,7 @@ static int stacks(sp_rep_set_t *s, const sp_export_job_t *job, const char *stem)
             break;
         sp_rb_t b;
         sp_rb_init(&b);
-        if (sp_rep_stacks(s, files[i].metric, &b) != 0 || write_file(job, stem, files[i].suffix, &b) != 0)
+        if (sp_rep_stacks(s, files[i].metric, &b) != 0 || sp_memrep_write_file(job, stem, files[i].suffix, &b) != 0)
             rc = -1;
         sp_rb_free(&b);
     }
@@ -82,7 +67,7 @@ static int summary(sp_rep_set_t *s, const sp_export_job_t *job, const char *stem
     sp_rb_init(&json);
     int rc = sp_rep_summary(s, &text, &json);
     if (rc == 0)
-        rc = write_file(job, stem, ".summary.txt", &text) | write_file(job, stem, ".summary.json", &json);
+        rc = sp_memrep_write_file(job, stem, ".summary.txt", &text) | sp_memrep_write_file(job, stem, ".summary.json", &json);
     sp_rb_free(&text);
     sp_rb_free(&json);
     return rc ? -1 : 0;

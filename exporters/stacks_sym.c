@@ -5,6 +5,7 @@
  * past its end), printed as the return address. Texts are cached by id under
  * a mutex: the exporter thread and an at-exit export may overlap. */
 #define _GNU_SOURCE
+#include "../collectors/kernels.h"
 #include "stacks_sym.h"
 
 #include "../collectors/stacks.h"
@@ -16,26 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char **cache;        /* by id; "" = symbolized to nothing */
 static uint32_t cache_cap;
-
-static demangle_fn demangler(void)
-{
-    static demangle_fn fn;
-    static int tried;
-    if (!tried) {
-        tried = 1;
-        fn = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
-        if (!fn) {
-            void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
-            fn = h ? (demangle_fn)dlsym(h, "__cxa_demangle") : NULL;
-        }
-    }
-    return fn;
-}
 
 static void frame_text(sp_rb_t *b, uintptr_t pc, int innermost, const void *own_base)
 {
@@ -55,12 +40,9 @@ static void frame_text(sp_rb_t *b, uintptr_t pc, int innermost, const void *own_
         sp_rb_printf(b, "%s+0x%lx", mod, (unsigned long)(pc - (uintptr_t)info.dli_fbase));
         return;
     }
-    demangle_fn dm = demangler();
-    int st = -1;
-    char *pretty = dm && strncmp(info.dli_sname, "_Z", 2) == 0 ? dm(info.dli_sname, NULL, NULL, &st) : NULL;
-    sp_rb_printf(b, "%s+0x%lx (%s)", st == 0 && pretty ? pretty : info.dli_sname,
-                 (unsigned long)(pc - (uintptr_t)info.dli_saddr), mod);
-    free(pretty);
+    const char *pretty = sp_kern_demangle(info.dli_sname);
+    sp_rb_printf(b, "%s+0x%lx (%s)", pretty ? pretty : info.dli_sname, (unsigned long)(pc - (uintptr_t)info.dli_saddr),
+                 mod);
 }
 
 static char *symbolize(uint32_t id)

@@ -10,6 +10,8 @@
  * duration and discards the one it caused. */
 #include "export.h"
 
+#include "../collectors/threads.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -72,16 +74,7 @@ static void *worker_main(void *arg)
 
 static int start_worker(void)
 {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_t th;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&th, &attr, worker_main, NULL);
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = sp_thread_spawn(worker_main, NULL, "stepprof-export", NULL);
     return rc;
 }
 

@@ -29,6 +29,8 @@
 #include "../schedule/schedule.h"
 #include "hook.h"
 
+#include "../collectors/threads.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -150,22 +152,13 @@ void sp_exit_install(double timeout)
                strerror(errno));
         return;
     }
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_t th;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&th, &attr, finisher_main, NULL);
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = sp_thread_spawn(finisher_main, NULL, "stepprof-fin", &th);
     if (rc != 0) {
         sp_log(SP_LOG_WARN, "no finisher thread (%s): a signal that ends the program loses the cycle in progress",
                strerror(rc));
         return;
     }
-    pthread_setname_np(th, "stepprof-fin");
     atomic_store(&owner, getpid());
     /* A second terminating signal waits until the first is handled. */
     sigset_t mask;

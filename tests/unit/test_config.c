@@ -17,19 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passed++;                                                                              \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 #define DISABLED "; profiling disabled for this run\n"
 

@@ -11,19 +11,7 @@
 
 #define NSTEPS 61
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passed++;                                                                              \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 /* Walks the steps the way a user describes a schedule: skip, then cycles of
  * wait / warmup / active (the first cycle without its wait when

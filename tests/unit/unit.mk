@@ -11,7 +11,7 @@ UNIT_TESTS := $(UNIT_OUT)/test_config $(UNIT_OUT)/test_plan
 UNIT_LIBYAML := $(or $(LIBYAML_A),/usr/lib/x86_64-linux-gnu/libyaml.a)
 # test_config reads profiling.example.yaml from the repository root.
 UNIT_CFLAGS := $(CFLAGS_COMMON) -DSP_REPO_ROOT='"$(CURDIR)"'
-UNIT_HEADERS := $(wildcard schedule/*.h collectors/log.h) tests/unit/unit.mk
+UNIT_HEADERS := tests/unit/check.h $(wildcard schedule/*.h collectors/log.h) tests/unit/unit.mk
 
 # The configuration loader is split over three files, all linked together.
 UNIT_CONFIG_SRCS := schedule/config.c schedule/config_yaml.c schedule/marker.c
