@@ -120,8 +120,18 @@ int sp_plan_format(const sp_config_t *cfg, char *buf, size_t len)
         sp_sched_t one = {0, 0, s.wait, s.warmup, s.active, 1};
         put(&l, "on each signal, one cycle counted from the next step: ");
         put_windows(&l, &one);
+    } else if (cfg->marker.kind == SP_MARK_PROFILER_API) {
+        /* Capture ranges, as nsys --capture-range=cudaProfilerApi: only repeat applies. */
+        if (cfg->repeat == 0)
+            put(&l, "recording every cudaProfilerStart/Stop range");
+        else if (cfg->repeat == 1)
+            put(&l, "recording the first cudaProfilerStart/Stop range");
+        else
+            put(&l, "recording the first %ld cudaProfilerStart/Stop ranges", cfg->repeat);
     } else if (cfg->has_schedule) {
         put_windows(&l, &s);
+    } else if (cfg->marker.kind != SP_MARK_NONE) {
+        put(&l, "no schedule: recording the whole run as one window, one ProfilerStep per step");
     } else {
         put(&l, "no schedule: recording the whole run as one window");
     }

@@ -156,6 +156,7 @@ def test_cuda_profiler_api_ranges():
 def test_cuda_profiler_api_default_records_first_range_only():
     r = run([prog("markers_misc"), "profiler"], env={"STEPS": 12, "PROF_MARKER": "cudaProfilerApi"})
     assert len(r.traces()) == 1
+    assert any("recording the first cudaProfilerStart/Stop range;" in l for l in r.sp_lines), r.sp_lines
 
 
 def _run_with_signals(marker, at_steps, extra=None):
