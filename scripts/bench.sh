@@ -29,7 +29,7 @@ awk -v b="$bare" -v i="$idle" -v r="$rec" 'BEGIN {
 # Allocation calls (profile_memory keeps its live-allocation map even while no window records, so
 # these pay for it on every cudaMalloc / cudaFree): ns per pair, not recording, without and with it.
 M=${BENCH_PAIRS:-1000000}
-mrun() { env LD_LIBRARY_PATH="$B/fakecuda" PROF_OUTPUT_DIR="$TMP/out" PROF_LOG=quiet PROF_MARKER=nvtx:never_seen \
+mrun() { env LD_LIBRARY_PATH="$B/fakecuda" PROF_OUTPUT_DIR="$TMP/out" PROF_LOG=quiet PROF_CUPTI=0 PROF_MARKER=nvtx:never_seen \
          PROF_ACTIVE=1 "$@" "$B/programs/mem_bench" "$M" | awk '/ns_per_pair/ {print $2}'; }
 mbest() { b=""; for i in 1 2 3; do v=$(mrun "$@"); b=$(echo "$b $v" | awk '{m=$1; for(i=2;i<=NF;i++) if($i<m) m=$i; print m}'); done; echo "$b"; }
 mbare=$(mbest)
