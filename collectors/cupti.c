@@ -370,6 +370,7 @@ int sp_cupti_init(int memory, long buffer_mb)
     pthread_mutex_lock(&lock);
     state = 1;
     pthread_mutex_unlock(&lock);
+    sp_cupti_devices_pending = 1;
     if (want_on)
         set_kinds(1);
     sp_log(SP_LOG_DEBUG, "CUPTI active");
@@ -396,6 +397,15 @@ void sp_cupti_window_open(void)
     pthread_mutex_lock(&lock);
     nrecs = 0;
     pthread_mutex_unlock(&lock);
+}
+
+static void query_devices(void);
+volatile int sp_cupti_devices_pending;
+
+void sp_cupti_query_devices(void)
+{
+    if (__atomic_exchange_n(&sp_cupti_devices_pending, 0, __ATOMIC_ACQ_REL))
+        query_devices();
 }
 
 static void query_devices(void)
@@ -437,7 +447,6 @@ void sp_cupti_window_close(int sync)
         cudaError_t (*dev_sync)(void) = (cudaError_t(*)(void))dlsym(RTLD_NEXT, "cudaDeviceSynchronize");
         if (dev_sync)
             dev_sync();
-        query_devices();
     }
     api.flush_all(sync ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     calibrate();

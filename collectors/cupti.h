@@ -36,6 +36,11 @@ size_t sp_cupti_take(uint64_t begin_ns, uint64_t end_ns, sp_gpu_event_t **out);
 uint64_t sp_cupti_dropped(void);   /* records CUPTI could not store, cumulative */
 void sp_cupti_shutdown(void);      /* process end: forced flush, kinds off, cuptiFinalize */
 const sp_devprop_t *sp_cupti_device(uint32_t dev);   /* NULL when unknown */
+
+/* Set when CUPTI becomes active; the interposers then call
+ * sp_cupti_query_devices() once, after a runtime call has returned. */
+extern volatile int sp_cupti_devices_pending;
+void sp_cupti_query_devices(void);
 void sp_cupti_after_fork_child(void);
 
 #endif

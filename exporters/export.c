@@ -64,6 +64,11 @@ int sp_export_run(const sp_export_job_t *job_in)
     sp_outfile_stem(stem, sizeof stem, job->worker, end + (uint64_t)sp_clock_epoch_offset());
     sp_gpu_view_t gpu;
     sp_gpuv_build(&gpu, ev, n, job->gpu, job->ngpu); /* the view owns and frees them */
+    /* GPU work launched in the window may finish after it: the window's end
+     * ("Record Window End") covers it. */
+    for (size_t i = 0; i < gpu.n; i++)
+        if (gpu.gpu[i].end > end)
+            end = gpu.gpu[i].end;
     sp_mem_cycle_t *mem = sp_mem_cycle_take(job->window); /* NULL unless profile_memory */
     int rc = sp_trace_write(job, stem, ev, n, &gpu, base, end, mem);
     /* Reports sit beside the trace: where it could not be written (its error

@@ -37,6 +37,54 @@ static int cmp_api(const void *a, const void *b)
     return (x->start > y->start) - (x->start < y->start);
 }
 
+/* Ranges nest per thread and events come sorted by start (enclosing first),
+ * so one pass with a stack per thread finds each call's innermost range. */
+typedef struct open_range {
+    uint64_t end, id;
+} open_range_t;
+
+typedef struct thread_stack {
+    const sp_thread_t *thread;
+    open_range_t *s;
+    size_t n, cap;
+} thread_stack_t;
+
+static void external_ids(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
+{
+    v->ext = calloc(nev ? nev : 1, sizeof *v->ext);
+    thread_stack_t *ts = calloc(nev ? nev : 1, sizeof *ts);
+    size_t nts = 0;
+    uint64_t next = 0;
+    for (size_t i = 0; v->ext && ts && i < nev; i++) {
+        const sp_event_t *e = &ev[i].ev;
+        size_t k = 0;
+        while (k < nts && ts[k].thread != ev[i].thread)
+            k++;
+        if (k == nts)
+            ts[nts++].thread = ev[i].thread;
+        thread_stack_t *st = &ts[k];
+        while (st->n && st->s[st->n - 1].end <= e->t0)
+            st->n--;
+        if (e->kind == SP_EV_RANGE || e->kind == SP_EV_STEP) {
+            v->ext[i] = ++next;
+            if (st->n == st->cap) {
+                size_t cap = st->cap ? st->cap * 2 : 16;
+                open_range_t *grown = realloc(st->s, cap * sizeof *grown);
+                if (!grown)
+                    continue;
+                st->s = grown;
+                st->cap = cap;
+            }
+            st->s[st->n++] = (open_range_t){e->t1, next};
+        } else if (e->kind == SP_EV_API && st->n) {
+            v->ext[i] = st->s[st->n - 1].id;
+        }
+    }
+    for (size_t k = 0; ts && k < nts; k++)
+        free(ts[k].s);
+    free(ts);
+}
+
 void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gpu_event_t *gpu, size_t ngpu)
 {
     memset(v, 0, sizeof *v);
@@ -50,6 +98,7 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
         sp_gpuv_free(v);
         return;
     }
+    external_ids(v, ev, nev);
     size_t napi = 0;
     for (size_t i = 0; i < ngpu; i++) {
         if (is_api(&gpu[i]))
@@ -97,6 +146,7 @@ void sp_gpuv_free(sp_gpu_view_t *v)
     free(v->gpu);
     free(v->host_match);
     free(v->api_used);
+    free(v->ext);
     memset(v, 0, sizeof *v);
 }
 
@@ -134,6 +184,12 @@ static uint32_t gpu_pid(const sp_gpu_event_t *e)
     return e->kind == SP_GPU_SYNC ? 0 : e->device;
 }
 
+/* CUPTI gives context-wide syncs stream id 0xffffffff: draw them on lane 0. */
+static uint32_t gpu_tid(const sp_gpu_event_t *e)
+{
+    return e->stream == UINT32_MAX ? 0 : e->stream;
+}
+
 void sp_gpuv_write_metadata(sp_jw_t *w, const sp_gpu_view_t *v)
 {
     char label[64];
@@ -151,16 +207,16 @@ void sp_gpuv_write_metadata(sp_jw_t *w, const sp_gpu_view_t *v)
         const sp_gpu_event_t *e = &v->gpu[i];
         if (is_api(e))
             continue;
-        uint32_t key = gpu_pid(e) << 24 | (e->stream & 0xffffff);
+        uint32_t key = gpu_pid(e) << 24 | (gpu_tid(e) & 0xffffff);
         size_t k = 0;
         while (k < ns && seen_streams[k] != key)
             k++;
         if (k < ns || ns == sizeof seen_streams / sizeof seen_streams[0])
             continue;
         seen_streams[ns++] = key;
-        snprintf(label, sizeof label, "stream %u ", e->stream);
-        sp_jw_meta(w, "thread_name", gpu_pid(e), e->stream, "name", label, 0);
-        sp_jw_meta(w, "thread_sort_index", gpu_pid(e), e->stream, "sort_index", NULL, e->stream);
+        snprintf(label, sizeof label, "stream %u ", gpu_tid(e));
+        sp_jw_meta(w, "thread_name", gpu_pid(e), gpu_tid(e), "name", label, 0);
+        sp_jw_meta(w, "thread_sort_index", gpu_pid(e), gpu_tid(e), "sort_index", NULL, gpu_tid(e));
     }
 }
 
@@ -226,12 +282,13 @@ static void occupancy(sp_jw_t *w, const sp_gpu_event_t *e)
     sp_jw_printf(w, ", \"est. achieved occupancy %%\": %d", (int)(occ > 100 ? 100 : occ + 0.5));
 }
 
-static void gpu_args(sp_jw_t *w, const sp_gpu_event_t *e)
+static void gpu_args(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext)
 {
     sp_jw_printf(w, ", \"args\": {");
+    if (ext)
+        sp_jw_printf(w, "\"External id\": %" PRIu64 ", ", ext);
     if (e->kind == SP_GPU_KERNEL)
-        sp_jw_printf(w, "\"External id\": %u, \"queued\": %" PRIu64 ", ", e->correlation,
-                     e->queued > e->start ? 0 : e->queued ? (e->start - e->queued) : 0);
+        sp_jw_printf(w, "\"queued\": %" PRIu64 ", ", e->queued > e->start ? 0 : e->queued ? (e->start - e->queued) : 0);
     sp_jw_printf(w, "\"device\": %u, \"context\": %u, \"stream\": %u, \"correlation\": %u", e->device, e->context,
                  e->stream, e->correlation);
     if (e->kind == SP_GPU_KERNEL) {
@@ -246,7 +303,7 @@ static void gpu_args(sp_jw_t *w, const sp_gpu_event_t *e)
     sp_jw_puts(w, "}},\n");
 }
 
-static void write_gpu_event(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t base)
+static void write_gpu_event(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext, uint64_t base)
 {
     char name[128];
     int64_t ts = (int64_t)(e->start - base), dur = (int64_t)(e->end - e->start);
@@ -267,12 +324,12 @@ static void write_gpu_event(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t base)
         slice(w, "gpu_memset", name, e->device, e->stream, ts, dur);
         break;
     case SP_GPU_SYNC:
-        slice(w, "cuda_sync", sync_name(e->sync_type), gpu_pid(e), e->stream, ts, dur);
+        slice(w, "cuda_sync", sync_name(e->sync_type), gpu_pid(e), gpu_tid(e), ts, dur);
         break;
     default:
         return;
     }
-    gpu_args(w, e);
+    gpu_args(w, e, ext);
 }
 
 static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, int pid, uint64_t base)
@@ -285,8 +342,8 @@ static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, int pid, ui
     }
     slice(w, e->kind == SP_GPU_DRIVER ? "cuda_driver" : "cuda_runtime", name, pid, e->tid, (int64_t)(e->start - base),
           (int64_t)(e->end - e->start));
-    sp_jw_printf(w, ", \"args\": {\"cbid\": %u, \"correlation\": %u, \"result\": %d}},\n", e->cbid, e->correlation,
-                 e->result);
+    sp_jw_printf(w, ", \"args\": {\"cbid\": %u, \"correlation\": %u, \"result\": %d, \"stepprof_source\": \"cupti\"}},\n",
+                 e->cbid, e->correlation, e->result);
 }
 
 /* Flow arrow from the launching call (tid, ts) to the GPU event. */
@@ -302,6 +359,7 @@ static void flow(sp_jw_t *w, uint32_t id, long pid, long tid, int64_t ts, long g
 
 typedef struct launch {
     uint32_t corr;
+    uint64_t ext;  /* the launching call's External id, 0 = none */
     long tid;
     int64_t ts;   /* absolute ns */
     int64_t end;
@@ -378,13 +436,14 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
     for (size_t h = 0; h < nev; h++) {
         const sp_gpu_event_t *m = sp_gpuv_match(v, h);
         if (m)
-            l[nl++] = (launch_t){m->correlation, ev[h].thread->tid, (int64_t)ev[h].ev.t0, (int64_t)ev[h].ev.t1};
+            l[nl++] = (launch_t){m->correlation, v->ext ? v->ext[h] : 0, ev[h].thread->tid, (int64_t)ev[h].ev.t0,
+                                 (int64_t)ev[h].ev.t1};
     }
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *e = &v->gpu[i];
         if (is_api(e) && !v->api_used[i]) {
             write_unmatched_api(w, e, pid, base);
-            l[nl++] = (launch_t){e->correlation, e->tid, (int64_t)e->start, (int64_t)e->end};
+            l[nl++] = (launch_t){e->correlation, 0, e->tid, (int64_t)e->start, (int64_t)e->end};
         }
     }
     qsort(l, nl, sizeof *l, cmp_launch);
@@ -392,8 +451,8 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
         const sp_gpu_event_t *e = &v->gpu[i];
         if (is_api(e))
             continue;
-        write_gpu_event(w, e, base);
         const launch_t *la = e->kind != SP_GPU_SYNC ? find_launch(l, nl, e->correlation) : NULL;
+        write_gpu_event(w, e, la ? la->ext : 0, base);
         if (la)
             flow(w, e->correlation, pid, la->tid, la->ts - (int64_t)base, e->device, e->stream,
                  (int64_t)(e->start - base));

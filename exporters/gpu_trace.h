@@ -20,6 +20,8 @@ typedef struct sp_gpu_view {
     int32_t *host_match;   /* per host event: index of its CUPTI API record, or -1 */
     uint8_t *api_used;     /* per GPU record: an API record already matched to a host event */
     uint32_t devices;      /* bit mask of devices with activity */
+    uint64_t *ext;         /* per host event, Kineto's "External id": a range's or step's own
+                              id; for a call, its innermost enclosing range's (0 = none) */
 } sp_gpu_view_t;
 
 /* Builds the view; host events sorted by start, t0/t1 in ns. Takes ownership of gpu. */

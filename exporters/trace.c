@@ -117,8 +117,9 @@ static void api_args(sp_jw_t *w, const sp_event_t *e)
         sp_jw_printf(w, ", \"stream\": %" PRIu64, e->a[3]);
 }
 
-static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index, uint64_t *ext_id)
+static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
 {
+    uint64_t ext = c->gpu->ext ? c->gpu->ext[index] : 0;
     sp_jw_t *w = c->w;
     const sp_event_t *e = &r->ev;
     char name[64];
@@ -127,16 +128,14 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index, uint64_
         if (e->name >= SP_API_COUNT)
             return;
         /* With CUPTI's record of the same call, its correlation id is the
-         * one GPU events carry; ours becomes the External id. */
+         * one GPU events carry. External id: the enclosing range's, as Kineto. */
         const sp_gpu_event_t *m = sp_gpuv_match(c->gpu, index);
         slice_head(c, "cuda_runtime", sp_api_table[e->name].name, r);
-        if (m)
-            sp_jw_printf(w, ", \"args\": {\"cbid\": %d, \"correlation\": %u, \"External id\": %" PRIu64
-                            ", \"result\": %d",
-                         sp_api_table[e->name].cbid, m->correlation, correlation(r), e->result);
-        else
-            sp_jw_printf(w, ", \"args\": {\"cbid\": %d, \"correlation\": %" PRIu64 ", \"result\": %d",
-                         sp_api_table[e->name].cbid, correlation(r), e->result);
+        sp_jw_printf(w, ", \"args\": {\"cbid\": %d, \"correlation\": %" PRIu64, sp_api_table[e->name].cbid,
+                     m ? (uint64_t)m->correlation : correlation(r));
+        if (ext)
+            sp_jw_printf(w, ", \"External id\": %" PRIu64, ext);
+        sp_jw_printf(w, ", \"result\": %d", e->result);
         api_args(w, e);
         sp_stacks_write_arg(w, SP_EV_STACK(e));
         sp_jw_puts(w, "}}");
@@ -145,11 +144,11 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index, uint64_
     case SP_EV_STEP:
         snprintf(name, sizeof name, "ProfilerStep#%" PRIu64, e->a[0]);
         slice_head(c, "user_annotation", name, r);
-        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}}", ++*ext_id);
+        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}}", ext);
         break;
     case SP_EV_RANGE:
         slice_head(c, "user_annotation", sp_str_get(e->name), r);
-        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}}", ++*ext_id);
+        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}}", ext);
         break;
     case SP_EV_MARK:
         sp_jw_puts(w, "{\"ph\": \"i\", \"s\": \"t\", \"cat\": \"user_annotation\", \"name\": ");
@@ -225,6 +224,10 @@ static void write_header(sp_jw_t *w, const sp_export_job_t *job, const sp_gpu_vi
                      world && *world ? strtol(world, NULL, 10) : 1L);
     if (memory)
         sp_jw_puts(w, "  \"profile_memory\": 1,\n");
+    if (job->with_stack)
+        sp_jw_puts(w, "  \"with_stack\": 1,\n");
+    if (job->record_shapes)
+        sp_jw_puts(w, "  \"record_shapes\": 1,\n");
     sp_jw_printf(w, "  \"stepprof_version\": \"%s\",\n  \"stepprof_cycle\": %ld,\n", STEPPROF_VERSION, job->cycle);
     if (job->first_step >= 0)
         sp_jw_printf(w, "  \"stepprof_steps\": [%ld, %ld],\n", job->first_step, job->last_step);
@@ -260,9 +263,8 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
     write_header(w, job, gpu, mem != NULL, base_ns + (uint64_t)sp_clock_epoch_offset());
     write_metadata(&c, ev, n);
     sp_gpuv_write_metadata(w, gpu);
-    uint64_t ext_id = 0;
     for (size_t i = 0; i < n && !w->err; i++)
-        write_event(&c, &ev[i], i, &ext_id);
+        write_event(&c, &ev[i], i);
     sp_gpuv_write_events(w, gpu, ev, n, c.pid, base_ns);
     sp_memtrace_write(w, mem, c.pid, base_ns, end_ns);
     sp_jw_puts(w, "{\"name\": \"Record Window End\", \"ph\": \"i\", \"s\": \"g\", \"pid\": \"\", \"tid\": \"\", \"ts\": ");

@@ -12,6 +12,7 @@
 
 #include "../collectors/api.h"
 #include "../collectors/clock.h"
+#include "../collectors/cupti.h"
 #include "../collectors/events.h"
 #include "../collectors/stacks.h"
 #include "../collectors/memory.h"
@@ -33,6 +34,11 @@ sp_thread_t *sp_hook_enter(uint32_t *window);
 
 static inline void sp_hook_exit(sp_thread_t *t)
 {
+    /* Device properties for every trace, also those written at exit: read
+     * once, after an intercepted call (never inside cuInit), while the
+     * recursion guard still holds. */
+    if (SP_UNLIKELY(sp_cupti_devices_pending))
+        sp_cupti_query_devices();
     t->in_hook = 0;
 }
 

@@ -60,6 +60,7 @@ typedef struct sp_config {
     int use_gzip, record_shapes, profile_memory, with_stack;
     long stack_depth;
     int cupti;
+    long cupti_buffer_mb;
     long buffer_mb;
     char processes[512];         /* comma-separated fnmatch globs on the program name */
     long finalize_timeout_s;     /* bound on the exit / fatal-signal flush */

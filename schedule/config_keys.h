@@ -53,6 +53,8 @@
       "frames kept per captured call stack (with_stack)")                                          \
     X(CUPTI, "cupti", BOOL, cupti, "true", 0, 0, NULL,                                             \
       "record GPU activity with CUPTI when available; false: interposition and NVTX only")         \
+    X(CUPTI_BUFFER_MB, "cupti_buffer_mb", LONG, cupti_buffer_mb, "64", 4, 4096, NULL,              \
+      "cap on CUPTI activity buffers in MiB (4 MiB each); past it CUPTI drops and counts records") \
     X(BUFFER_MB, "buffer_mb", LONG, buffer_mb, "256", 1, 65536, NULL,                              \
       "event buffer pool in MiB; events beyond it are dropped and counted")                        \
     X(PROCESSES, "processes", STR, processes, "", 0, 0, NULL,                                      \

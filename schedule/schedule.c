@@ -97,6 +97,7 @@ static void close_record_window(uint64_t now, int truncated)
     job.dropped = sp_ev_dropped_total() - drop_base;
     job.truncated = truncated;
     job.use_gzip = cfg.use_gzip;
+    job.record_shapes = cfg.record_shapes;
     job.with_stack = cfg.with_stack;
     snprintf(job.table.sort_by, sizeof job.table.sort_by, "%s", cfg.table.sort_by);
     job.table.row_limit = cfg.table.row_limit;
@@ -313,7 +314,7 @@ void sp_sched_activate(void)
     }
     sp_clock_init();
     if (cfg.cupti)
-        sp_cupti_init(cfg.profile_memory, 64);
+        sp_cupti_init(cfg.profile_memory, cfg.cupti_buffer_mb);
     if (cfg.with_stack)
         sp_stack_init(cfg.stack_depth);
     if (sp_ev_pool_init(cfg.buffer_mb) != 0) {

@@ -55,8 +55,19 @@ def test_no_call_appears_twice():
     rt = runtime_events(t, all_sources=True)
     keys = collections.Counter((e["tid"], e["args"]["correlation"]) for e in rt)
     assert max(keys.values()) == 1, [k for k, v in keys.items() if v > 1][:5]
-    assert all("External id" in e["args"] for e in rt if e["name"].startswith(("__cudaLaunch", "cudaMemcpy"))), \
-        "intercepted calls are linked to CUPTI's records"
+    ours = runtime_events(t)
+    assert ours and len(ours) < len(rt), "CUPTI adds the calls nobody intercepted, marked stepprof_source"
+    # Kineto's links: a call carries its innermost enclosing range's External id, its kernels the same.
+    ranges = {e["args"]["External id"]: e for e in t["traceEvents"] if e.get("cat") == "user_annotation"}
+    assert len(ranges) == sum(1 for e in t["traceEvents"] if e.get("cat") == "user_annotation"), "unique ids"
+    by_corr = {e["args"]["correlation"]: e for e in ours}
+    for k in gpu(t, "kernel"):
+        launch = by_corr[k["args"]["correlation"]]
+        ext = launch["args"]["External id"]
+        assert k["args"]["External id"] == ext, (k["args"], launch["args"])
+        r = ranges[ext]
+        assert r["tid"] == launch["tid"] and r["ts"] <= launch["ts"] <= r["ts"] + r["dur"]
+        assert r["name"] in ("forward", "backward", "optimizer", "train_step"), r["name"]
 
 
 def test_streams_never_overlap_and_copies_named():
@@ -92,6 +103,14 @@ def test_steps_hold_exactly_their_gpu_work():
         assert len(owner) == 1, f"{k['name']} launched outside the recorded steps"
         g = [a for a in gsteps if a["name"] == f"ProfilerStep#{owner[0]}" and a["tid"] == k["tid"]]
         assert g and g[0]["ts"] <= k["ts"] + 0.001 and k["ts"] + k["dur"] <= g[0]["ts"] + g[0]["dur"] + 0.001
+
+
+def test_device_properties_in_whole_run_trace_written_at_exit():
+    need_fake_cupti()
+    r = run([prog("train")], env={"STEPS": 2})
+    t = load(r.trace())
+    assert len(t["deviceProperties"]) == 1 and t["deviceProperties"][0]["numSms"] > 0
+    assert all("est. achieved occupancy %" in k["args"] for k in gpu(t, "kernel"))
 
 
 def test_device_properties_from_the_device():

@@ -109,6 +109,6 @@ test-valgrind: lib $(FAKECUDA_LIB) programs unit $(PROGRAMS_REL)
 	@for t in $(UNIT_TESTS); do \
 	  valgrind -q --error-exitcode=99 --leak-check=no $$t >/dev/null 2>$(BUILD)/valgrind.unit.log || \
 	    { cat $(BUILD)/valgrind.unit.log; echo "test-valgrind: $$t"; exit 1; }; done
-	@SP_BUILD=$(BUILD) SP_VALGRIND=1 $(PYTHON) tests/run_tests.py $(VALGRIND_TESTS); rc=$$?; \
+	@SP_BUILD=$(abspath $(BUILD)) SP_VALGRIND=1 $(PYTHON) tests/run_tests.py $(VALGRIND_TESTS); rc=$$?; \
 	  reports=$$(cat $(BUILD)/valgrind.[0-9]*.log 2>/dev/null | grep -c "ERROR SUMMARY: [1-9]"); \
 	  echo "test-valgrind: $$reports process(es) with memcheck errors"; [ $$rc = 0 ] && [ $$reports = 0 ]

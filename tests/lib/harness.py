@@ -102,11 +102,11 @@ def load(path):
 
 def runtime_events(trace, name=None, all_sources=False):
     """cuda_runtime X events in trace order: by default the calls stepprof
-    intercepted (with CUPTI on, those carry an "External id"; CUPTI's records
-    of calls nobody intercepted are included only with all_sources)."""
+    intercepted; CUPTI's records of calls nobody intercepted (marked
+    "stepprof_source": "cupti") only with all_sources."""
     ev = [e for e in trace["traceEvents"] if e.get("cat") == "cuda_runtime" and e.get("ph") == "X"]
-    if trace.get("stepprof_gpu_source") == "cupti" and not all_sources:
-        ev = [e for e in ev if "External id" in e["args"]]
+    if not all_sources:
+        ev = [e for e in ev if e["args"].get("stepprof_source") != "cupti"]
     if name:
         ev = [e for e in ev if e["name"] == name]
     return ev
