@@ -359,6 +359,7 @@ static void flow(sp_jw_t *w, uint32_t id, long pid, long tid, int64_t ts, long g
 
 typedef struct launch {
     uint32_t corr;
+    int flowed;    /* a flow arrow already leaves this call (graph launches run many kernels) */
     uint64_t ext;  /* the launching call's External id, 0 = none */
     long tid;
     int64_t ts;   /* absolute ns */
@@ -371,7 +372,7 @@ static int cmp_launch(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static const launch_t *find_launch(const launch_t *l, size_t n, uint32_t corr)
+static launch_t *find_launch(launch_t *l, size_t n, uint32_t corr)
 {
     launch_t key = {.corr = corr};
     return corr ? bsearch(&key, l, n, sizeof *l, cmp_launch) : NULL;
@@ -379,7 +380,7 @@ static const launch_t *find_launch(const launch_t *l, size_t n, uint32_t corr)
 
 /* One gpu_user_annotation per (range, device, stream) spanning the GPU work
  * whose launching call lies inside the range on the range's thread. */
-static void annotations(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, const launch_t *l,
+static void annotations(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, launch_t *l,
                         size_t nl, uint64_t base)
 {
     typedef struct span {
@@ -436,14 +437,14 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
     for (size_t h = 0; h < nev; h++) {
         const sp_gpu_event_t *m = sp_gpuv_match(v, h);
         if (m)
-            l[nl++] = (launch_t){m->correlation, v->ext ? v->ext[h] : 0, ev[h].thread->tid, (int64_t)ev[h].ev.t0,
+            l[nl++] = (launch_t){m->correlation, 0, v->ext ? v->ext[h] : 0, ev[h].thread->tid, (int64_t)ev[h].ev.t0,
                                  (int64_t)ev[h].ev.t1};
     }
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *e = &v->gpu[i];
         if (is_api(e) && !v->api_used[i]) {
             write_unmatched_api(w, e, pid, base);
-            l[nl++] = (launch_t){e->correlation, 0, e->tid, (int64_t)e->start, (int64_t)e->end};
+            l[nl++] = (launch_t){e->correlation, 0, 0, e->tid, (int64_t)e->start, (int64_t)e->end};
         }
     }
     qsort(l, nl, sizeof *l, cmp_launch);
@@ -451,9 +452,10 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
         const sp_gpu_event_t *e = &v->gpu[i];
         if (is_api(e))
             continue;
-        const launch_t *la = e->kind != SP_GPU_SYNC ? find_launch(l, nl, e->correlation) : NULL;
+        launch_t *la = e->kind != SP_GPU_SYNC ? find_launch(l, nl, e->correlation) : NULL;
         write_gpu_event(w, e, la ? la->ext : 0, base);
-        if (la)
+        /* One arrow per call: flow ids must pair one start with one finish. */
+        if (la && !la->flowed++)
             flow(w, e->correlation, pid, la->tid, la->ts - (int64_t)base, e->device, e->stream,
                  (int64_t)(e->start - base));
     }

@@ -181,3 +181,22 @@ def test_static_cudart_on_stand_in():
     r = run([prog("train_static")], env={"STEPS": 3})
     assert r.returncode == 0
     assert len([l for l in r.sp_lines if "statically" in l]) == 1
+
+
+def test_graph_kernels_one_by_one_attributed_to_graph_launch():
+    need_fake_cupti()
+    r = run([prog("markers_misc"), "graph"], env={"STEPS": 6, **SCHED})
+    assert r.returncode == 0, r.stderr
+    path = r.trace()
+    assert_valid(path)
+    t = load(path)
+    launches = runtime_events(t, "cudaGraphLaunch")
+    assert len(launches) == 3, len(launches)       # steps 2-4
+    corr = {e["args"]["correlation"] for e in launches}
+    kernels = gpu(t, "kernel")
+    assert len(kernels) == 9 and {k["args"]["correlation"] for k in kernels} == corr
+    # (the CUPTI stand-in names only kernels registered by nvcc code; these are plain C functions)
+    per_launch = {c: sum(1 for k in kernels if k["args"]["correlation"] == c) for c in corr}
+    assert set(per_launch.values()) == {3}, per_launch
+    flows = [e for e in t["traceEvents"] if e.get("ph") == "s"]
+    assert len(flows) == 3, "one arrow per graph launch"

@@ -207,3 +207,16 @@ def test_unit_binaries():
     for b in bins:
         p = subprocess.run([os.path.join(unit, b)], capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, f"{b} failed:\n{p.stdout[-3000:]}{p.stderr[-2000:]}"
+
+
+def test_names_escaped_and_rewritten():
+    r = run([prog("markers_misc"), "names"], env={"STEPS": 2})
+    assert r.returncode == 0, r.stderr
+    path = r.trace()
+    assert_valid(path)
+    t = load(path)   # valid JSON despite quotes, control characters and invalid UTF-8
+    names = [e["name"] for e in t["traceEvents"] if e.get("cat") == "user_annotation"]
+    want = 'quote" back/slash tab\t nl ctrl\x01 bad\ufffd e\u00e9'
+    assert names.count(want) == 2, names
+    thread = [e["args"]["name"] for e in t["traceEvents"] if e.get("name") == "thread_name"]
+    assert any('q"b/t\tx' in n for n in thread), thread

@@ -9,11 +9,17 @@
  *   markers_misc signal       — like nvtx-domain but default-domain "train_step" ranges and a
  *                               STEP_SLEEP_MS (default 30) sleep per step, so a test can send a signal
  *                               to the running process; prints "step N" (flushed) at each step start.
+ *   markers_misc graph        — a CUDA graph of three kernel nodes (a, b, a), launched once per step:
+ *                               its kernels must appear one by one, attributed to cudaGraphLaunch.
+ *   markers_misc names        — NVTX ranges and a thread name with characters JSON must escape or
+ *                               a trace must rewrite: quote, backslash, tab, newline, \x01, invalid
+ *                               UTF-8 (\xff) and valid UTF-8 (U+00E9).
  * Every step: 2 cudaLaunchKernel (step_kernel_a, step_kernel_b) and one cudaMemcpy HtoD of 4096
  * bytes. STEPS env (default 12). Prints "done" and exits 0.
  */
 #define _GNU_SOURCE
 #include <nvtx3/nvToolsExt.h>
+#include <pthread.h>
 #include <cuda_profiler_api.h>
 #include <string.h>
 #include <time.h>
@@ -31,6 +37,31 @@ static void step_work(float *dev, float *host)
     CHECK(cudaLaunchKernel((const void *)step_kernel_a, g, b, NULL, 0, 0));
     CHECK(cudaLaunchKernel((const void *)step_kernel_b, g, b, NULL, 0, 0));
     CHECK(cudaMemcpy(dev, host, 4096, cudaMemcpyHostToDevice));
+}
+
+/* Three kernel nodes a, b, a; NULL when graphs are not available. */
+static cudaGraphExec_t make_graph(void)
+{
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t exec = NULL;
+    if (CHECK(cudaGraphCreate(&g, 0)) != cudaSuccess)
+        return NULL;
+    void (*fns[3])(void) = {step_kernel_a, step_kernel_b, step_kernel_a};
+    cudaGraphNode_t prev = NULL;
+    for (int i = 0; i < 3; i++) {
+        struct cudaKernelNodeParams p;
+        memset(&p, 0, sizeof p);
+        p.func = (void *)fns[i];
+        p.gridDim = (dim3){2, 1, 1};
+        p.blockDim = (dim3){64, 1, 1};
+        cudaGraphNode_t node;
+        if (CHECK(cudaGraphAddKernelNode(&node, g, prev ? &prev : NULL, prev ? 1 : 0, &p)) != cudaSuccess)
+            return NULL;
+        prev = node;
+    }
+    if (CHECK(cudaGraphInstantiate(&exec, g, 0)) != cudaSuccess)
+        exec = NULL;
+    return exec;
 }
 
 static void sleep_ms(long ms)
@@ -51,8 +82,23 @@ int main(int argc, char **argv)
         dev = NULL;
     nvtxDomainHandle_t dom = nvtxDomainCreateA("trainer");
     nvtxStringHandle_t step_name = nvtxDomainRegisterStringA(dom, "step");
+    cudaGraphExec_t graph = strcmp(mode, "graph") == 0 ? make_graph() : NULL;
+    if (strcmp(mode, "names") == 0)
+        pthread_setname_np(pthread_self(), "q\"b\\t\tx");
     for (long i = 0; i < steps; i++) {
-        if (strcmp(mode, "profiler") == 0) {
+        if (strcmp(mode, "graph") == 0) {
+            nvtxRangePushA("train_step");
+            if (graph)
+                CHECK(cudaGraphLaunch(graph, 0));
+            CHECK(cudaDeviceSynchronize());
+            nvtxRangePop();
+        } else if (strcmp(mode, "names") == 0) {
+            nvtxRangePushA("train_step");
+            nvtxRangePushA("quote\" back\\slash tab\t nl\n ctrl\x01 bad\xff e\xc3\xa9");
+            step_work(dev, host);
+            nvtxRangePop();
+            nvtxRangePop();
+        } else if (strcmp(mode, "profiler") == 0) {
             if (i == 3 || i == 8)
                 CHECK(cudaProfilerStart());
             step_work(dev, host);
