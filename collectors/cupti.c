@@ -382,11 +382,29 @@ int sp_cupti_active(void)
     return state > 0;
 }
 
+/* Kinds go on at warmup: fill the free list then, so CUPTI's first buffer
+ * requests in the recorded steps do not allocate 4 MB on a launching thread. */
+static void preallocate(void)
+{
+    pthread_mutex_lock(&lock);
+    while (nfree < 2 && buf_live + BUF_BYTES <= buf_cap) {
+        void *b = NULL;
+        if (posix_memalign(&b, 8, BUF_BYTES) != 0)
+            break;
+        free_bufs[nfree++] = b;
+        buf_live += BUF_BYTES;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
 void sp_cupti_enable(int on)
 {
     want_on = on;
-    if (state > 0 && is_on != on)
+    if (state > 0 && is_on != on) {
+        if (on)
+            preallocate();
         set_kinds(on);
+    }
 }
 
 void sp_cupti_window_open(void)

@@ -245,6 +245,26 @@ static void measure_host(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t 
     }
 }
 
+static void per_direction(sum_step_t *st, const sp_rep_event_t *e)
+{
+    int64_t bytes = e->bytes > 0 ? e->bytes : 0;
+    if (strncmp(e->name, "Memcpy HtoD", 11) == 0) {
+        st->h2d_time += e->dur;
+        st->h2d_bytes += bytes;
+    } else if (strncmp(e->name, "Memcpy DtoH", 11) == 0) {
+        st->d2h_time += e->dur;
+        st->d2h_bytes += bytes;
+    } else if (strncmp(e->name, "Memcpy DtoD", 11) == 0) {
+        st->d2d_time += e->dur;
+        st->d2d_bytes += bytes;
+    }
+}
+
+static int64_t gbps_milli(int64_t bytes, int64_t ns)
+{
+    return ns > 0 ? (int64_t)((double)bytes * 1000.0 / (double)ns + 0.5) : 0;
+}
+
 /* "Memcpy HtoD (Pageable -> Device)" -> "HtoD" */
 static const char *copy_direction(sp_rep_set_t *s, const char *name)
 {
@@ -269,6 +289,7 @@ static void measure_gpu(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t *
         st->copy_time += e->dur;
         st->copy_bytes += e->bytes > 0 ? e->bytes : 0;
         count(&m->gpu_dirs, copy_direction(s, e->name), e->bytes, e->dur);
+        per_direction(st, e);
         if (strstr(e->name, "Pageable")) {
             st->pageable++;
             st->pageable_bytes += e->bytes > 0 ? e->bytes : 0;
@@ -307,6 +328,9 @@ int sum_measure(sp_rep_set_t *s, sp_summary_t *m)
         st->busy_p = m->ndev ? st->busy[m->primary] : 0;
         st->idle_bp = m->ndev ? (int64_t)(sum_idle_pct(st, m->primary) * 100 + 0.5) : 0;
         st->mean_kernel = st->kernels ? st->kernel_time / st->kernels : 0;
+        st->h2d_gbps_m = gbps_milli(st->h2d_bytes, st->h2d_time);
+        st->d2h_gbps_m = gbps_milli(st->d2h_bytes, st->d2h_time);
+        st->d2d_gbps_m = gbps_milli(st->d2d_bytes, st->d2d_time);
     }
     return s->oom ? -1 : 0;
 }

@@ -21,6 +21,9 @@ typedef struct sum_step {
     int64_t busy[SUM_MAX_DEV];    /* union of GPU work inside [t0, t0 + wall), per device */
     int64_t kernels, kernel_time;
     int64_t copies, copy_time, copy_bytes;
+    /* The three directions a training step moves data in, and their GB/s
+     * (bytes per ns, x1000 so an integer field keeps three decimals). */
+    int64_t h2d_time, h2d_bytes, h2d_gbps_m, d2h_time, d2h_bytes, d2h_gbps_m, d2d_time, d2d_bytes, d2d_gbps_m;
     int64_t pageable, pageable_bytes, pageable_time;
     int64_t sets, set_time;
     int64_t gpu_syncs, gpu_sync_time;

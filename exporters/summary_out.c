@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { U_TIME, U_COUNT, U_PCT, U_BYTES };
+enum { U_TIME, U_COUNT, U_PCT, U_BYTES, U_GBPS };
 
 typedef struct metric {
     const char *head, *key;
@@ -31,6 +31,15 @@ static const metric_t metrics[] = {
     {"Copies", "copies", SUM_FIELD(copies), U_COUNT, 1},
     {"Copy time", "copy_us", SUM_FIELD(copy_time), U_TIME, 1},
     {"Copy bytes", "copy_bytes", SUM_FIELD(copy_bytes), U_BYTES, 1},
+    {"HtoD time", "h2d_us", SUM_FIELD(h2d_time), U_TIME, 1},
+    {"HtoD bytes", "h2d_bytes", SUM_FIELD(h2d_bytes), U_BYTES, 1},
+    {"HtoD GB/s", "h2d_gbps", SUM_FIELD(h2d_gbps_m), U_GBPS, 1},
+    {"DtoH time", "d2h_us", SUM_FIELD(d2h_time), U_TIME, 1},
+    {"DtoH bytes", "d2h_bytes", SUM_FIELD(d2h_bytes), U_BYTES, 1},
+    {"DtoH GB/s", "d2h_gbps", SUM_FIELD(d2h_gbps_m), U_GBPS, 1},
+    {"DtoD time", "d2d_us", SUM_FIELD(d2d_time), U_TIME, 1},
+    {"DtoD bytes", "d2d_bytes", SUM_FIELD(d2d_bytes), U_BYTES, 1},
+    {"DtoD GB/s", "d2d_gbps", SUM_FIELD(d2d_gbps_m), U_GBPS, 1},
     {"Sets", "sets", SUM_FIELD(sets), U_COUNT, 1},
     {"Set time", "set_us", SUM_FIELD(set_time), U_TIME, 1},
     {"GPU sync", "gpu_sync_us", SUM_FIELD(gpu_sync_time), U_TIME, 1},
@@ -49,6 +58,7 @@ static void fmt_value(char *buf, size_t len, int unit, double v, int avg)
     case U_TIME: sp_rep_fmt_time(buf, len, (int64_t)(v + 0.5)); break;
     case U_PCT: snprintf(buf, len, "%.2f%%", v / 100.0); break;
     case U_BYTES: sp_rep_fmt_bytes(buf, len, (int64_t)(v + 0.5)); break;
+    case U_GBPS: snprintf(buf, len, "%.3f", v / 1000.0); break;
     default: avg ? snprintf(buf, len, "%.1f", v) : snprintf(buf, len, "%.0f", v); break;
     }
 }
@@ -58,6 +68,7 @@ static void json_value(sp_rb_t *b, int unit, double v)
     switch (unit) {
     case U_TIME: sp_rb_printf(b, "%.3f", v / 1e3); break;
     case U_PCT: sp_rb_printf(b, "%.2f", v / 100.0); break;
+    case U_GBPS: sp_rb_printf(b, "%.3f", v / 1000.0); break;
     default: sp_rb_printf(b, "%.15g", v); break;
     }
 }

@@ -200,3 +200,16 @@ def test_graph_kernels_one_by_one_attributed_to_graph_launch():
     assert set(per_launch.values()) == {3}, per_launch
     flows = [e for e in t["traceEvents"] if e.get("ph") == "s"]
     assert len(flows) == 3, "one arrow per graph launch"
+
+
+def test_summary_copies_per_step_and_direction():
+    r, t = train_trace()
+    summary = r.trace().replace(".pt.trace.json", ".summary.json")
+    import json
+    steps = json.load(open(summary))["steps"]
+    assert [s["step"] for s in steps] == [2, 3, 4]
+    # train.cu: one pageable and one pinned 256 KiB batch upload, one 4-byte loss download per step;
+    # the stand-in copies at FAKECUDA_COPY_GBPS (20).
+    for s in steps:
+        assert s["h2d_bytes"] == 2 * 262144 and s["d2h_bytes"] == 4 and s["d2d_bytes"] == 0, s
+        assert abs(s["h2d_gbps"] - 20.0) < 0.1, s
