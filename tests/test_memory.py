@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import zlib
 
-from harness import PROGS, Skip, load, run
+from harness import BUILD, PROGS, Skip, load, run
 from check_trace import check
 
 KB, MB = 1 << 10, 1 << 20
@@ -359,3 +359,28 @@ def test_html_page_renders_points_step_markers_and_peak():
     assert blue > 500, f"the curve is not drawn ({blue} blue pixels in {w}x{h})"
     assert red > 20, f"the peak dot is not drawn ({red} red pixels)"
     assert len(tall) >= 2, f"the step markers are not drawn (tall grey columns: {tall})"
+
+
+def _table_column(table, column):
+    """Values of one column of a key-average table, in row order, as bytes."""
+    lines = table.splitlines()
+    seps = [i for i, l in enumerate(lines) if l.startswith("---")]
+    header = re.split(r"\s{2,}", lines[seps[0] + 1].strip())
+    idx = header.index(column)
+    units = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
+    out = []
+    for line in lines[seps[1] + 1:seps[2]]:
+        cell = re.split(r"\s{2,}", line.strip())[idx]
+        num, unit = cell.split()
+        out.append(float(num) * units[unit])
+    return out
+
+
+def test_table_memory_sort_keys():
+    r = run([mem_prog("mem_pattern")], env={"PROF_PROFILE_MEMORY": 1, "STEPS": 4})
+    tool = os.path.join(BUILD, "stepprof-report")
+    for key, column in (("self_cuda_memory_usage", "Self CUDA Mem"), ("cuda_memory_usage", "CUDA Mem")):
+        p = subprocess.run([tool, r.trace(), "--sort-by", key, "--row-limit", "-1"], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        values = _table_column(p.stdout, column)
+        assert values == sorted(values, reverse=True) and values[0] > 0, (key, values)

@@ -220,3 +220,16 @@ def test_names_escaped_and_rewritten():
     assert names.count(want) == 2, names
     thread = [e["args"]["name"] for e in t["traceEvents"] if e.get("name") == "thread_name"]
     assert any('q"b/t\tx' in n for n in thread), thread
+
+
+def test_finalize_timeout_expiry_loses_only_the_last_cycle():
+    """An export still running when finalize_timeout_s expires is given up:
+    the program exits with its own status, one line says so, and nothing that
+    looks like a trace is left half-written."""
+    r = run([prog("threads"), "8", "20000"], env={"FAKECUDA_KERNEL_NS": 0, "PROF_CUPTI": 0,
+                                                  "PROF_FINALIZE_TIMEOUT_S": 0})
+    assert r.returncode == 0 and "total_launches 160000" in r.stdout, r.stderr
+    lost = [l for l in r.sp_lines if "finalize_timeout_s" in l]
+    assert len(lost) == 1 and "lost" in lost[0], r.sp_lines
+    for path in r.traces():   # if the writer won the race, its file is complete
+        assert_valid(path)
