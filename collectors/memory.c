@@ -547,6 +547,14 @@ void sp_mem_window_close(uint32_t window, int at_exit)
     pthread_mutex_unlock(&lock);
 }
 
+sp_mem_block_t *sp_mem_live_now(size_t *n, int64_t *sum)
+{
+    pthread_mutex_lock(&lock);
+    sp_mem_block_t *v = live_blocks(-2, n, sum, 0);
+    pthread_mutex_unlock(&lock);
+    return v;
+}
+
 sp_mem_cycle_t *sp_mem_cycle_take(uint32_t window)
 {
     sp_mem_cycle_t *c = NULL;

@@ -160,6 +160,10 @@ typedef struct sp_mem_cycle {
  * totals filled, live blocks largest first), handed over to the caller;
  * NULL when memory profiling is off. Free with sp_mem_cycle_free. */
 sp_mem_cycle_t *sp_mem_cycle_take(uint32_t window);
+
+/* The blocks allocated right now, largest first (malloc'ed, *n of them, their
+ * bytes summed in *sum); NULL when there are none or memory is short. */
+sp_mem_block_t *sp_mem_live_now(size_t *n, int64_t *sum);
 void sp_mem_cycle_free(sp_mem_cycle_t *c);
 
 #endif

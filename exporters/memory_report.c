@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "memory_report.h"
 
+#include "../collectors/clock.h"
 #include "../collectors/log.h"
 #include "../collectors/strings.h"
 #include "outfile.h"
@@ -441,5 +442,34 @@ int sp_memreport_write(const sp_export_job_t *job, const char *stem, const sp_me
     out_of_memory(&b, m);
     int rc = sp_memrep_write_file(job, stem, ".memory.txt", &b);
     sp_rb_free(&b);
+    return rc;
+}
+
+int sp_memrep_write_exit(const char *output_dir, const char *worker)
+{
+    size_t n = 0;
+    int64_t total = 0;
+    sp_mem_block_t *v = sp_mem_live_now(&n, &total);
+    if (!v)
+        return 0;
+    sp_export_job_t job;
+    memset(&job, 0, sizeof job);
+    snprintf(job.output_dir, sizeof job.output_dir, "%s", output_dir);
+    char stem[512], by[32], dev[32], st[32];
+    sp_outfile_stem(stem, sizeof stem, worker, sp_clock_mono_ns() + (uint64_t)sp_clock_epoch_offset());
+    sp_rb_t b;
+    sp_rb_init(&b);
+    sp_rb_printf(&b, "== Alive at exit: %zu blocks, %s (largest first) ==\n", n, bytes_text(by, sizeof by, total));
+    for (size_t i = 0; i < n && i < LIST_MAX; i++) {
+        step_text(st, sizeof st, v[i].step);
+        sp_rb_printf(&b, "      0x%-14" PRIx64 " %11s  %-11s  %-20s step %-4s stream %" PRIu64 "\n", v[i].addr,
+                     bytes_text(by, sizeof by, (int64_t)v[i].bytes), sp_memrep_slot_name(v[i].slot, dev, sizeof dev),
+                     v[i].api ? v[i].api : "(CUPTI)", st, v[i].stream);
+    }
+    if (n > LIST_MAX)
+        sp_rb_printf(&b, "      ... %zu more\n", n - LIST_MAX);
+    int rc = sp_memrep_write_file(&job, stem, ".memory_exit.txt", &b);
+    sp_rb_free(&b);
+    free(v);
     return rc;
 }

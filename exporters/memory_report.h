@@ -37,4 +37,9 @@ int sp_memrep_write_file(const sp_export_job_t *job, const char *stem, const cha
 int sp_memreport_write(const sp_export_job_t *job, const char *stem, const sp_mem_cycle_t *m,
                        const sp_event_ref_t *ev, size_t n);
 
+/* At the end of a process whose last cycle ended earlier (so no cycle report
+ * can list them): <dir>/<worker>.<unix_ns>.memory_exit.txt with the blocks
+ * still allocated, largest first. 0 on success or when there are none. */
+int sp_memrep_write_exit(const char *output_dir, const char *worker);
+
 #endif

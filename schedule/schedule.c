@@ -16,6 +16,7 @@
 #include "../collectors/log.h"
 #include "../collectors/stacks.h"
 #include "../exporters/export.h"
+#include "../exporters/memory_report.h"
 #include "../inject/markers.h"
 #include "plan.h"
 
@@ -397,6 +398,11 @@ static int finish(int truncated, double timeout_s, int try_lock, int close_windo
                 if (step >= 0)
                     emit_step(now);
                 close_record_window(now, truncated || !whole ? SP_TRUNC_END : 0);
+            } else if (cfg.profile_memory && cycle > 0 && !truncated) {
+                /* The last cycle's report could not list what is still allocated at exit. */
+                char worker[256];
+                worker_name(worker, sizeof worker);
+                sp_memrep_write_exit(cfg.output_dir, worker);
             }
             sp_ev_set_gate(0);
         }

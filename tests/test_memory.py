@@ -384,3 +384,16 @@ def test_table_memory_sort_keys():
         assert p.returncode == 0, p.stderr
         values = _table_column(p.stdout, column)
         assert values == sorted(values, reverse=True) and values[0] > 0, (key, values)
+
+
+def test_blocks_alive_at_exit_after_the_last_cycle():
+    """The last cycle ended before the process did: a separate exit report
+    lists what is still allocated (the 3 deliberate leaks of mem_pattern)."""
+    r = run([mem_prog("mem_pattern")], env=SCHEDULE)
+    assert r.returncode == 0, r.stderr
+    exits = [f for f in r.files() if f.endswith(".memory_exit.txt")]
+    assert len(exits) == 1, r.files()
+    text = open(os.path.join(r.outdir, exits[0])).read()
+    assert text.startswith("== Alive at exit: 3 blocks, 634.77 KB (largest first) =="), text
+    assert [l.split()[1:3] for l in text.splitlines()[1:]] == [["341.80", "KB"], ["195.31", "KB"], ["97.66", "KB"]]
+    assert len(r.traces()) == 1, "no extra trace for the exit report"
