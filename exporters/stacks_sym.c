@@ -6,6 +6,7 @@
  * a mutex: the exporter thread and an at-exit export may overlap. */
 #define _GNU_SOURCE
 #include "../collectors/kernels.h"
+#include "symtab.h"
 #include "stacks_sym.h"
 
 #include "../collectors/stacks.h"
@@ -37,7 +38,13 @@ static void frame_text(sp_rb_t *b, uintptr_t pc, int innermost, const void *own_
     if (!*mod)
         mod = "?";
     if (!info.dli_sname || !info.dli_saddr) {
-        sp_rb_printf(b, "%s+0x%lx", mod, (unsigned long)(pc - (uintptr_t)info.dli_fbase));
+        uintptr_t off = 0;
+        const char *local = sp_symtab_exe_lookup(at, &off);
+        const char *pretty = local ? sp_kern_demangle(local) : NULL;
+        if (local)
+            sp_rb_printf(b, "%s+0x%lx (%s)", pretty ? pretty : local, (unsigned long)(off + (pc - at)), mod);
+        else
+            sp_rb_printf(b, "%s+0x%lx", mod, (unsigned long)(pc - (uintptr_t)info.dli_fbase));
         return;
     }
     const char *pretty = sp_kern_demangle(info.dli_sname);

@@ -397,3 +397,15 @@ def test_blocks_alive_at_exit_after_the_last_cycle():
     assert text.startswith("== Alive at exit: 3 blocks, 634.77 KB (largest first) =="), text
     assert [l.split()[1:3] for l in text.splitlines()[1:]] == [["341.80", "KB"], ["195.31", "KB"], ["97.66", "KB"]]
     assert len(r.traces()) == 1, "no extra trace for the exit report"
+
+
+def test_leaks_grouped_by_stack_with_with_stack():
+    r = run([mem_prog("mem_pattern")], env={**SCHEDULE, "PROF_WITH_STACK": 1})
+    assert r.returncode == 0, r.stderr
+    text = open(stem_file(r, ".memory.txt")).read()
+    leaks = section(text, "Leaks")
+    groups = [l for l in leaks.splitlines() if " <- " in l]
+    # leak_b once, leak_a twice from two call sites in main: three distinct stacks
+    assert len(groups) == 3, leaks
+    assert groups[0].split()[:3] == ["341.80", "KB", "1"] and "leak_b+0x" in groups[0] and "<- main+0x" in groups[0]
+    assert sum("leak_a+0x" in g for g in groups) == 2

@@ -539,3 +539,17 @@ def test_stacks_in_trace_table_and_collapsed_files():
     if cuda_files:
         with open(cuda_files[0]) as f:
             assert tool(r.trace(), "--stacks", "self_cuda_time_total").stdout == f.read()
+
+
+def test_stacks_of_an_nvcc_program_name_its_own_functions():
+    """nvcc programs export none of their functions; the executable's symbol
+    table still names them (C++ demangled) in the collapsed stacks."""
+    r = run([prog("train")], env={"STEPS": 2, "PROF_WITH_STACK": 1})
+    assert r.returncode == 0, r.stderr
+    stacks = [f for f in r.files() if f.endswith(".stacks.txt")]
+    assert len(stacks) == 1, r.files()
+    lines = open(os.path.join(r.outdir, stacks[0])).read().splitlines()
+    launches = [l for l in lines if l.rsplit(" ", 1)[0].endswith(";__cudaLaunchKernel")]
+    assert launches and all(";main+0x" in l for l in launches), launches[:3]
+    assert any("model::forward_kernel" in l or "forward_kernel" in l for l in launches), launches[:3]
+    assert not any(";train+0x" in l for l in lines), [l for l in lines if ";train+0x" in l][:3]
