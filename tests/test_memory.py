@@ -2,6 +2,7 @@
 a known allocation pattern (tests/programs/mem_*.c) must give exactly the expected trace events,
 counter values, per-step figures, leak list and out-of-memory report, and the HTML page must render in
 headless Chromium with the expected points, step markers and peak."""
+import json
 import os
 import re
 import shutil
@@ -409,3 +410,19 @@ def test_leaks_grouped_by_stack_with_with_stack():
     assert len(groups) == 3, leaks
     assert groups[0].split()[:3] == ["341.80", "KB", "1"] and "leak_b+0x" in groups[0] and "<- main+0x" in groups[0]
     assert sum("leak_a+0x" in g for g in groups) == 2
+
+
+def test_every_allocator_counted_with_its_size_and_side():
+    """calls_all makes one call of each allocator: device-side ones count on
+    the GPU (managed too; pitched as pitch x height), pinned host ones on the
+    CPU, with the sizes the program itself recorded."""
+    d = tempfile.mkdtemp(prefix="sp-test-")
+    r = run([os.path.join(PROGS, "calls_all"), os.path.join(d, "exp.json")], env={"PROF_PROFILE_MEMORY": 1})
+    assert r.returncode == 0, r.stderr
+    calls = {c["name"]: c for c in json.load(open(os.path.join(d, "exp.json")))}
+    allocs = [(e["args"]["Bytes"], e["args"]["Device Type"]) for e in memory_events(load(r.trace()))
+              if e["args"]["Bytes"] > 0]
+    pitch = calls["cudaMallocPitch"]
+    assert allocs == [(calls["cudaMalloc"]["bytes"], 1), (calls["cudaMallocAsync"]["bytes"], 1),
+                      (calls["cudaMallocHost"]["bytes"], 0), (calls["cudaHostAlloc"]["bytes"], 0),
+                      (calls["cudaMallocManaged"]["bytes"], 1), (pitch["pitch"] * pitch["height"], 1)], allocs
