@@ -37,9 +37,17 @@ static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_a
     if (!recording(r->window))
         return;
     sp_thread_t *t = sp_ev_thread();
-    sp_event_t *e = t ? sp_ev_reserve(t, r->window) : NULL;
-    if (!e)
+    /* The interposers' recursion guard: a signal handler's NVTX (or CUDA)
+     * call that interrupts this one on the same thread is not stored, rather
+     * than writing into the record this call is filling. */
+    if (!t || t->in_hook)
         return;
+    t->in_hook = 1;
+    sp_event_t *e = sp_ev_reserve(t, r->window);
+    if (!e) {
+        t->in_hook = 0;
+        return;
+    }
     e->t0 = r->t0;
     e->t1 = t1;
     e->name = r->name;
@@ -51,7 +59,9 @@ static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_a
     e->aux = 0;
     e->a[0] = depth_arg;
     e->a[1] = e->a[2] = e->a[3] = e->a[4] = 0;
+    e->stack = 0;
     sp_ev_commit(t);
+    t->in_hook = 0;
 }
 
 void sp_range_push(uint32_t name)
