@@ -6,3 +6,11 @@ const sp_api_info_t sp_api_table[SP_API_COUNT] = {
     SP_API_LIST(SP_API_ROW)
 #undef SP_API_ROW
 };
+
+const char *sp_api_copy_kind_name(uint64_t k)
+{
+    static const char *const names[] = {"HtoH", "HtoD", "DtoH", "DtoD", "Default"};
+    if (k < sizeof names / sizeof names[0])
+        return names[k];
+    return k == SP_COPY_PEER ? "PtoP" : "Unknown";
+}

@@ -6,6 +6,8 @@
 #ifndef SP_API_H
 #define SP_API_H
 
+#include <stdint.h>
+
 enum sp_api_shape {
     SP_SHAPE_LAUNCH,     /* a[0]=func a[1]=grid.x|y<<32 a[2]=block.x|y<<32 a[3]=stream
                             a[4]=grid.z|block.z<<32 aux=dynamic shared memory */
@@ -87,5 +89,8 @@ typedef struct sp_api_info {
 } sp_api_info_t;
 
 extern const sp_api_info_t sp_api_table[SP_API_COUNT];
+
+/* "HtoD" for a recorded cudaMemcpyKind (a[2] of a copy), "PtoP" for peer copies. */
+const char *sp_api_copy_kind_name(uint64_t kind);
 
 #endif

@@ -132,8 +132,7 @@ sp_event_t *sp_ev_reserve_slow(sp_thread_t *t)
         c = free_list;
         free_list = c->next_free;
     } else if (pool_next < pool_chunks) {
-        c = chunk_at(pool_next);
-        c->index = pool_next++;
+        c = chunk_at(pool_next++);
         sp_prefault_need((size_t)pool_next * SP_CHUNK_BYTES);
     }
     if (c) {

@@ -48,7 +48,6 @@ typedef struct sp_chunk {
     _Atomic uint32_t count;    /* records published by the owner */
     uint32_t consumed;         /* exporter's cursor: records before it are done */
     _Atomic int retired;       /* owner has moved on to another chunk */
-    uint32_t index;
     struct sp_thread *owner;
     struct sp_chunk *next_free;
     uint64_t pad;

@@ -303,32 +303,35 @@ static void gpu_args(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext)
     sp_jw_puts(w, "}},\n");
 }
 
-static void write_gpu_event(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext, uint64_t base)
+const char *sp_gpuv_name(const sp_gpu_event_t *e, char *buf, size_t len)
 {
-    char name[128];
-    int64_t ts = (int64_t)(e->start - base), dur = (int64_t)(e->end - e->start);
     switch (e->kind) {
     case SP_GPU_KERNEL: {
         const char *k = sp_str_get(e->name);
         const char *d = sp_kern_demangle(k);
-        slice(w, "kernel", d ? d : k, e->device, e->stream, ts, dur);
-        break;
+        return d ? d : k;
     }
     case SP_GPU_MEMCPY:
-        snprintf(name, sizeof name, "Memcpy %s (%s -> %s)", copy_kind(e->copy_kind), mem_kind(e->src_kind),
+        snprintf(buf, len, "Memcpy %s (%s -> %s)", copy_kind(e->copy_kind), mem_kind(e->src_kind),
                  mem_kind(e->dst_kind));
-        slice(w, "gpu_memcpy", name, e->device, e->stream, ts, dur);
-        break;
+        return buf;
     case SP_GPU_MEMSET:
-        snprintf(name, sizeof name, "Memset (%s)", mem_kind(e->value));
-        slice(w, "gpu_memset", name, e->device, e->stream, ts, dur);
-        break;
-    case SP_GPU_SYNC:
-        slice(w, "cuda_sync", sync_name(e->sync_type), gpu_pid(e), gpu_tid(e), ts, dur);
-        break;
+        snprintf(buf, len, "Memset (%s)", mem_kind(e->value));
+        return buf;
     default:
-        return;
+        return sync_name(e->sync_type);
     }
+}
+
+static void write_gpu_event(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext, uint64_t base)
+{
+    static const char *const cats[] = {[SP_GPU_KERNEL] = "kernel", [SP_GPU_MEMCPY] = "gpu_memcpy",
+                                       [SP_GPU_MEMSET] = "gpu_memset", [SP_GPU_SYNC] = "cuda_sync"};
+    if (e->kind >= sizeof cats / sizeof cats[0] || !cats[e->kind])
+        return;
+    char name[128];
+    slice(w, cats[e->kind], sp_gpuv_name(e, name, sizeof name), gpu_pid(e), gpu_tid(e), (int64_t)(e->start - base),
+          (int64_t)(e->end - e->start));
     gpu_args(w, e, ext);
 }
 

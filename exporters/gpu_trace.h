@@ -31,6 +31,10 @@ void sp_gpuv_free(sp_gpu_view_t *v);
 /* For a host API event: CUPTI's record of the same call, or NULL. */
 const sp_gpu_event_t *sp_gpuv_match(const sp_gpu_view_t *v, size_t host_index);
 
+/* The trace name of a GPU record: demangled kernel, "Memcpy HtoD (Pageable ->
+ * Device)", "Memset (Device)", "Stream Sync"...; may use buf. */
+const char *sp_gpuv_name(const sp_gpu_event_t *e, char *buf, size_t len);
+
 void sp_gpuv_write_device_props(sp_jw_t *w, const sp_gpu_view_t *v);
 void sp_gpuv_write_metadata(sp_jw_t *w, const sp_gpu_view_t *v);
 /* Everything GPU-side plus CUPTI API records no host event claimed. */

@@ -4,7 +4,7 @@
  * its end. Bytes print in 1024 steps like the key-average table; times are
  * milliseconds from the window's start. A block's "where" is its stack
  * (with_stack) or else the return address into the code that called CUDA,
- * named with dladdr like the stacks files; CUPTI-only records have neither. */
+ * named like a frame of the stacks files; CUPTI-only records have neither. */
 #define _GNU_SOURCE
 #include "memory_report.h"
 
@@ -15,7 +15,6 @@
 #include "stacks_sym.h"
 #include "table.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -94,17 +93,10 @@ static void step_text(char *buf, size_t len, long step)
 /* "function+0xOFF (module)", "module+0xOFF", or the bare address. */
 static void site_text(sp_rb_t *b, uintptr_t pc)
 {
-    Dl_info info;
-    if (!pc || !dladdr((void *)(pc - 1), &info) || !info.dli_fname) {
-        sp_rb_printf(b, pc ? "0x%lx" : "(seen by CUPTI only: no call site)", (unsigned long)pc);
-        return;
-    }
-    const char *mod = strrchr(info.dli_fname, '/');
-    mod = mod ? mod + 1 : info.dli_fname;
-    if (info.dli_sname && info.dli_saddr)
-        sp_rb_printf(b, "%s+0x%lx (%s)", info.dli_sname, (unsigned long)(pc - (uintptr_t)info.dli_saddr), mod);
+    if (!pc)
+        sp_rb_puts(b, "(seen by CUPTI only: no call site)");
     else
-        sp_rb_printf(b, "%s+0x%lx", mod, (unsigned long)(pc - (uintptr_t)info.dli_fbase));
+        sp_stacks_frame_text(b, pc, 0);
 }
 
 /* The innermost frames of a stack, innermost first, or the call site. */

@@ -23,14 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *copy_kind(uint64_t k)
-{
-    static const char *const names[] = {"HtoH", "HtoD", "DtoH", "DtoD", "Default"};
-    if (k < sizeof names / sizeof names[0])
-        return names[k];
-    return k == SP_COPY_PEER ? "PtoP" : "Unknown";
-}
-
 /* The trace writer's name rules, so names compare equal after a round trip. */
 static const char *trace_name(sp_rep_set_t *s, const char *raw)
 {
@@ -66,7 +58,7 @@ static void api_fields(sp_rep_set_t *s, sp_rep_event_t *r, const sp_event_t *e)
         break;
     }
     case SP_SHAPE_COPY:
-        r->kind = sp_rep_intern(s, copy_kind(e->a[2]));
+        r->kind = sp_rep_intern(s, sp_api_copy_kind_name(e->a[2]));
         __attribute__((fallthrough)); /* copies, sets and allocations all have bytes in a[1] */
     case SP_SHAPE_SET:
     case SP_SHAPE_ALLOC:
@@ -76,34 +68,6 @@ static void api_fields(sp_rep_set_t *s, sp_rep_event_t *r, const sp_event_t *e)
     default:
         break;
     }
-}
-
-/* Names as gpu_trace.c writes them (its tables are file-local there). */
-static const char *gpu_name(const sp_gpu_event_t *g, char *buf, size_t len)
-{
-    static const char *const copy[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                       "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
-    static const char *const mem[] = {"Unknown", "Pageable", "Pinned", "Device", "Array", "Managed", "Device Static",
-                                      "Managed Static"};
-    static const char *const sync[] = {"Unknown Sync", "Event Sync", "Stream Wait Event", "Stream Sync",
-                                       "Context Sync"};
-#define PICK(t, i) ((size_t)(i) < sizeof t / sizeof t[0] ? t[i] : t[0])
-    switch (g->kind) {
-    case SP_GPU_KERNEL: {
-        const char *k = sp_str_get(g->name), *d = sp_kern_demangle(k);
-        return d ? d : k;
-    }
-    case SP_GPU_MEMCPY:
-        snprintf(buf, len, "Memcpy %s (%s -> %s)", PICK(copy, g->copy_kind), PICK(mem, g->src_kind),
-                 PICK(mem, g->dst_kind));
-        return buf;
-    case SP_GPU_MEMSET:
-        snprintf(buf, len, "Memset (%s)", PICK(mem, g->value));
-        return buf;
-    default:
-        return PICK(sync, g->sync_type);
-    }
-#undef PICK
 }
 
 static void add_gpu(sp_rep_set_t *s, const sp_gpu_event_t *g, long pid, uint64_t base_ns)
@@ -130,7 +94,7 @@ static void add_gpu(sp_rep_set_t *s, const sp_gpu_event_t *g, long pid, uint64_t
         r->tid = g->tid;
         return;
     }
-    r->name = trace_name(s, gpu_name(g, buf, sizeof buf));
+    r->name = trace_name(s, sp_gpuv_name(g, buf, sizeof buf));
     r->pid = g->kind == SP_GPU_SYNC ? 0 : g->device;
     r->tid = g->stream;
     r->device = (int)g->device;

@@ -23,15 +23,24 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char **cache;        /* by id; "" = symbolized to nothing */
 static uint32_t cache_cap;
 
-static void frame_text(sp_rb_t *b, uintptr_t pc, int innermost, const void *own_base)
+static const void *own_base(void)
 {
+    Dl_info self;
+    return dladdr((void *)(uintptr_t)&own_base, &self) ? self.dli_fbase : NULL;
+}
+
+void sp_stacks_frame_text(sp_rb_t *b, uintptr_t pc, int innermost)
+{
+    static const void *own;
+    if (!own)
+        own = own_base();
     Dl_info info;
     uintptr_t at = innermost ? pc : pc - 1;
     if (!dladdr((void *)at, &info) || !info.dli_fname) {
         sp_rb_printf(b, "0x%lx", (unsigned long)pc);
         return;
     }
-    if (info.dli_fbase == own_base)
+    if (info.dli_fbase == own)
         return;
     const char *mod = strrchr(info.dli_fname, '/');
     mod = mod ? mod + 1 : info.dli_fname;
@@ -58,8 +67,6 @@ static char *symbolize(uint32_t id)
     const uintptr_t *pc = sp_stack_get(id, &n);
     if (!pc)
         return NULL;
-    Dl_info self;
-    const void *own_base = dladdr((void *)(uintptr_t)&symbolize, &self) ? self.dli_fbase : NULL;
     sp_rb_t b;
     sp_rb_init(&b);
     for (size_t i = n; i-- > 0;) {
@@ -67,7 +74,7 @@ static char *symbolize(uint32_t id)
         if (b.n)
             sp_rb_puts(&b, ";");
         size_t start = b.n;
-        frame_text(&b, pc[i], i == 0, own_base);
+        sp_stacks_frame_text(&b, pc[i], i == 0);
         if (b.oom)
             break;
         if (b.n == start) {          /* a dropped frame: take back its separator */

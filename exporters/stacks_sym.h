@@ -9,6 +9,11 @@
 #include <stdint.h>
 
 struct sp_jw;
+struct sp_rb;
+
+/* One frame: "function+0xOFF (module)", "module+0xOFF", or nothing for a
+ * frame inside libstepprof. innermost: pc is not a return address. */
+void sp_stacks_frame_text(struct sp_rb *b, uintptr_t pc, int innermost);
 
 /* Text of stack id, cached for the life of the process; NULL for id 0, an
  * unknown id, or a stack with no frame left. */

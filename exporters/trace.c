@@ -33,14 +33,6 @@ typedef struct ctx {
     const sp_gpu_view_t *gpu;
 } ctx_t;
 
-static const char *copy_kind_name(uint64_t k)
-{
-    static const char *const names[] = {"HtoH", "HtoD", "DtoH", "DtoD", "Default"};
-    if (k < sizeof names / sizeof names[0])
-        return names[k];
-    return k == SP_COPY_PEER ? "PtoP" : "Unknown";
-}
-
 static uint64_t correlation(const sp_event_ref_t *r)
 {
     return ((uint64_t)r->thread->slot << 32) | r->ev.corr;
@@ -98,7 +90,7 @@ static void api_args(sp_jw_t *w, const sp_event_t *e)
         break;
     case SP_SHAPE_COPY:
         sp_jw_printf(w, ", \"bytes\": %" PRIu64 ", \"kind\": \"%s\", \"dst\": %" PRIu64 ", \"src\": %" PRIu64, e->a[1],
-                     copy_kind_name(e->a[2]), e->a[0], e->a[4]);
+                     sp_api_copy_kind_name(e->a[2]), e->a[0], e->a[4]);
         if (e->a[2] == SP_COPY_PEER)
             sp_jw_printf(w, ", \"dstDevice\": %u, \"srcDevice\": %u", e->aux & 0xffffu, e->aux >> 16);
         break;

@@ -181,7 +181,6 @@ static void after_fork_child(void)
 __attribute__((constructor)) static void stepprof_init(void)
 {
     int saved = errno;
-    sp_sched_preinit();
     sp_claim_injection_env("NVTX_INJECTION64_PATH", (void *)InitializeInjectionNvtx2);
     sp_claim_injection_env("CUDA_INJECTION64_PATH", (void *)InitializeInjection);
     warn_static_cudart();

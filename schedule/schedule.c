@@ -439,10 +439,6 @@ void sp_sched_exit_handler(void)
     sp_sched_finish(0);
 }
 
-void sp_sched_preinit(void)
-{
-}
-
 void sp_sched_after_fork_child(void)
 {
     pthread_mutex_init(&lock, NULL);

@@ -13,7 +13,6 @@
 extern volatile sig_atomic_t sp_sched_signal_flag;
 void sp_sched_poll_signal(void);
 
-void sp_sched_preinit(void);          /* constructor: nothing costly */
 void sp_sched_activate(void);         /* first intercepted CUDA call */
 void sp_sched_boundary(void);         /* a step marker fired on this thread */
 void sp_sched_profiler_api(int start);/* cudaProfilerStart (1) / Stop (0) */
