@@ -3,11 +3,26 @@
  * space, ';', tab and newline turned into '_'. Unlike torch, the API call's
  * own name closes each stack: it stands in for the interposer frame that was
  * dropped, and tells a launch from a synchronize in the same function.
- * Identical stacks are not merged (flamegraph.pl and speedscope sum them). */
+ * Identical stacks are summed before the rounding, as stackcollapse does:
+ * rounding each call alone would drop every call shorter than 1 us (most of
+ * them, on a fast launch path). Lines come out sorted by stack text. */
 #include "stacks_out.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
+
+typedef struct line {
+    const char *stack, *name;
+    int64_t ns;
+} line_t;
+
+static int cmp_line(const void *a, const void *b)
+{
+    const line_t *x = a, *y = b;
+    int c = strcmp(x->stack, y->stack);
+    return c ? c : strcmp(x->name, y->name);
+}
 
 static void frame(sp_rb_t *b, const char *s, size_t n)
 {
@@ -27,22 +42,35 @@ int sp_rep_stacks(const sp_rep_set_t *s, const char *metric, sp_rb_t *out)
         cuda = 1;
     else
         return -1;
+    line_t *v = malloc((s->n ? s->n : 1) * sizeof *v);
+    if (!v)
+        return -1;
+    size_t n = 0;
     for (size_t i = 0; i < s->n; i++) {
         const sp_rep_event_t *e = &s->ev[i];
-        if (!e->stack || !sp_rep_is_host(e->cat))
-            continue;
-        int64_t us = (cuda ? e->cuda_total : e->self_cpu) / 1000;
-        if (us <= 0)
-            continue;
-        for (const char *p = e->stack; *p;) {
-            size_t n = strcspn(p, ";");
-            frame(out, p, n);
-            sp_rb_add(out, ";", 1);
-            p += n + (p[n] == ';');
-        }
-        frame(out, e->name, strlen(e->name));
-        sp_rb_printf(out, " %" PRId64 "\n", us);
+        int64_t ns = cuda ? e->cuda_total : e->self_cpu;
+        if (e->stack && sp_rep_is_host(e->cat) && ns > 0)
+            v[n++] = (line_t){e->stack, e->name, ns};
     }
+    qsort(v, n, sizeof *v, cmp_line);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        int64_t ns = 0;
+        while (j < n && cmp_line(&v[i], &v[j]) == 0)
+            ns += v[j++].ns;
+        if (ns >= 1000) {
+            for (const char *p = v[i].stack; *p;) {
+                size_t k = strcspn(p, ";");
+                frame(out, p, k);
+                sp_rb_add(out, ";", 1);
+                p += k + (p[k] == ';');
+            }
+            frame(out, v[i].name, strlen(v[i].name));
+            sp_rb_printf(out, " %" PRId64 "\n", ns / 1000);
+        }
+        i = j;
+    }
+    free(v);
     return out->oom ? -1 : 0;
 }
 

@@ -515,7 +515,7 @@ def test_stacks_in_trace_table_and_collapsed_files():
     launches = [e for e in t["traceEvents"] if e.get("name") == "cudaLaunchKernel" and e.get("ph") == "X"]
     if not any("Call stack" in e["args"] for e in launches):
         raise Skip("with_stack is not wired yet (sp_event_t.stack, sp_stack_capture in the interposer)")
-    assert len(launches) == 4
+    assert len(launches) == 2 * 2 * 100   # 2 recorded steps x 2 launch() calls x LAUNCHES_PER_CALL
     for e in launches:
         assert frames_in_order(e["args"]["Call stack"], CHAIN), e["args"]["Call stack"]
         assert "libstepprof" not in e["args"]["Call stack"] and "sp_" not in e["args"]["Call stack"]
@@ -553,3 +553,25 @@ def test_stacks_of_an_nvcc_program_name_its_own_functions():
     assert launches and all(";main+0x" in l for l in launches), launches[:3]
     assert any("model::forward_kernel" in l or "forward_kernel" in l for l in launches), launches[:3]
     assert not any(";train+0x" in l for l in lines), [l for l in lines if ";train+0x" in l][:3]
+
+
+def test_collapsed_stacks_sum_identical_stacks_before_rounding():
+    """Two 0.6 us calls with one stack are 1 us together: summing before the
+    integer-microsecond rounding keeps short calls from vanishing."""
+    src = json.load(open(os.path.join(ROOT, "tests", "golden", "small.pt.trace.json")))
+    launches = [e for e in src["traceEvents"] if e.get("cat") == "cuda_runtime" and "Call stack" in e["args"]]
+    stack = launches[0]["args"]["Call stack"]
+    for e in launches:
+        e["dur"] = 0.6
+        e["args"]["Call stack"] = stack
+    d = tempfile.mkdtemp(prefix="sp-test-")
+    path = os.path.join(d, "short.pt.trace.json")
+    with open(path, "w") as f:
+        json.dump(src, f)
+    lines = tool(path, "--stacks", "self_cpu_time_total").stdout.splitlines()
+    by_name = {}
+    for l in lines:
+        by_name.setdefault(l.rsplit(";", 1)[1].split(" ")[0], []).append(int(l.rsplit(" ", 1)[1]))
+    n = {name: sum(1 for e in launches if e["name"] == name) for name in {e["name"] for e in launches}}
+    # each API name's calls share one stack now: one line each, floor(0.6 us x calls)
+    assert {k: v for k, v in by_name.items() if k in n} == {k: [int(0.6 * c + 1e-9)] for k, c in n.items()}, lines

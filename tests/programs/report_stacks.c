@@ -5,6 +5,9 @@
  * optimization off and linked -rdynamic (reports.mk), so each keeps a frame with a dynamic symbol
  * that dladdr can name. Steps are NVTX ranges "train_step".
  *
+ * launch() issues LAUNCHES_PER_CALL launches, so each launch stack holds whole microseconds of
+ * CPU time even where one launch takes a fraction of one (the collapsed stacks count integer us).
+ *
  * Usage: report_stacks [STEPS]   (else $STEPS, else 6). Stdout: `done`. Exit 0.
  */
 #include <stdio.h>
@@ -19,10 +22,13 @@
 volatile int stack_kernel_mark;
 void stack_kernel(void) { stack_kernel_mark = 1; }
 
+enum { LAUNCHES_PER_CALL = 100 };
+
 __attribute__((noinline)) void launch(cudaStream_t s)
 {
     dim3 g = {64, 1, 1}, b = {128, 1, 1};
-    CHECK(cudaLaunchKernel((const void *)stack_kernel, g, b, NULL, 0, s));
+    for (int i = 0; i < LAUNCHES_PER_CALL; i++)
+        CHECK(cudaLaunchKernel((const void *)stack_kernel, g, b, NULL, 0, s));
 }
 
 __attribute__((noinline)) void forward(cudaStream_t s)
