@@ -25,6 +25,7 @@
 /* Domain handles point at one of these; NULL is NVTX's default domain. */
 typedef struct domain {
     uint32_t name;
+    int marker;    /* does the marker's @DOMAIN match: 0 not known yet, 1 no, 2 yes */
 } domain_t;
 
 /* Per-string-id marker match cache: 0 unknown, 1 no, 2 yes. Grown under a
@@ -33,13 +34,23 @@ static unsigned char *match_cache;
 static size_t match_cap;
 static pthread_mutex_t match_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Settled once per domain: the glob and the string lock stay off later pushes. */
+static int domain_matches(domain_t *d, const char *glob)
+{
+    if (!d->marker)
+        d->marker = fnmatch(glob, sp_str_get(d->name), 0) == 0 ? 2 : 1;
+    return d->marker == 2;
+}
+
 static int marker_matches(uint32_t name, const domain_t *dom)
 {
     const sp_config_t *cfg = sp_sched_config();
     if (!cfg || cfg->marker.kind != SP_MARK_NVTX)
         return 0;
     const char *want = cfg->marker.scope;
-    if (want[0] ? !dom || fnmatch(want, sp_str_get(dom->name), 0) != 0 : dom != NULL)
+    if (!want[0] != !dom)   /* a scoped marker matches domain ranges only, a plain one none */
+        return 0;
+    if (dom && !domain_matches((domain_t *)dom, want))
         return 0;
     if (name < match_cap && match_cache[name])
         return match_cache[name] == 2;
@@ -126,7 +137,7 @@ static nvtxStringHandle_t nv_DomainRegisterStringA(nvtxDomainHandle_t d, const c
 
 static nvtxDomainHandle_t nv_DomainCreateA(const char *name)
 {
-    domain_t *d = malloc(sizeof *d);
+    domain_t *d = calloc(1, sizeof *d);
     if (d)
         d->name = sp_str_intern(name);
     return (nvtxDomainHandle_t)d;
