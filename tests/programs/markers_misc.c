@@ -7,8 +7,9 @@
  *   markers_misc profiler     — cudaProfilerStart before step 3 and cudaProfilerStop after step 5,
  *                               again around steps 8..9 (two capture ranges, as nsys sees them).
  *   markers_misc signal       — like nvtx-domain but default-domain "train_step" ranges and a
- *                               STEP_SLEEP_MS (default 30) sleep per step, so a test can send a signal
- *                               to the running process; prints "step N" (flushed) at each step start.
+ *                               STEP_SLEEP_MS (default 30) sleep at the start of each step, after
+ *                               printing "step N" (flushed), so a signal a test sends on reading that
+ *                               line arrives before step N's first call.
  *   markers_misc graph        — a CUDA graph of three kernel nodes (a, b, a), launched once per step:
  *                               its kernels must appear one by one, attributed to cudaGraphLaunch.
  *   markers_misc names        — NVTX ranges and a thread name with characters JSON must escape or
@@ -105,11 +106,13 @@ int main(int argc, char **argv)
             if (i == 5 || i == 9)
                 CHECK(cudaProfilerStop());
         } else if (strcmp(mode, "signal") == 0) {
+            /* Sleep first: a signal sent on reading "step N" lands before step N's
+             * first call, so the tests know exactly which step it arms. */
             printf("step %ld\n", i);
             fflush(stdout);
+            sleep_ms(sleep);
             nvtxRangePushA("train_step");
             step_work(dev, host);
-            sleep_ms(sleep);
             nvtxRangePop();
         } else {
             nvtxEventAttributes_t a;
