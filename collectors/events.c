@@ -39,11 +39,6 @@ static uint64_t cycle_events;
 static uint32_t capped[16];        /* ring of windows the cap stopped */
 static unsigned capped_next;
 
-static int is_record_window(uint32_t w)
-{
-    return w != 0 && w != SP_GATE_UNINIT && !(w & (SP_WIN_WARMUP | SP_WIN_COUNT));
-}
-
 static sp_chunk_t *chunk_at(uint32_t i)
 {
     return (sp_chunk_t *)(pool_base + (size_t)i * SP_CHUNK_BYTES);
@@ -71,7 +66,7 @@ int sp_ev_pool_init(long buffer_mb)
 
 void sp_ev_set_gate(uint32_t value)
 {
-    if (cycle_max && is_record_window(value) && value != cycle_window) {
+    if (cycle_max && sp_win_records(value) && value != cycle_window) {
         pthread_mutex_lock(&pool_lock);
         cycle_window = value;
         cycle_events = 0;

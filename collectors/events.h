@@ -71,6 +71,18 @@ typedef struct sp_thread {
 extern _Atomic uint32_t sp_ev_gate;
 extern __thread sp_thread_t *sp_ev_self __attribute__((tls_model("initial-exec")));
 
+/* A gate value under which calls are timed: a warmup or record window. */
+static inline int sp_win_timed(uint32_t w)
+{
+    return w != 0 && w != SP_GATE_UNINIT && !(w & SP_WIN_COUNT);
+}
+
+/* A gate value whose records are stored: a record window. */
+static inline int sp_win_records(uint32_t w)
+{
+    return sp_win_timed(w) && !(w & SP_WIN_WARMUP);
+}
+
 static inline uint32_t sp_ev_gate_load(void)
 {
     return atomic_load_explicit(&sp_ev_gate, memory_order_relaxed);

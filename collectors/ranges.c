@@ -27,14 +27,9 @@ static struct {
 } slots[SLOTS];
 static _Atomic uint64_t next_id = 1;
 
-static int recording(uint32_t w)
-{
-    return w != 0 && w != SP_GATE_UNINIT && !(w & (SP_WIN_WARMUP | SP_WIN_COUNT));
-}
-
 static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_arg)
 {
-    if (!recording(r->window))
+    if (!sp_win_records(r->window))
         return;
     sp_thread_t *t = sp_ev_thread();
     /* The interposers' recursion guard: a signal handler's NVTX (or CUDA)

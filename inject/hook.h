@@ -150,7 +150,7 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
             t = sp_hook_enter_idle();                                              \
         if (!t)                                                                    \
             return real_##sym call;                                                \
-        int rec_ = w != 0 && w != SP_GATE_UNINIT && !(w & SP_WIN_COUNT);           \
+        int rec_ = sp_win_timed(w);                                                \
         sp_mem_call_t mc = {#sym, 0, 0, (uintptr_t)__builtin_return_address(0),  \
                             t->tid, 0};                                            \
         mc.t0 = mem_on_ && rec_ ? sp_mem_clock(1) : 0;                             \
