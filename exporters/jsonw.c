@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -66,6 +67,8 @@ void sp_jw_puts(sp_jw_t *w, const char *s)
     sp_jw_raw(w, s, strlen(s));
 }
 
+/* Output longer than the stack buffer is formatted again into a heap one:
+ * cutting it would break the JSON. */
 void sp_jw_printf(sp_jw_t *w, const char *fmt, ...)
 {
     char tmp[512];
@@ -73,8 +76,22 @@ void sp_jw_printf(sp_jw_t *w, const char *fmt, ...)
     va_start(ap, fmt);
     int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    if (k > 0)
-        sp_jw_raw(w, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
+    if (k <= 0)
+        return;
+    if ((size_t)k < sizeof tmp) {
+        sp_jw_raw(w, tmp, (size_t)k);
+        return;
+    }
+    char *big = malloc((size_t)k + 1);
+    if (!big) {
+        w->err = ENOMEM;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)k + 1, fmt, ap);
+    va_end(ap);
+    sp_jw_raw(w, big, (size_t)k);
+    free(big);
 }
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
