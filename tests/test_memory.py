@@ -66,8 +66,7 @@ def counters(trace, name):
 
 
 def assert_valid_trace(path):
-    # check_trace.py predates counter tracks: its ph list lacks "C"; everything else must pass.
-    problems = [p for p in check(path) if "ph 'C' not one of" not in p]
+    problems = check(path)
     assert not problems, "\n  ".join(problems[:20])
 
 

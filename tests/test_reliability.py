@@ -438,10 +438,6 @@ def test_end_sigint():
 
 
 def test_end_sigterm_with_cupti_stand_in():
-    if VALGRIND:
-        # Under memcheck's timing a GPU record of the stand-in ends after "Record Window End"
-        # (the window end does not account for GPU records): a gpu_trace matter, not an end path.
-        raise Skip("GPU record after the window end under valgrind timing (gpu_trace, see docs)")
     _end_test("SIGTERM, CUPTI stand-in loaded", DONE_AND_TRUNC, "wait", True, sig=signal.SIGTERM, cupti=True)
 
 
