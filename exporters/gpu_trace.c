@@ -1,8 +1,6 @@
-/* exporters/gpu_trace.c — see gpu_trace.h. Matching: an interposer brackets
- * the real call, so CUPTI's record of that call starts inside the host
- * record's span on the same OS thread with the same callback id; records are
- * paired in time order per (thread, cbid) with a small slack for the two
- * clocks' calibration error. Pairing by time costs nothing at run time,
+/* exporters/gpu_trace.c — see gpu_trace.h. Matching: each intercepted call
+ * is paired with CUPTI's record of the same call, same OS thread and callback
+ * id, in order (pair_group). Pairing at export costs nothing at run time,
  * where pushing an external correlation id around every call would cost two
  * CUPTI calls on the hot path. */
 #define _GNU_SOURCE
@@ -85,6 +83,57 @@ static void external_ids(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
     free(ts);
 }
 
+static const sp_event_ref_t *host_base;
+
+static uint32_t host_cbid(const sp_event_ref_t *r)
+{
+    return (uint32_t)sp_api_table[r->ev.name].cbid;
+}
+
+static int cmp_host(const void *a, const void *b)
+{
+    const sp_event_ref_t *x = &host_base[*(const uint32_t *)a], *y = &host_base[*(const uint32_t *)b];
+    if (x->thread->tid != y->thread->tid)
+        return x->thread->tid < y->thread->tid ? -1 : 1;
+    if (host_cbid(x) != host_cbid(y))
+        return host_cbid(x) < host_cbid(y) ? -1 : 1;
+    return (x->ev.t0 > y->ev.t0) - (x->ev.t0 < y->ev.t0);
+}
+
+static int key_cmp(const sp_gpu_event_t *m, uint32_t tid, uint32_t cbid)
+{
+    if (m->tid != tid)
+        return m->tid < tid ? -1 : 1;
+    return (m->cbid > cbid) - (m->cbid < cbid);
+}
+
+/* The host calls and CUPTI's records of one (thread, cbid), each in time
+ * order. Equal counts: every such call came through the interposer, so the
+ * n-th is the n-th, whatever the two clocks' offset (calibration can be off
+ * by more than a call lasts: ~17 us seen under valgrind). Otherwise CUPTI saw
+ * calls we did not (inside a library): pair by time, each host call with the
+ * first unused record that starts within its span (with slack). */
+static void pair_group(sp_gpu_view_t *v, const sp_event_ref_t *ev, const uint32_t *h, size_t nh, const uint32_t *c,
+                       size_t nc)
+{
+    if (nh == nc) {
+        for (size_t k = 0; k < nh; k++) {
+            v->host_match[h[k]] = (int32_t)c[k];
+            v->api_used[c[k]] = 1;
+        }
+        return;
+    }
+    for (size_t j = 0, k = 0; j < nh; j++) {
+        const sp_event_t *e = &ev[h[j]].ev;
+        while (k < nc && v->gpu[c[k]].start + SLACK_NS < e->t0)
+            k++;
+        if (k < nc && v->gpu[c[k]].start <= e->t1 + SLACK_NS) {
+            v->host_match[h[j]] = (int32_t)c[k];
+            v->api_used[c[k++]] = 1;
+        }
+    }
+}
+
 void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gpu_event_t *gpu, size_t ngpu)
 {
     memset(v, 0, sizeof *v);
@@ -108,36 +157,32 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
     }
     sort_base = gpu;
     qsort(idx, napi, sizeof *idx, cmp_api);
-    for (size_t h = 0; h < nev; h++) {
+    for (size_t h = 0; h < nev; h++)
         v->host_match[h] = -1;
-        const sp_event_t *e = &ev[h].ev;
-        if (e->kind != SP_EV_API || e->name >= SP_API_COUNT)
-            continue;
-        sp_gpu_event_t key = {.tid = (uint32_t)ev[h].thread->tid, .cbid = (uint32_t)sp_api_table[e->name].cbid,
-                              .start = e->t0 > SLACK_NS ? e->t0 - SLACK_NS : 0};
-        size_t lo = 0, hi = napi;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            const sp_gpu_event_t *m = &gpu[idx[mid]];
-            int c = m->tid != key.tid ? (m->tid < key.tid ? -1 : 1)
-                    : m->cbid != key.cbid ? (m->cbid < key.cbid ? -1 : 1)
-                    : (m->start < key.start ? -1 : 0);
-            if (c < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        for (size_t k = lo; k < napi; k++) {
-            const sp_gpu_event_t *m = &gpu[idx[k]];
-            if (m->tid != key.tid || m->cbid != key.cbid || m->start > e->t1 + SLACK_NS)
-                break;
-            if (!v->api_used[idx[k]]) {
-                v->api_used[idx[k]] = 1;
-                v->host_match[h] = (int32_t)idx[k];
-                break;
-            }
-        }
+    /* The host calls in the same (thread, cbid, start) order. */
+    uint32_t *hidx = malloc((nev ? nev : 1) * sizeof *hidx);
+    size_t nh = 0;
+    for (size_t h = 0; hidx && h < nev; h++)
+        if (ev[h].ev.kind == SP_EV_API && ev[h].ev.name < SP_API_COUNT)
+            hidx[nh++] = (uint32_t)h;
+    host_base = ev;
+    if (hidx)
+        qsort(hidx, nh, sizeof *hidx, cmp_host);
+    for (size_t j = 0, i = 0; hidx && j < nh;) {
+        uint32_t tid = (uint32_t)ev[hidx[j]].thread->tid, cbid = host_cbid(&ev[hidx[j]]);
+        size_t jend = j;
+        while (jend < nh && (uint32_t)ev[hidx[jend]].thread->tid == tid && host_cbid(&ev[hidx[jend]]) == cbid)
+            jend++;
+        while (i < napi && key_cmp(&gpu[idx[i]], tid, cbid) < 0)
+            i++;
+        size_t iend = i;
+        while (iend < napi && key_cmp(&gpu[idx[iend]], tid, cbid) == 0)
+            iend++;
+        pair_group(v, ev, hidx + j, jend - j, idx + i, iend - i);
+        i = iend;
+        j = jend;
     }
+    free(hidx);
     free(idx);
 }
 
