@@ -4,7 +4,7 @@
 # apt-get line to run. The CUDA toolkit is not a Debian package here: it is
 # expected at $CUDA_HOME (default /usr/local/cuda).
 set -u
-PKGS="gcc make libc6-dev libyaml-dev zlib1g-dev libcjson-dev libunwind-dev libcapstone4 python3 binutils chromium clang libclang-rt-dev"
+PKGS="gcc make libc6-dev libyaml-dev zlib1g-dev libcjson-dev libunwind-dev libcapstone4 python3 binutils chromium clang libclang-rt-dev openmpi-bin"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -27,4 +27,5 @@ if [ ! -f "$CUDA_HOME/include/cuda_runtime_api.h" ]; then
     exit 1
 fi
 [ -x "$CUDA_HOME/bin/nvcc" ] || echo "stepprof deps: no nvcc in $CUDA_HOME/bin: tests that need it will be skipped"
+sh "$(dirname "$0")/pydeps.sh" || exit 1
 exit 0
