@@ -50,9 +50,15 @@ typedef struct thread_stack {
 static void external_ids(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
 {
     v->ext = calloc(nev ? nev : 1, sizeof *v->ext);
+    v->range_ev = malloc((nev ? nev : 1) * sizeof *v->range_ev);
+    v->range_parent = malloc((nev ? nev : 1) * sizeof *v->range_parent);
     thread_stack_t *ts = calloc(nev ? nev : 1, sizeof *ts);
     size_t nts = 0;
     uint64_t next = 0;
+    if (!v->range_ev || !v->range_parent) {
+        free(v->ext);
+        v->ext = NULL;
+    }
     for (size_t i = 0; v->ext && ts && i < nev; i++) {
         const sp_event_t *e = &ev[i].ev;
         size_t k = 0;
@@ -64,7 +70,10 @@ static void external_ids(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
         while (st->n && st->s[st->n - 1].end <= e->t0)
             st->n--;
         if (e->kind == SP_EV_RANGE || e->kind == SP_EV_STEP) {
+            v->range_ev[next] = (uint32_t)i;
+            v->range_parent[next] = st->n ? st->s[st->n - 1].id : 0;
             v->ext[i] = ++next;
+            v->nranges = next;
             if (st->n == st->cap) {
                 size_t cap = st->cap ? st->cap * 2 : 16;
                 open_range_t *grown = realloc(st->s, cap * sizeof *grown);
@@ -192,12 +201,26 @@ void sp_gpuv_free(sp_gpu_view_t *v)
     free(v->host_match);
     free(v->api_used);
     free(v->ext);
+    free(v->range_ev);
+    free(v->range_parent);
     memset(v, 0, sizeof *v);
 }
 
 const sp_gpu_event_t *sp_gpuv_match(const sp_gpu_view_t *v, size_t h)
 {
     return v->host_match && v->host_match[h] >= 0 ? &v->gpu[v->host_match[h]] : NULL;
+}
+
+const char *sp_gpuv_api_name(const char *real, char *buf, size_t len)
+{
+    const char *p = strncmp(real, "__cudaLaunch", 12) == 0 ? real + 2 : real;
+    size_t n = strlen(p);
+    if (n > 5 && (strcmp(p + n - 5, "_ptsz") == 0 || strcmp(p + n - 5, "_ptds") == 0))
+        n -= 5;
+    if (p == real && n == strlen(real))
+        return real;
+    snprintf(buf, len, "%.*s", (int)n, p);
+    return buf;
 }
 
 void sp_gpuv_write_device_props(sp_jw_t *w, const sp_gpu_view_t *v)
@@ -290,7 +313,7 @@ static void slice(sp_jw_t *w, const char *cat, const char *name, long pid, long 
     sp_jw_printf(w, ", \"pid\": %ld, \"tid\": %ld, \"ts\": ", pid, tid);
     sp_jw_us(w, ts);
     sp_jw_puts(w, ", \"dur\": ");
-    sp_jw_us(w, dur < 0 ? 0 : dur);
+    sp_jw_us(w, dur < 0 ? 0 : sp_trace_dur(ts, dur));
 }
 
 /* Occupancy as Kineto reports it: resident blocks per SM limited by threads,
@@ -341,7 +364,7 @@ static void gpu_args(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext)
                      e->static_smem + e->dynamic_smem);
         occupancy(w, e);
     } else if (e->kind == SP_GPU_MEMCPY || e->kind == SP_GPU_MEMSET) {
-        uint64_t dur = e->end > e->start ? e->end - e->start : 0;
+        uint64_t dur = sp_gpu_end(e) - e->start;
         sp_jw_printf(w, ", \"bytes\": %" PRIu64 ", \"memory bandwidth (GB/s)\": %.6f", e->bytes,
                      dur ? (double)e->bytes / (double)dur : 0.0);
     }
@@ -376,22 +399,27 @@ static void write_gpu_event(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext, u
         return;
     char name[128];
     slice(w, cats[e->kind], sp_gpuv_name(e, name, sizeof name), gpu_pid(e), gpu_tid(e), (int64_t)(e->start - base),
-          (int64_t)(e->end - e->start));
+          (int64_t)(sp_gpu_end(e) - e->start));
     gpu_args(w, e, ext);
 }
 
-static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, int pid, uint64_t base)
+static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext, int pid, uint64_t base)
 {
-    const char *name = sp_cupti_api_name(e->kind == SP_GPU_DRIVER, e->cbid);
-    char fallback[32];
-    if (!name) {
+    const char *real = sp_cupti_api_name(e->kind == SP_GPU_DRIVER, e->cbid);
+    char fallback[32], buf[64];
+    if (!real) {
         snprintf(fallback, sizeof fallback, "cbid %u", e->cbid);
-        name = fallback;
+        real = fallback;
     }
+    const char *name = sp_gpuv_api_name(real, buf, sizeof buf);
     slice(w, e->kind == SP_GPU_DRIVER ? "cuda_driver" : "cuda_runtime", name, pid, e->tid, (int64_t)(e->start - base),
           (int64_t)(e->end - e->start));
-    sp_jw_printf(w, ", \"args\": {\"cbid\": %u, \"correlation\": %u, \"result\": %d, \"stepprof_source\": \"cupti\"}},\n",
-                 e->cbid, e->correlation, e->result);
+    sp_jw_printf(w, ", \"args\": {\"cbid\": %u, \"correlation\": %u", e->cbid, e->correlation);
+    if (ext)
+        sp_jw_printf(w, ", \"External id\": %" PRIu64, ext);
+    if (name != real)
+        sp_jw_printf(w, ", \"stepprof_api\": \"%s\"", real);
+    sp_jw_printf(w, ", \"result\": %d, \"stepprof_source\": \"cupti\"}},\n", e->result);
 }
 
 /* Flow arrow from the launching call (tid, ts) to the GPU event. */
@@ -426,50 +454,102 @@ static launch_t *find_launch(launch_t *l, size_t n, uint32_t corr)
     return corr ? bsearch(&key, l, n, sizeof *l, cmp_launch) : NULL;
 }
 
-/* One gpu_user_annotation per (range, device, stream) spanning the GPU work
- * whose launching call lies inside the range on the range's thread. */
-static void annotations(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, launch_t *l,
-                        size_t nl, uint64_t base)
+/* The innermost range or step open on thread tid at time t (External id, 0 =
+ * none), for CUPTI API records no host event claimed. byt: the range ids in
+ * (tid, start) order. Ranges nest per thread: the last one started at or before
+ * t, or the first of its parents still open at t. */
+static const sp_gpu_view_t *range_view;
+static const sp_event_ref_t *range_events;
+
+static int cmp_range(const void *a, const void *b)
 {
-    typedef struct span {
-        uint32_t dev, stream;
-        uint64_t a, b;
-    } span_t;
-    span_t spans[64];
-    for (size_t r = 0; r < nev; r++) {
-        const sp_event_t *re = &ev[r].ev;
-        if (re->kind != SP_EV_RANGE && re->kind != SP_EV_STEP)
+    const sp_event_ref_t *x = &range_events[range_view->range_ev[*(const uint64_t *)a - 1]],
+                         *y = &range_events[range_view->range_ev[*(const uint64_t *)b - 1]];
+    if (x->thread->tid != y->thread->tid)
+        return x->thread->tid < y->thread->tid ? -1 : 1;
+    if (x->ev.t0 != y->ev.t0)
+        return x->ev.t0 < y->ev.t0 ? -1 : 1;
+    return (*(const uint64_t *)a > *(const uint64_t *)b) - (*(const uint64_t *)a < *(const uint64_t *)b);
+}
+
+static uint64_t range_at(const sp_gpu_view_t *v, const sp_event_ref_t *ev, const uint64_t *byt, long tid, int64_t t)
+{
+    size_t lo = 0, hi = byt ? v->nranges : 0; /* first entry after (tid, t) */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const sp_event_ref_t *r = &ev[v->range_ev[byt[mid] - 1]];
+        if (r->thread->tid < tid || (r->thread->tid == tid && (int64_t)r->ev.t0 <= t))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo || ev[v->range_ev[byt[lo - 1] - 1]].thread->tid != tid)
+        return 0;
+    uint64_t id = byt[lo - 1];
+    while (id && (int64_t)ev[v->range_ev[id - 1]].ev.t1 < t)
+        id = v->range_parent[id - 1];
+    return id;
+}
+
+typedef struct span {
+    uint64_t id;
+    uint32_t dev, stream;
+    uint64_t a, b;
+} span_t;
+
+static int cmp_span(const void *a, const void *b)
+{
+    const span_t *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    return (x->stream > y->stream) - (x->stream < y->stream);
+}
+
+/* One gpu_user_annotation per (NVTX range, device, stream) spanning the GPU
+ * work launched inside the range (the launching call's innermost range and
+ * every range enclosing it), with Kineto's args: the CPU range's External id.
+ * One entry per GPU record and enclosing range, sorted once: O(n depth log n). */
+static void annotations(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev, const launch_t *l, size_t nl,
+                        uint64_t base)
+{
+    size_t cap = 0, ns = 0;
+    span_t *sp = NULL;
+    for (size_t i = 0; i < v->n; i++) {
+        const sp_gpu_event_t *g = &v->gpu[i];
+        if (is_api(g) || g->kind == SP_GPU_SYNC)
             continue;
-        size_t ns = 0;
-        for (size_t i = 0; i < v->n; i++) {
-            const sp_gpu_event_t *g = &v->gpu[i];
-            if (is_api(g) || g->kind == SP_GPU_SYNC)
+        const launch_t *la = find_launch((launch_t *)l, nl, g->correlation);
+        for (uint64_t id = la ? la->ext : 0; id; id = v->range_parent[id - 1]) {
+            if (ev[v->range_ev[id - 1]].ev.kind != SP_EV_RANGE)
                 continue;
-            const launch_t *la = find_launch(l, nl, g->correlation);
-            if (!la || la->tid != ev[r].thread->tid || la->ts < (int64_t)re->t0 || la->ts > (int64_t)re->t1)
-                continue;
-            size_t k = 0;
-            while (k < ns && (spans[k].dev != g->device || spans[k].stream != g->stream))
-                k++;
-            if (k == ns) {
-                if (ns == 64)
-                    continue;
-                spans[ns++] = (span_t){g->device, g->stream, g->start, g->end};
+            if (ns == cap) {
+                size_t nc = cap ? cap * 2 : 256;
+                span_t *grown = realloc(sp, nc * sizeof *sp);
+                if (!grown)
+                    goto out;
+                sp = grown;
+                cap = nc;
             }
-            if (g->start < spans[k].a)
-                spans[k].a = g->start;
-            if (g->end > spans[k].b)
-                spans[k].b = g->end;
-        }
-        char name[64];
-        const char *label = re->kind == SP_EV_RANGE ? sp_str_get(re->name) : name;
-        snprintf(name, sizeof name, "ProfilerStep#%" PRIu64, re->a[0]);
-        for (size_t k = 0; k < ns; k++) {
-            slice(w, "gpu_user_annotation", label, spans[k].dev, spans[k].stream, (int64_t)(spans[k].a - base),
-                  (int64_t)(spans[k].b - spans[k].a));
-            sp_jw_printf(w, ", \"args\": {\"device\": %u, \"stream\": %u}},\n", spans[k].dev, spans[k].stream);
+            sp[ns++] = (span_t){id, g->device, g->stream, g->start, sp_gpu_end(g)};
         }
     }
+out:
+    if (ns)
+        qsort(sp, ns, sizeof *sp, cmp_span);
+    for (size_t i = 0; i < ns;) {
+        span_t s = sp[i];
+        for (i++; i < ns && cmp_span(&sp[i], &s) == 0; i++) {
+            s.a = sp[i].a < s.a ? sp[i].a : s.a;
+            s.b = sp[i].b > s.b ? sp[i].b : s.b;
+        }
+        const sp_event_t *re = &ev[v->range_ev[s.id - 1]].ev;
+        slice(w, "gpu_user_annotation", sp_str_get(re->name), s.dev, s.stream, (int64_t)(s.a - base),
+              (int64_t)(s.b - s.a));
+        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}},\n", s.id);
+    }
+    free(sp);
 }
 
 void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, int pid,
@@ -488,13 +568,23 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
             l[nl++] = (launch_t){m->correlation, 0, v->ext ? v->ext[h] : 0, ev[h].thread->tid, (int64_t)ev[h].ev.t0,
                                  (int64_t)ev[h].ev.t1};
     }
+    /* Ranges in (thread, start) order, to place calls only CUPTI saw. */
+    uint64_t *byt = v->nranges ? malloc(v->nranges * sizeof *byt) : NULL;
+    for (size_t k = 0; byt && k < v->nranges; k++)
+        byt[k] = k + 1;
+    range_view = v;
+    range_events = ev;
+    if (byt)
+        qsort(byt, v->nranges, sizeof *byt, cmp_range);
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *e = &v->gpu[i];
         if (is_api(e) && !v->api_used[i]) {
-            write_unmatched_api(w, e, pid, base);
-            l[nl++] = (launch_t){e->correlation, 0, 0, e->tid, (int64_t)e->start, (int64_t)e->end};
+            uint64_t ext = range_at(v, ev, byt, e->tid, (int64_t)e->start);
+            write_unmatched_api(w, e, ext, pid, base);
+            l[nl++] = (launch_t){e->correlation, 0, ext, e->tid, (int64_t)e->start, (int64_t)sp_gpu_end(e)};
         }
     }
+    free(byt);
     qsort(l, nl, sizeof *l, cmp_launch);
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *e = &v->gpu[i];
@@ -507,6 +597,6 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
             flow(w, e->correlation, pid, la->tid, la->ts - (int64_t)base, e->device, e->stream,
                  (int64_t)(e->start - base));
     }
-    annotations(w, v, ev, nev, l, nl, base);
+    annotations(w, v, ev, l, nl, base);
     free(l);
 }

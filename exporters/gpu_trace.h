@@ -2,8 +2,10 @@
  * joined to the host records (each intercepted call matched to CUPTI's record
  * of the same call, so no call appears twice), written as kernel / gpu_memcpy
  * / gpu_memset / cuda_sync events on pid = device, tid = stream, ac2g flow
- * arrows from the launching call, gpu_user_annotation spans, and device
- * metadata. */
+ * arrows from the launching call, gpu_user_annotation spans (one per NVTX
+ * range and stream; never for ProfilerStep#N, which TensorBoard would count
+ * as extra steps), and device metadata. docs/formats.md: which client reads
+ * which field. */
 #ifndef SP_GPU_TRACE_H
 #define SP_GPU_TRACE_H
 
@@ -22,7 +24,32 @@ typedef struct sp_gpu_view {
     uint32_t devices;      /* bit mask of devices with activity */
     uint64_t *ext;         /* per host event, Kineto's "External id": a range's or step's own
                               id; for a call, its innermost enclosing range's (0 = none) */
+    size_t nranges;        /* ranges and steps, in External id order (id = index + 1) */
+    uint32_t *range_ev;    /* per range: its host event index */
+    uint64_t *range_parent; /* per range: the enclosing range's External id (0 = none) */
 } sp_gpu_view_t;
+
+/* Where a GPU record ends in the trace: CUPTI never reports 0 ns for real
+ * work, and HTA's temporal breakdown fails on zero-length activity, so a
+ * record that ends at or before its start lasts 1 ns. */
+static inline uint64_t sp_gpu_end(const sp_gpu_event_t *e)
+{
+    return e->end > e->start ? e->end : e->start + 1;
+}
+
+/* The duration to print (ns) for a slice starting ts ns after the base: at
+ * most 1 ns shorter than dur, so that ts + dur added in doubles (as every
+ * reader does, in microseconds) never passes the true end. Otherwise a step
+ * ending where the next begins overlaps it by 1e-13 us and TensorBoard drops
+ * the next step's whole subtree ("ranges on the same thread should not
+ * intersect"). */
+static inline int64_t sp_trace_dur(int64_t ts, int64_t dur)
+{
+    double end = (double)(ts + dur) / 1000.0;
+    while (dur > 0 && (double)ts / 1000.0 + (double)dur / 1000.0 > end)
+        dur--;
+    return dur;
+}
 
 /* Builds the view; host events sorted by start, t0/t1 in ns. Takes ownership of gpu. */
 void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gpu_event_t *gpu, size_t ngpu);
@@ -34,6 +61,13 @@ const sp_gpu_event_t *sp_gpuv_match(const sp_gpu_view_t *v, size_t host_index);
 /* The trace name of a GPU record: demangled kernel, "Memcpy HtoD (Pageable ->
  * Device)", "Memset (Device)", "Stream Sync"...; may use buf. */
 const char *sp_gpuv_name(const sp_gpu_event_t *e, char *buf, size_t len);
+
+/* The name a runtime call is drawn with, as HTA and TensorBoard look for it:
+ * the launch spellings nvcc's <<<>>> produces (__cudaLaunchKernel) and the
+ * per-thread-stream spellings (_ptsz, _ptds) lose their decoration, so every
+ * launch reads cudaLaunchKernel / cudaLaunchKernelExC. The true name stays in
+ * args (cbid, and "stepprof_api" when it differs). May use buf. */
+const char *sp_gpuv_api_name(const char *real, char *buf, size_t len);
 
 void sp_gpuv_write_device_props(sp_jw_t *w, const sp_gpu_view_t *v);
 void sp_gpuv_write_metadata(sp_jw_t *w, const sp_gpu_view_t *v);

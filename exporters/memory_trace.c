@@ -27,9 +27,9 @@ static void ts(const ctx_t *c, uint64_t t)
 static void counter(const ctx_t *c, int slot, uint64_t t, int64_t bytes)
 {
     if (slot == SP_MEM_HOST)
-        sp_jw_puts(c->w, "{\"ph\": \"C\", \"name\": \"pinned host memory allocated\"");
+        sp_jw_puts(c->w, "{\"ph\": \"C\", \"cat\": \"memory\", \"name\": \"pinned host memory allocated\"");
     else
-        sp_jw_printf(c->w, "{\"ph\": \"C\", \"name\": \"GPU %d memory allocated\"", slot);
+        sp_jw_printf(c->w, "{\"ph\": \"C\", \"cat\": \"memory\", \"name\": \"GPU %d memory allocated\"", slot);
     sp_jw_printf(c->w, ", \"pid\": %d, \"ts\": ", c->pid);
     ts(c, t);
     sp_jw_printf(c->w, ", \"args\": {\"bytes\": %" PRId64 "}},\n", bytes);

@@ -83,13 +83,17 @@ static void add_gpu(sp_rep_set_t *s, const sp_gpu_event_t *g, long pid, uint64_t
     char buf[128];
     r->cat = cat[g->kind];
     r->ts = (int64_t)(g->start - base_ns);
-    r->dur = g->end > g->start ? (int64_t)(g->end - g->start) : 0;
+    if (g->kind == SP_GPU_RUNTIME || g->kind == SP_GPU_DRIVER)
+        r->dur = g->end > g->start ? sp_trace_dur(r->ts, (int64_t)(g->end - g->start)) : 0;
+    else
+        r->dur = sp_trace_dur(r->ts, (int64_t)(sp_gpu_end(g) - g->start));
     r->correlation = g->correlation;
     if (r->cat == SP_REP_RUNTIME || r->cat == SP_REP_DRIVER) {
         const char *api = sp_cupti_api_name(g->kind == SP_GPU_DRIVER, g->cbid);
         if (!api)
             snprintf(buf, sizeof buf, "cbid %u", g->cbid);
-        r->name = trace_name(s, api ? api : buf);
+        char shown[64];
+        r->name = trace_name(s, api ? sp_gpuv_api_name(api, shown, sizeof shown) : buf);
         r->pid = pid;
         r->tid = g->tid;
         return;
@@ -145,12 +149,12 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
         if (!r)
             break;
         r->ts = (int64_t)(e->t0 - base_ns);
-        r->dur = (int64_t)(e->t1 - e->t0);
+        r->dur = sp_trace_dur(r->ts, (int64_t)(e->t1 - e->t0));
         r->pid = pid;
         r->tid = ev[i].thread->tid;
         if (e->kind == SP_EV_API) {
             r->cat = SP_REP_RUNTIME;
-            r->name = sp_rep_intern(s, sp_api_table[e->name].name);
+            r->name = sp_rep_intern(s, sp_gpuv_api_name(sp_api_table[e->name].name, name, sizeof name));
             const sp_gpu_event_t *m = sp_gpuv_match(gpu, i);
             r->correlation = m ? m->correlation : ((uint64_t)ev[i].thread->slot << 32) | e->corr;
             const char *st = sp_stacks_text(SP_EV_STACK(e));

@@ -67,7 +67,9 @@ static int summary(sp_rep_set_t *s, const sp_export_job_t *job, const char *stem
     sp_rb_init(&json);
     int rc = sp_rep_summary(s, &text, &json);
     if (rc == 0)
-        rc = sp_memrep_write_file(job, stem, ".summary.txt", &text) | sp_memrep_write_file(job, stem, ".summary.json", &json);
+        /* Not *.json: HTA reads every *.json in a directory as a rank's trace. */
+        rc = sp_memrep_write_file(job, stem, ".summary.txt", &text) |
+             sp_memrep_write_file(job, stem, ".summary.json.txt", &json);
     sp_rb_free(&text);
     sp_rb_free(&json);
     return rc ? -1 : 0;

@@ -1,6 +1,7 @@
 /* exporters/report_write.h — the in-process reports of one cycle, written
  * beside the trace under the same stem: <stem>.key_averages.txt (and/or
- * stderr, per table.print), <stem>.summary.txt, <stem>.summary.json and,
+ * stderr, per table.print), <stem>.summary.txt, <stem>.summary.json.txt (JSON; no
+ * name ending in .json, which HTA would read as a trace) and,
  * with with_stack, <stem>.stacks.txt (self CPU time) plus
  * <stem>.stacks_cuda.txt (GPU time, when the window has any). */
 #ifndef SP_REPORT_WRITE_H

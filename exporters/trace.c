@@ -46,7 +46,7 @@ static void slice_head(ctx_t *c, const char *cat, const char *name, const sp_eve
     sp_jw_printf(w, ", \"pid\": %d, \"tid\": %d, \"ts\": ", c->pid, r->thread->tid);
     sp_jw_us(w, (int64_t)(r->ev.t0 - c->base_ns));
     sp_jw_puts(w, ", \"dur\": ");
-    sp_jw_us(w, (int64_t)(r->ev.t1 - r->ev.t0));
+    sp_jw_us(w, sp_trace_dur((int64_t)(r->ev.t0 - c->base_ns), (int64_t)(r->ev.t1 - r->ev.t0)));
 }
 
 static void dim_arg(sp_jw_t *w, const char *key, uint64_t xy, uint32_t z)
@@ -105,8 +105,9 @@ static void api_args(sp_jw_t *w, const sp_event_t *e)
     case SP_SHAPE_PLAIN:
         break;
     }
+    /* Never "stream": HTA takes any event with args.stream for GPU work. */
     if (api->has_stream)
-        sp_jw_printf(w, ", \"stream\": %" PRIu64, e->a[3]);
+        sp_jw_printf(w, ", \"stream handle\": %" PRIu64, e->a[3]);
 }
 
 static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
@@ -122,11 +123,14 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
         /* With CUPTI's record of the same call, its correlation id is the
          * one GPU events carry. External id: the enclosing range's, as Kineto. */
         const sp_gpu_event_t *m = sp_gpuv_match(c->gpu, index);
-        slice_head(c, "cuda_runtime", sp_api_table[e->name].name, r);
+        const char *real = sp_api_table[e->name].name, *shown = sp_gpuv_api_name(real, name, sizeof name);
+        slice_head(c, "cuda_runtime", shown, r);
         sp_jw_printf(w, ", \"args\": {\"cbid\": %d, \"correlation\": %" PRIu64, sp_api_table[e->name].cbid,
                      m ? (uint64_t)m->correlation : correlation(r));
         if (ext)
             sp_jw_printf(w, ", \"External id\": %" PRIu64, ext);
+        if (shown != real)
+            sp_jw_printf(w, ", \"stepprof_api\": \"%s\"", real);
         sp_jw_printf(w, ", \"result\": %d", e->result);
         api_args(w, e);
         sp_stacks_write_arg(w, SP_EV_STACK(e));

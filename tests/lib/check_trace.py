@@ -43,7 +43,12 @@ DEVICE_PROPERTY_KEYS = ["id", "name", "totalGlobalMem", "computeMajor", "compute
 
 ALLOWED_PH = {"X", "i", "s", "f", "M", "C"}  # C: counter tracks (allocated bytes per device)
 ALLOWED_CATS = {"cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset", "cuda_sync",
-                "user_annotation", "gpu_user_annotation", "ac2g", "cpu_instant_event"}
+                "user_annotation", "gpu_user_annotation", "ac2g", "cpu_instant_event", "memory"}
+# Args HTA or TensorBoard read on GPU events: a host event carrying one is misread (docs/formats.md);
+# HTA takes any event with args.stream for GPU work.
+GPU_ONLY_ARGS = {"stream", "device", "context", "queued"}
+# HTA and TensorBoard find launches by these exact names; the decorated spellings go in args.stepprof_api.
+UNDECORATED_API_RE = re.compile(r"^(?!__cudaLaunch).*(?<!_ptsz)(?<!_ptds)$")
 HOST_API_CATS = {"cuda_runtime", "cuda_driver"}
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
@@ -308,6 +313,8 @@ def _check_event(i, e, out):
             out.append(f"{where}: flow finish needs \"bp\": \"e\" (bind to the enclosing slice)")
     elif ph == "i" and name in MEMORY_EVENT_ARGS:
         _check_memory(where, e, args, MEMORY_EVENT_ARGS[name], out)
+    elif ph == "C" and "cat" not in e:
+        out.append(f"{where}: counter events need a cat (viewers name the track after it)")
     elif ph == "M" and name in METADATA_WITH_ARGS:
         if args is None:
             out.append(f"{where}: metadata event needs args")
@@ -322,6 +329,16 @@ def _check_x_cat(where, e, cat, args, out):
         missing = [k for k in ("cbid", "correlation") if k not in args]
         if missing:
             out.append(f"{where}: {cat} args lack {missing}")
+        misread = sorted(GPU_ONLY_ARGS & set(args))
+        if misread:
+            out.append(f"{where}: host call args {misread} are GPU-event args to HTA/TensorBoard")
+        if not UNDECORATED_API_RE.match(name):
+            out.append(f"{where}: launch/API name {name!r} is not the one HTA and TensorBoard look for")
+    elif cat == "gpu_user_annotation":
+        if list(args) != ["External id"]:
+            out.append(f"{where}: gpu_user_annotation args are {list(args)}, Kineto's are [\"External id\"]")
+        if name.startswith("ProfilerStep#"):
+            out.append(f"{where}: a GPU-side ProfilerStep# is counted as another step by TensorBoard")
     elif cat == "kernel":
         _check_order(where, list(args), KERNEL_ARGS_ORDER, out)
         for k in ("grid", "block"):
@@ -347,6 +364,8 @@ def _check_x_cat(where, e, cat, args, out):
             out.append(f"{where}: user_annotation args lack \"External id\"")
     # GPU events sit on pid = device id, tid = stream id: args that name them must agree.
     if cat in GPU_CATS:
+        if _is_num(e.get("dur")) and e["dur"] <= 0:
+            out.append(f"{where}: GPU activity lasts 0 ns (no GPU reports that; HTA's breakdown fails on it)")
         for arg, key in (("device", "pid"), ("stream", "tid")):
             if arg in args and key in e and args[arg] != e[key]:
                 out.append(f"{where}: args.{arg} {args[arg]!r} differs from {key} {e[key]!r}")

@@ -108,8 +108,15 @@ def runtime_events(trace, name=None, all_sources=False):
     if not all_sources:
         ev = [e for e in ev if e["args"].get("stepprof_source") != "cupti"]
     if name:
-        ev = [e for e in ev if e["name"] == name]
+        ev = [e for e in ev if api_name(e) == name]
     return ev
+
+
+def api_name(e):
+    """The call's true name: launches are drawn as HTA and TensorBoard expect
+    (cudaLaunchKernel for __cudaLaunchKernel, no _ptsz), the spelling called
+    is in args.stepprof_api."""
+    return e["args"].get("stepprof_api", e["name"])
 
 
 def assert_valid(path):
