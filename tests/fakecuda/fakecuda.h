@@ -15,6 +15,9 @@
  *   FAKECUDA_KERNEL_NS_<sub>=n    duration of kernels whose mangled name contains <sub> (first match wins)
  *   FAKECUDA_COPY_GBPS=x          memcpy bandwidth in GB/s (default 20)
  *   FAKECUDA_SET_GBPS=x           memset bandwidth in GB/s (default 200)
+ *   FAKECUDA_KERNEL_MIN_NS=n      floor of an observed kernel's duration (default 2000)
+ *   FAKECUDA_COPY_LATENCY_NS=n    fixed cost of every copy before its bytes (default 1500)
+ *   FAKECUDA_SET_LATENCY_NS=n     fixed cost of every memset (default 1000)
  *   FAKECUDA_MEM_LIMIT=bytes      device memory per device; cudaMalloc beyond it fails (default 80 GiB)
  *   FAKECUDA_DEVICES=n            number of devices (default 1, at most FAKECUDA_MAX_DEVICES)
  *   FAKECUDA_FAIL=api[:code],...  listed APIs (base name; twins included) return `code` (default 999,

@@ -99,6 +99,11 @@ __attribute__((constructor)) static void fc_init(void) {
   fc_cfg.kernel_ns = env_u64("FAKECUDA_KERNEL_NS", 20000);
   fc_cfg.copy_ns_per_byte = 1.0 / env_positive("FAKECUDA_COPY_GBPS", 20.0); /* 1 GB/s = 1 byte/ns */
   fc_cfg.set_ns_per_byte = 1.0 / env_positive("FAKECUDA_SET_GBPS", 200.0);
+  /* What a GPU shows for tiny work: a kernel lasts a few microseconds at least, a copy or memset pays
+   * its DMA / launch latency before the bytes move (README: simulated durations). */
+  fc_cfg.kernel_min_ns = env_u64("FAKECUDA_KERNEL_MIN_NS", 2000);
+  fc_cfg.copy_latency_ns = env_u64("FAKECUDA_COPY_LATENCY_NS", 1500);
+  fc_cfg.set_latency_ns = env_u64("FAKECUDA_SET_LATENCY_NS", 1000);
   fc_cfg.mem_limit = env_u64("FAKECUDA_MEM_LIMIT", 80ull << 30);
   unsigned long long ndev = env_u64("FAKECUDA_DEVICES", 1);
   fc_cfg.ndev = ndev > FAKECUDA_MAX_DEVICES ? FAKECUDA_MAX_DEVICES : (int)ndev;

@@ -30,8 +30,11 @@
 
 struct fc_config {
   uint64_t kernel_ns;    /* default simulated kernel duration */
+  uint64_t kernel_min_ns; /* floor of an observed kernel (a GPU never reports 0 ns) */
   double copy_ns_per_byte;
   double set_ns_per_byte;
+  uint64_t copy_latency_ns; /* fixed cost of every copy / memset on top of bytes over bandwidth */
+  uint64_t set_latency_ns;
   size_t mem_limit;      /* per device */
   int ndev;
 };

@@ -76,16 +76,16 @@ static inline cudaError_t submit(const char *api, cudaStream_t hs, struct CUstre
   if (FC_UNLIKELY(s->capture != NULL)) return fc_capture_append(s->capture, w);
   uint64_t dur;
   switch (w->kind) {
-  case FAKECUDA_OP_KERNEL:
-    dur = w->kern->ns;
+  case FAKECUDA_OP_KERNEL: /* observed or captured: never shorter than a real kernel can be */
+    dur = w->kern->ns > fc_cfg.kernel_min_ns ? w->kern->ns : fc_cfg.kernel_min_ns;
     break;
   case FAKECUDA_OP_MEMCPY:
     copy_rows(w);
-    dur = (uint64_t)((double)(w->width * w->height) * fc_cfg.copy_ns_per_byte);
+    dur = fc_cfg.copy_latency_ns + (uint64_t)((double)(w->width * w->height) * fc_cfg.copy_ns_per_byte);
     break;
   case FAKECUDA_OP_MEMSET:
     set_rows(w);
-    dur = (uint64_t)((double)(w->width * w->height) * fc_cfg.set_ns_per_byte);
+    dur = fc_cfg.set_latency_ns + (uint64_t)((double)(w->width * w->height) * fc_cfg.set_ns_per_byte);
     break;
   case FC_WORK_HOSTFN:
     w->fn(w->user);
