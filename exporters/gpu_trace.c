@@ -5,6 +5,7 @@
  * CUPTI calls on the hot path. */
 #define _GNU_SOURCE
 #include "gpu_trace.h"
+#include "gpu_annot.h"
 
 #include "../collectors/api.h"
 #include "../collectors/cupti.h"
@@ -306,7 +307,7 @@ static const char *sync_name(uint8_t t)
     return t < sizeof n / sizeof n[0] ? n[t] : "Unknown Sync";
 }
 
-static void slice(sp_jw_t *w, const char *cat, const char *name, long pid, long tid, int64_t ts, int64_t dur)
+void sp_gpuv_slice(sp_jw_t *w, const char *cat, const char *name, long pid, long tid, int64_t ts, int64_t dur)
 {
     sp_jw_printf(w, "{\"ph\": \"X\", \"cat\": \"%s\", \"name\": ", cat);
     sp_jw_str(w, name, 1);
@@ -398,7 +399,7 @@ static void write_gpu_event(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext, u
     if (e->kind >= sizeof cats / sizeof cats[0] || !cats[e->kind])
         return;
     char name[128];
-    slice(w, cats[e->kind], sp_gpuv_name(e, name, sizeof name), gpu_pid(e), gpu_tid(e), (int64_t)(e->start - base),
+    sp_gpuv_slice(w, cats[e->kind], sp_gpuv_name(e, name, sizeof name), gpu_pid(e), gpu_tid(e), (int64_t)(e->start - base),
           (int64_t)(sp_gpu_end(e) - e->start));
     gpu_args(w, e, ext);
 }
@@ -412,7 +413,7 @@ static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ex
         real = fallback;
     }
     const char *name = sp_gpuv_api_name(real, buf, sizeof buf);
-    slice(w, e->kind == SP_GPU_DRIVER ? "cuda_driver" : "cuda_runtime", name, pid, e->tid, (int64_t)(e->start - base),
+    sp_gpuv_slice(w, e->kind == SP_GPU_DRIVER ? "cuda_driver" : "cuda_runtime", name, pid, e->tid, (int64_t)(e->start - base),
           (int64_t)(e->end - e->start));
     sp_jw_printf(w, ", \"args\": {\"cbid\": %u, \"correlation\": %u", e->cbid, e->correlation);
     if (ext)
@@ -454,104 +455,6 @@ static launch_t *find_launch(launch_t *l, size_t n, uint32_t corr)
     return corr ? bsearch(&key, l, n, sizeof *l, cmp_launch) : NULL;
 }
 
-/* The innermost range or step open on thread tid at time t (External id, 0 =
- * none), for CUPTI API records no host event claimed. byt: the range ids in
- * (tid, start) order. Ranges nest per thread: the last one started at or before
- * t, or the first of its parents still open at t. */
-static const sp_gpu_view_t *range_view;
-static const sp_event_ref_t *range_events;
-
-static int cmp_range(const void *a, const void *b)
-{
-    const sp_event_ref_t *x = &range_events[range_view->range_ev[*(const uint64_t *)a - 1]],
-                         *y = &range_events[range_view->range_ev[*(const uint64_t *)b - 1]];
-    if (x->thread->tid != y->thread->tid)
-        return x->thread->tid < y->thread->tid ? -1 : 1;
-    if (x->ev.t0 != y->ev.t0)
-        return x->ev.t0 < y->ev.t0 ? -1 : 1;
-    return (*(const uint64_t *)a > *(const uint64_t *)b) - (*(const uint64_t *)a < *(const uint64_t *)b);
-}
-
-static uint64_t range_at(const sp_gpu_view_t *v, const sp_event_ref_t *ev, const uint64_t *byt, long tid, int64_t t)
-{
-    size_t lo = 0, hi = byt ? v->nranges : 0; /* first entry after (tid, t) */
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        const sp_event_ref_t *r = &ev[v->range_ev[byt[mid] - 1]];
-        if (r->thread->tid < tid || (r->thread->tid == tid && (int64_t)r->ev.t0 <= t))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (!lo || ev[v->range_ev[byt[lo - 1] - 1]].thread->tid != tid)
-        return 0;
-    uint64_t id = byt[lo - 1];
-    while (id && (int64_t)ev[v->range_ev[id - 1]].ev.t1 < t)
-        id = v->range_parent[id - 1];
-    return id;
-}
-
-typedef struct span {
-    uint64_t id;
-    uint32_t dev, stream;
-    uint64_t a, b;
-} span_t;
-
-static int cmp_span(const void *a, const void *b)
-{
-    const span_t *x = a, *y = b;
-    if (x->id != y->id)
-        return x->id < y->id ? -1 : 1;
-    if (x->dev != y->dev)
-        return x->dev < y->dev ? -1 : 1;
-    return (x->stream > y->stream) - (x->stream < y->stream);
-}
-
-/* One gpu_user_annotation per (NVTX range, device, stream) spanning the GPU
- * work launched inside the range (the launching call's innermost range and
- * every range enclosing it), with Kineto's args: the CPU range's External id.
- * One entry per GPU record and enclosing range, sorted once: O(n depth log n). */
-static void annotations(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev, const launch_t *l, size_t nl,
-                        uint64_t base)
-{
-    size_t cap = 0, ns = 0;
-    span_t *sp = NULL;
-    for (size_t i = 0; i < v->n; i++) {
-        const sp_gpu_event_t *g = &v->gpu[i];
-        if (is_api(g) || g->kind == SP_GPU_SYNC)
-            continue;
-        const launch_t *la = find_launch((launch_t *)l, nl, g->correlation);
-        for (uint64_t id = la ? la->ext : 0; id; id = v->range_parent[id - 1]) {
-            if (ev[v->range_ev[id - 1]].ev.kind != SP_EV_RANGE)
-                continue;
-            if (ns == cap) {
-                size_t nc = cap ? cap * 2 : 256;
-                span_t *grown = realloc(sp, nc * sizeof *sp);
-                if (!grown)
-                    goto out;
-                sp = grown;
-                cap = nc;
-            }
-            sp[ns++] = (span_t){id, g->device, g->stream, g->start, sp_gpu_end(g)};
-        }
-    }
-out:
-    if (ns)
-        qsort(sp, ns, sizeof *sp, cmp_span);
-    for (size_t i = 0; i < ns;) {
-        span_t s = sp[i];
-        for (i++; i < ns && cmp_span(&sp[i], &s) == 0; i++) {
-            s.a = sp[i].a < s.a ? sp[i].a : s.a;
-            s.b = sp[i].b > s.b ? sp[i].b : s.b;
-        }
-        const sp_event_t *re = &ev[v->range_ev[s.id - 1]].ev;
-        slice(w, "gpu_user_annotation", sp_str_get(re->name), s.dev, s.stream, (int64_t)(s.a - base),
-              (int64_t)(s.b - s.a));
-        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}},\n", s.id);
-    }
-    free(sp);
-}
-
 void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, int pid,
                           uint64_t base)
 {
@@ -569,34 +472,33 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
                                  (int64_t)ev[h].ev.t1};
     }
     /* Ranges in (thread, start) order, to place calls only CUPTI saw. */
-    uint64_t *byt = v->nranges ? malloc(v->nranges * sizeof *byt) : NULL;
-    for (size_t k = 0; byt && k < v->nranges; k++)
-        byt[k] = k + 1;
-    range_view = v;
-    range_events = ev;
-    if (byt)
-        qsort(byt, v->nranges, sizeof *byt, cmp_range);
+    uint64_t *byt = sp_annot_by_thread(v, ev);
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *e = &v->gpu[i];
         if (is_api(e) && !v->api_used[i]) {
-            uint64_t ext = range_at(v, ev, byt, e->tid, (int64_t)e->start);
+            uint64_t ext = sp_annot_range_at(v, ev, byt, e->tid, (int64_t)e->start);
             write_unmatched_api(w, e, ext, pid, base);
             l[nl++] = (launch_t){e->correlation, 0, ext, e->tid, (int64_t)e->start, (int64_t)sp_gpu_end(e)};
         }
     }
     free(byt);
     qsort(l, nl, sizeof *l, cmp_launch);
+    uint64_t *gext = calloc(v->n, sizeof *gext); /* per GPU record: its launching call's External id */
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *e = &v->gpu[i];
         if (is_api(e))
             continue;
         launch_t *la = e->kind != SP_GPU_SYNC ? find_launch(l, nl, e->correlation) : NULL;
+        if (la && gext)
+            gext[i] = la->ext;
         write_gpu_event(w, e, la ? la->ext : 0, base);
         /* One arrow per call: flow ids must pair one start with one finish. */
         if (la && !la->flowed++)
             flow(w, e->correlation, pid, la->tid, la->ts - (int64_t)base, e->device, e->stream,
                  (int64_t)(e->start - base));
     }
-    annotations(w, v, ev, l, nl, base);
+    if (gext)
+        sp_annot_write(w, v, ev, gext, base);
+    free(gext);
     free(l);
 }

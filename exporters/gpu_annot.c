@@ -1,0 +1,114 @@
+/* exporters/gpu_annot.c — see gpu_annot.h. */
+#include "gpu_annot.h"
+
+#include "../collectors/strings.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+/* The innermost range or step open on thread tid at time t (External id, 0 =
+ * none), for CUPTI API records no host event claimed. byt: the range ids in
+ * (tid, start) order. Ranges nest per thread: the last one started at or before
+ * t, or the first of its parents still open at t. */
+static const sp_gpu_view_t *range_view;
+static const sp_event_ref_t *range_events;
+
+static int cmp_range(const void *a, const void *b)
+{
+    const sp_event_ref_t *x = &range_events[range_view->range_ev[*(const uint64_t *)a - 1]],
+                         *y = &range_events[range_view->range_ev[*(const uint64_t *)b - 1]];
+    if (x->thread->tid != y->thread->tid)
+        return x->thread->tid < y->thread->tid ? -1 : 1;
+    if (x->ev.t0 != y->ev.t0)
+        return x->ev.t0 < y->ev.t0 ? -1 : 1;
+    return (*(const uint64_t *)a > *(const uint64_t *)b) - (*(const uint64_t *)a < *(const uint64_t *)b);
+}
+
+uint64_t *sp_annot_by_thread(const sp_gpu_view_t *v, const sp_event_ref_t *ev)
+{
+    uint64_t *byt = v->nranges ? malloc(v->nranges * sizeof *byt) : NULL;
+    for (size_t k = 0; byt && k < v->nranges; k++)
+        byt[k] = k + 1;
+    range_view = v;
+    range_events = ev;
+    if (byt)
+        qsort(byt, v->nranges, sizeof *byt, cmp_range);
+    return byt;
+}
+
+uint64_t sp_annot_range_at(const sp_gpu_view_t *v, const sp_event_ref_t *ev, const uint64_t *byt, long tid,
+                           int64_t t)
+{
+    size_t lo = 0, hi = byt ? v->nranges : 0; /* first entry after (tid, t) */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const sp_event_ref_t *r = &ev[v->range_ev[byt[mid] - 1]];
+        if (r->thread->tid < tid || (r->thread->tid == tid && (int64_t)r->ev.t0 <= t))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo || ev[v->range_ev[byt[lo - 1] - 1]].thread->tid != tid)
+        return 0;
+    uint64_t id = byt[lo - 1];
+    while (id && (int64_t)ev[v->range_ev[id - 1]].ev.t1 < t)
+        id = v->range_parent[id - 1];
+    return id;
+}
+
+typedef struct span {
+    uint64_t id;
+    uint32_t dev, stream;
+    uint64_t a, b;
+} span_t;
+
+static int cmp_span(const void *a, const void *b)
+{
+    const span_t *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    return (x->stream > y->stream) - (x->stream < y->stream);
+}
+
+/* One entry per GPU record and enclosing NVTX range (the launching call's
+ * innermost range and every range around it; steps are walked through, never
+ * drawn), sorted once: O(n depth log n), where one pass per range over every
+ * GPU record was O(ranges x records). */
+void sp_annot_write(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev, const uint64_t *gext, uint64_t base)
+{
+    size_t cap = 0, ns = 0;
+    span_t *sp = NULL;
+    for (size_t i = 0; i < v->n; i++) {
+        const sp_gpu_event_t *g = &v->gpu[i];
+        for (uint64_t id = gext[i]; id; id = v->range_parent[id - 1]) {
+            if (ev[v->range_ev[id - 1]].ev.kind != SP_EV_RANGE)
+                continue;
+            if (ns == cap) {
+                size_t nc = cap ? cap * 2 : 256;
+                span_t *grown = realloc(sp, nc * sizeof *sp);
+                if (!grown)
+                    goto out;
+                sp = grown;
+                cap = nc;
+            }
+            sp[ns++] = (span_t){id, g->device, g->stream, g->start, sp_gpu_end(g)};
+        }
+    }
+out:
+    if (ns)
+        qsort(sp, ns, sizeof *sp, cmp_span);
+    for (size_t i = 0; i < ns;) {
+        span_t s = sp[i];
+        for (i++; i < ns && cmp_span(&sp[i], &s) == 0; i++) {
+            s.a = sp[i].a < s.a ? sp[i].a : s.a;
+            s.b = sp[i].b > s.b ? sp[i].b : s.b;
+        }
+        const sp_event_t *re = &ev[v->range_ev[s.id - 1]].ev;
+        sp_gpuv_slice(w, "gpu_user_annotation", sp_str_get(re->name), s.dev, s.stream, (int64_t)(s.a - base),
+                      (int64_t)(s.b - s.a));
+        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}},\n", s.id);
+    }
+    free(sp);
+}
