@@ -25,10 +25,10 @@ import subprocess
 import sys
 import tempfile
 
-from harness import BUILD, ROOT, assert_valid, load, prog, run
+from harness import ROOT, assert_valid, load, prog, run
 
 CLIENTS = os.path.join(ROOT, "tests", "lib", "clients.py")
-HTA_PY = os.path.join(BUILD, "pydeps", "hta")
+HTA_PY = os.path.join(ROOT, "build", "pydeps", "hta")  # scripts/pydeps.sh, whatever SP_BUILD is
 SCHED = {"PROF_MARKER": "nvtx:train_step", "PROF_WAIT": 1, "PROF_WARMUP": 1, "PROF_ACTIVE": 6, "STEPS": 9}
 RANGES = {"train_step", "forward", "backward", "optimizer"}
 ASYNC_LAUNCHES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync"}
