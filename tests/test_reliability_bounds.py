@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from harness import ROOT, run
+from harness import ROOT, prog, run
 
 
 # ---- item 9: the runner ----------------------------------------------------------------------
@@ -78,3 +78,75 @@ def test_runner_keeps_failing_tests_temporaries_only_when_asked():
     kept = os.listdir(os.path.join(scratch, root))
     assert len(kept) == 1 and kept[0].endswith("test_fake-test_d_fails"), kept
     assert "kept the temporary directories of failing tests" in p.stdout, p.stdout
+
+
+# ---- item 3: config files are read only if regular, small and shallow ---------------------------
+
+def _one_config_error(r, bare, needles):
+    assert (r.returncode, r.stdout, r.other_stderr) == (bare.returncode, bare.stdout, bare.stderr), \
+        (r.returncode, r.stdout, r.stderr)
+    assert len(r.sp_lines) == 1 and "disabled" in r.sp_lines[0], r.sp_lines
+    assert all(n in r.sp_lines[0] for n in needles), (r.sp_lines[0], needles)
+    assert not os.path.exists(r.outdir), os.listdir(r.outdir)
+
+
+def _piped(data):
+    """A pipe's read end holding data (then end of file), for a target's stdin."""
+    rfd, wfd = os.pipe()
+    os.write(wfd, data)
+    os.close(wfd)
+    return os.fdopen(rfd, "rb")
+
+
+def test_config_fifo_is_refused_not_waited_on():
+    d = tempfile.mkdtemp(prefix="sp-bounds-")
+    fifo = os.path.join(d, "cfg.fifo")
+    os.mkfifo(fifo)
+    bare = run([prog("exitcode")], preload=False)
+    # Named by PROF_CONFIG, and as ./profiling.yaml in the working directory.
+    r = run([prog("exitcode")], env={"PROF_CONFIG": fifo}, timeout=60)
+    _one_config_error(r, bare, [fifo, "not a regular file"])
+    os.mkfifo(os.path.join(d, "profiling.yaml"))
+    r = run([prog("exitcode")], cwd=d, timeout=60)
+    _one_config_error(r, bare, ["profiling.yaml", "not a regular file"])
+
+
+def test_config_dev_stdin_leaves_the_programs_input_alone():
+    data = b"profiling:\n  active: 1\n" + b"x" * 3000
+    with _piped(data) as f:
+        bare = run([prog("rel_bounds"), "stdin"], preload=False, stdin=f)
+    assert bare.stdout.startswith(f"read {len(data)} bytes: profiling:"), bare.stdout
+    with _piped(data) as f:
+        r = run([prog("rel_bounds"), "stdin"], env={"PROF_CONFIG": "/dev/stdin"}, stdin=f, timeout=60)
+    _one_config_error(r, bare, ["/dev/stdin", "not a regular file"])
+
+
+def test_config_directory_and_oversized_file_are_refused():
+    d = tempfile.mkdtemp(prefix="sp-bounds-")
+    bare = run([prog("exitcode")], preload=False)
+    r = run([prog("exitcode")], env={"PROF_CONFIG": d})
+    _one_config_error(r, bare, [d, "directory"])
+    big = os.path.join(d, "big.yaml")
+    with open(big, "w") as f:   # valid YAML, 5 MiB: a config this big is not one
+        f.write("profiling:\n  enabled: true\n")
+        line = "# " + "c" * 77 + "\n"
+        f.write(line * (5 * 2**20 // len(line)))
+    r = run([prog("exitcode")], env={"PROF_CONFIG": big})
+    _one_config_error(r, bare, [big, "bytes"])
+
+
+def test_config_deep_nesting_stops_the_parse():
+    d = tempfile.mkdtemp(prefix="sp-bounds-")
+    deep = os.path.join(d, "deep.yaml")
+    depth = 200000   # 400 KB of flow sequences: libyaml alone takes minutes on it
+    with open(deep, "w") as f:
+        f.write("profiling:\n  active: 1\nmodel: " + "[" * depth + "]" * depth + "\n")
+    bare = run([prog("exitcode")], preload=False)
+    r = run([prog("exitcode")], env={"PROF_CONFIG": deep}, timeout=60)
+    _one_config_error(r, bare, [deep + ":3:", "nested deeper than 64 levels"])
+    # A real config nests a few levels: still read.
+    ok = os.path.join(d, "ok.yaml")
+    with open(ok, "w") as f:
+        f.write("profiling:\n  enabled: true\nmodel: " + "[" * 20 + "]" * 20 + "\n")
+    r = run([prog("exitcode")], env={"PROF_CONFIG": ok})
+    assert r.returncode == 7 and not any("disabled" in l for l in r.sp_lines) and os.path.isdir(r.outdir), r.sp_lines
