@@ -150,3 +150,21 @@ def test_config_deep_nesting_stops_the_parse():
         f.write("profiling:\n  enabled: true\nmodel: " + "[" * 20 + "]" * 20 + "\n")
     r = run([prog("exitcode")], env={"PROF_CONFIG": ok})
     assert r.returncode == 7 and not any("disabled" in l for l in r.sp_lines) and os.path.isdir(r.outdir), r.sp_lines
+
+
+# ---- item 6: summary.json is JSON whatever bytes a name holds ------------------------------------
+
+def test_summary_json_is_valid_with_invalid_utf8_names():
+    r = run([prog("rel_bounds"), "names", "3"])
+    assert r.returncode == 0 and r.stdout == "names done\n", (r.returncode, r.stdout, r.stderr)
+    found = [f for f in r.files() if f.endswith(".summary.json")]
+    assert len(found) == 1, r.files()
+    with open(os.path.join(r.outdir, found[0]), "rb") as f:
+        raw = f.read()
+    s = json.loads(raw.decode("utf-8"))   # strict: raw 0xff bytes fail here
+    ranges = {x["name"]: x["count"] for x in s["ranges"]}
+    assert ranges == {"step\ufffd\ufffd": 3}, ranges
+    # The same replacement as the trace's, so names match across the two files.
+    trace = json.loads(open(r.trace(), "rb").read().decode("utf-8"))
+    names = {e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"}
+    assert "step\ufffd\ufffd" in names, names

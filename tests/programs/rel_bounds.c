@@ -3,7 +3,7 @@
  * stepprof keeps must stay bounded and well-formed, and its config reading must not touch the
  * program's input. Usage: rel_bounds MODE [N]
  *   stdin   one CUDA call, then reads all of stdin; stdout `read N bytes: <first 32 bytes>`.
- *   names   N steps (default 3), each an NVTX range `step\xff\xfe` (invalid UTF-8) around a kernel
+ *   names   one CUDA call, then N steps (default 3), each an NVTX range `step\xff\xfe` (invalid UTF-8) around a kernel
  *           launch and a cudaDeviceSynchronize (a blocking call); stdout `names done`.
  *   early   pushes NVTX range `early_outer` and starts `early_started` before any CUDA call, then
  *           4 kernel launches inside `inner`, then ends both; stdout `early done`.
@@ -57,6 +57,7 @@ int main(int argc, char **argv)
         head[got < 32 ? got : 32] = 0;
         printf("read %zu bytes: %s\n", got, head);
     } else if (strcmp(mode, "names") == 0) {
+        CHECK(cudaDeviceSynchronize()); /* stepprof starts at the first CUDA call */
         for (long i = 0; i < (n ? n : 3); i++) {
             nvtxRangePushA("step\xff\xfe");
             launch();
