@@ -13,6 +13,7 @@
 #include "../collectors/cupti.h"
 #include "../collectors/events.h"
 #include "../collectors/memory.h"
+#include "../collectors/ranges.h"
 #include "../collectors/log.h"
 #include "../collectors/stacks.h"
 #include "../exporters/export.h"
@@ -350,6 +351,7 @@ void sp_sched_activate(void)
     if ((cfg.marker.kind == SP_MARK_NONE && !cfg.has_schedule && !signal_only) || whole_run) {
         sp_cupti_enable(1);
         open_record_window(sp_clock_ticks());
+        sp_range_adopt_early(cur_window);
         action = SP_ACT_RECORD;
     } else {
         sp_ev_set_gate(idle_gate());

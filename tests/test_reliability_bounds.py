@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from harness import ROOT, prog, run
+from harness import ROOT, assert_valid, load, prog, run
 
 
 # ---- item 9: the runner ----------------------------------------------------------------------
@@ -168,3 +168,28 @@ def test_summary_json_is_valid_with_invalid_utf8_names():
     trace = json.loads(open(r.trace(), "rb").read().decode("utf-8"))
     names = {e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"}
     assert "step\ufffd\ufffd" in names, names
+
+
+# ---- item 5: NVTX ranges opened before the first CUDA call --------------------------------------
+
+def test_nvtx_ranges_opened_before_the_first_cuda_call_are_in_a_whole_run_trace():
+    bare = run([prog("rel_bounds"), "early"], preload=False)
+    r = run([prog("rel_bounds"), "early"])
+    assert (r.returncode, r.stdout) == (bare.returncode, bare.stdout) == (0, "early done\n"), r.stderr
+    assert_valid(r.trace())
+    t = load(r.trace())
+    ranges = {e["name"]: e for e in t["traceEvents"] if e.get("cat") == "user_annotation" and e.get("ph") == "X"}
+    assert {"early_outer", "early_started"} <= set(ranges), sorted(ranges)
+    kernels = [e for e in t["traceEvents"] if e.get("cat") == "cuda_runtime" and e["name"] == "cudaLaunchKernel"]
+    assert len(kernels) == 4, len(kernels)
+    outer = ranges["early_outer"]
+    for k in kernels:   # the early ranges enclose the work they wrapped
+        for name in ("early_outer", "early_started"):
+            e = ranges[name]
+            assert e["ts"] <= k["ts"] and k["ts"] + k["dur"] <= e["ts"] + e["dur"], (name, e, k)
+    # Their start is when they were opened, 20 ms before stepprof started (its clock converted).
+    first = min(k["ts"] for k in kernels)
+    assert all(first - ranges[n]["ts"] >= 19000 for n in ("early_outer", "early_started")), \
+        (first, outer["ts"], ranges["early_started"]["ts"])
+    # A push/pop range's nesting holds: `inner` (opened after the first CUDA call) sits inside.
+    assert outer["ts"] <= ranges["inner"]["ts"] and ranges["inner"]["ts"] + ranges["inner"]["dur"] <= outer["ts"] + outer["dur"]

@@ -5,8 +5,9 @@
  *   stdin   one CUDA call, then reads all of stdin; stdout `read N bytes: <first 32 bytes>`.
  *   names   one CUDA call, then N steps (default 3), each an NVTX range `step\xff\xfe` (invalid UTF-8) around a kernel
  *           launch and a cudaDeviceSynchronize (a blocking call); stdout `names done`.
- *   early   pushes NVTX range `early_outer` and starts `early_started` before any CUDA call, then
- *           4 kernel launches inside `inner`, then ends both; stdout `early done`.
+ *   early   pushes NVTX range `early_outer` and starts `early_started` before any CUDA call, sleeps
+ *           20 ms, then 4 kernel launches inside `inner`, sleeps 5 ms, then ends both;
+ *           stdout `early done`.
  *   steps   N steps (default 1000): NVTX `train_step` around 4 kernel launches on the default
  *           stream; stdout the launches made, then `VmHWM <kB>` and `VmRSS <kB>` of this process.
  * Exit 0 (2 on bad usage). CUDA failures only warn (cuda_check.h).
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define PROG "rel_bounds"
 #include "cuda_check.h"
@@ -68,11 +70,13 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "early") == 0) {
         nvtxRangePushA("early_outer");
         nvtxRangeId_t id = nvtxRangeStartA("early_started");
+        usleep(20000); /* the ranges' true start is 20 ms before stepprof starts */
         nvtxRangePushA("inner");
         for (int i = 0; i < 4; i++)
             launch();
         CHECK(cudaDeviceSynchronize());
         nvtxRangePop();
+        usleep(5000);
         nvtxRangeEnd(id);
         nvtxRangePop();
         printf("early done\n");
