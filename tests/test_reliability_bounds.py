@@ -193,3 +193,77 @@ def test_nvtx_ranges_opened_before_the_first_cuda_call_are_in_a_whole_run_trace(
         (first, outer["ts"], ranges["early_started"]["ts"])
     # A push/pop range's nesting holds: `inner` (opened after the first CUDA call) sits inside.
     assert outer["ts"] <= ranges["inner"]["ts"] and ranges["inner"]["ts"] + ranges["inner"]["dur"] <= outer["ts"] + outer["dur"]
+
+
+# ---- item 2: every byte kept is bounded by the settings, CUPTI's records included ---------------
+
+# The CUPTI stand-in (tests/fakecuda) gives 2 records per launch: its runtime call and its kernel.
+CUPTI_PER_LAUNCH = 2
+
+
+def _steps(n, env):
+    r = run([prog("rel_bounds"), "steps", str(n)],
+            env=dict({"FAKECUDA_KERNEL_NS": 0, "PROF_FINALIZE_TIMEOUT_S": 150}, **env), timeout=170)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    out = dict(l.split() for l in r.stdout.splitlines())
+    assert int(out["launches"]) == 4 * n, r.stdout
+    return r, int(out["VmHWM"]), int(out["VmRSS"])
+
+
+def test_whole_run_with_cupti_holds_steady_memory_100k_to_400k_steps():
+    # Small buffers so both fill long before 100k steps; the trace itself is not waited for.
+    env = {"PROF_BUFFER_MB": 1, "PROF_CUPTI_BUFFER_MB": 4, "PROF_FINALIZE_TIMEOUT_S": 0}
+    _, hwm1, rss1 = _steps(100000, env)
+    _, hwm4, rss4 = _steps(400000, env)
+    # Unbounded, CUPTI's parsed records grew ~1 KB per step: +300 MB here.
+    print(f"VmHWM {hwm1} -> {hwm4} kB, VmRSS {rss1} -> {rss4} kB")
+    assert hwm4 - hwm1 < 4096 and rss4 - rss1 < 4096, f"VmHWM {hwm1} -> {hwm4} kB, VmRSS {rss1} -> {rss4} kB"
+
+
+def _intercepted(t):
+    return [e for e in t["traceEvents"] if e.get("ph") == "X" and (
+        (e.get("cat") == "cuda_runtime" and e["args"].get("stepprof_source") != "cupti") or e.get("cat") == "user_annotation")]
+
+
+def test_max_events_per_cycle_applies_to_cupti_records_with_exact_counts():
+    cap = 4000
+    counts = []
+    for n in (5000, 10000):
+        r, _, _ = _steps(n, {"PROF_MAX_EVENTS_PER_CYCLE": cap})
+        t = load(r.trace())
+        kernels = [e for e in t["traceEvents"] if e.get("cat") == "kernel"]
+        kept, dropped, cdropped = len(_intercepted(t)), t["stepprof_dropped_events"], t["stepprof_cupti_dropped_records"]
+        assert kept == cap and kept + dropped == 5 * n + 1, (kept, dropped, n)   # 4 launches + 1 range a step, 1 sync
+        assert 0 < len(kernels) <= cap and t["stepprof_truncated"] is True, (len(kernels), t["stepprof_truncated"])
+        summary = [f for f in r.files() if f.endswith(".summary.json")]
+        s = json.load(open(os.path.join(r.outdir, summary[0])))
+        assert s["dropped_events"] == dropped + cdropped, (s["dropped_events"], dropped, cdropped)
+        counts.append(cdropped)
+    # Every CUPTI record of the 5000 extra steps is counted as dropped, none lost silently.
+    assert counts[1] - counts[0] == CUPTI_PER_LAUNCH * 4 * 5000, counts
+
+
+def test_max_trace_mb_bounds_the_file_with_cupti_records():
+    r, _, _ = _steps(5000, {})
+    full = os.path.getsize(r.trace())
+    r, _, _ = _steps(5000, {"PROF_MAX_TRACE_MB": 1})
+    path = r.trace()
+    assert_valid(path)
+    t = load(path)
+    size = os.path.getsize(path)
+    assert full > (2 << 20) and size <= (1 << 20), (full, size)
+    kernels = [e for e in t["traceEvents"] if e.get("cat") == "kernel"]
+    kept, dropped = len(_intercepted(t)), t["stepprof_dropped_events"]
+    assert kernels and kept + dropped == 5 * 5000 + 1 and t["stepprof_truncated"] is True, (len(kernels), kept, dropped)
+    assert t["stepprof_cupti_dropped_records"] > 0
+
+
+def test_buffer_mb_1_every_call_kept_or_counted_with_cupti():
+    n = 20000
+    r, _, _ = _steps(n, {"PROF_BUFFER_MB": 1})
+    t = load(r.trace())
+    kept, dropped = len(_intercepted(t)), t["stepprof_dropped_events"]
+    assert dropped > 0 and kept + dropped == 5 * n + 1, (kept, dropped)
+    # CUPTI's records: those of the kernels kept plus those counted dropped are all of them.
+    kernels = [e for e in t["traceEvents"] if e.get("cat") == "kernel"]
+    assert len(kernels) + t["stepprof_cupti_dropped_records"] >= 4 * n, (len(kernels), t["stepprof_cupti_dropped_records"])
