@@ -71,7 +71,8 @@ def main():
     t_all = time.time()
     try:
         for i, (full, fn) in enumerate(collect(sys.argv[1:])):
-            tdir = os.path.join(root, f"{i:03d}-{full.replace(':', '-')}")
+            # Short: a Unix socket made under it (chromium's) must stay below 108 bytes.
+            tdir = os.path.join(root, f"{i:03d}")
             os.mkdir(tdir)
             use_tmp(tdir)
             t0 = time.time()
@@ -99,7 +100,7 @@ def main():
             if ok or not keep_failed:
                 shutil.rmtree(tdir, ignore_errors=True)
             else:
-                kept.append(tdir)
+                kept.append(f"{full} -> {tdir}")
     finally:
         tempfile.tempdir = None
         if old_tmp is None:
@@ -107,7 +108,7 @@ def main():
         else:
             os.environ["TMPDIR"] = old_tmp
         if kept:
-            print(f"kept the temporary directories of failing tests (SP_KEEP_FAILED): {' '.join(kept)}")
+            print("kept the temporary directories of failing tests (SP_KEEP_FAILED):\n  " + "\n  ".join(kept))
         else:
             shutil.rmtree(root, ignore_errors=True)
     print(f"\n{len(failed)} failed tests: {', '.join(failed)}" if failed else "")
