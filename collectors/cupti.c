@@ -63,6 +63,7 @@ static size_t nrecs, caprecs;
 static size_t rec_limit = SIZE_MAX; /* bound on nrecs: cupti_buffer_mb and the cycle cap */
 static size_t rec_by_bytes = SIZE_MAX; /* cupti_buffer_mb's part of it */
 static uint64_t recs_dropped;  /* parsed records past rec_limit, cumulative */
+static uint64_t drops_pending; /* of those, since the last take or window open */
 static sp_devprop_t devices[SP_MAX_DEVICES];
 
 static const CUpti_ActivityKind base_kinds[] = {
@@ -164,6 +165,7 @@ static sp_gpu_event_t *new_rec(void)
 {
     if (nrecs >= rec_limit) {
         recs_dropped++;
+        drops_pending++;
         return NULL;
     }
     if (nrecs == caprecs) {
@@ -435,6 +437,10 @@ void sp_cupti_window_open(void)
     api.flush_all(0);
     pthread_mutex_lock(&lock);
     nrecs = 0;
+    /* Records past the bound before the window (warmup) were not the
+     * window's: no longer counted, as those kept are discarded. */
+    recs_dropped -= drops_pending;
+    drops_pending = 0;
     pthread_mutex_unlock(&lock);
 }
 
@@ -548,6 +554,7 @@ size_t sp_cupti_take(uint64_t begin, uint64_t end, sp_gpu_event_t **out)
             recs[keep++] = *e;   /* a later window's */
     }
     nrecs = keep;
+    drops_pending = 0;
     pthread_mutex_unlock(&lock);
     free(mine);
     *out = v;

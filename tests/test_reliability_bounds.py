@@ -268,3 +268,17 @@ def test_buffer_mb_1_every_call_kept_or_counted_with_cupti():
     # CUPTI's records: those of the kernels kept plus those counted dropped are all of them.
     kernels = [e for e in t["traceEvents"] if e.get("cat") == "kernel"]
     assert len(kernels) + t["stepprof_cupti_dropped_records"] >= 4 * n, (len(kernels), t["stepprof_cupti_dropped_records"])
+
+
+def test_cupti_records_past_the_cap_in_warmup_are_not_counted_in_the_window():
+    # One recorded step after a wait step, with and without a warmup step before it (the program's
+    # first step, before its first CUDA call, is not seen). Each step makes 8 CUPTI records and the
+    # cap is 4, so the warmup step overflows it too; its drops must not be added to the recorded
+    # cycle's. (Without a warmup the cycle also holds the 2 records of stepprof's one-time device
+    # query, made when CUPTI is first enabled: hence <=, not ==.)
+    drops = []
+    for wait, warmup in ((2, 0), (1, 1)):
+        r, _, _ = _steps(6, {"PROF_MARKER": "nvtx:train_step", "PROF_WAIT": wait, "PROF_WARMUP": warmup,
+                             "PROF_ACTIVE": 1, "PROF_MAX_EVENTS_PER_CYCLE": 4})
+        drops.append(load(r.trace())["stepprof_cupti_dropped_records"])
+    assert drops[1] >= 4 and drops[1] <= drops[0], drops
