@@ -4,11 +4,9 @@
  * Buffers come from a small free list refilled off the hot path, capped by
  * cupti_buffer_mb; a full cap makes CUPTI drop (and count) records rather than
  * stall a launch. Completed buffers are parsed into sp_gpu_event_t records
- * under one mutex that is never held while calling into CUPTI; the parsed
- * records waiting for their window to close are bounded too, by
- * cupti_buffer_mb's bytes and by the cycle cap (max_events_per_cycle or
- * max_trace_mb's event budget): past either, records are dropped and counted
- * with CUPTI's own drops (sp_cupti_dropped). CUPTI's clock
+ * under one mutex that is never held while calling into CUPTI; those waiting
+ * for their window to close are bounded by cupti_buffer_mb's bytes and the
+ * cycle cap, past which they are dropped and counted. CUPTI's clock
  * (CLOCK_REALTIME on Linux) is mapped to CLOCK_MONOTONIC by an offset measured
  * with back-to-back reads, refreshed at every window close; no timestamp
  * callback, because CUPTI would call it twice per API call. */
@@ -353,13 +351,9 @@ int sp_cupti_init(int memory, long buffer_mb)
     pthread_mutex_unlock(&lock);
     with_memory = memory;
     buf_cap = (size_t)(buffer_mb > 4 ? buffer_mb : 4) << 20;
-    /* The parsed records of one window get the same byte budget as the
-     * activity buffers they come from. */
-    pthread_mutex_lock(&lock);
+    /* Parsed records get the activity buffers' byte budget (no callback yet: no lock). */
     rec_by_bytes = buf_cap / sizeof(sp_gpu_event_t);
-    if (rec_by_bytes < rec_limit)
-        rec_limit = rec_by_bytes;
-    pthread_mutex_unlock(&lock);
+    rec_limit = rec_by_bytes < rec_limit ? rec_by_bytes : rec_limit;
     if (owned_by_other_tool())
         return degrade("Nsight Systems owns CUPTI in this process", 0);
     void *h = open_cupti();
