@@ -42,8 +42,8 @@ def _runner(tmp, env, *filters):
         f.write(_FAKE_TESTS)
     scratch = os.path.join(tmp, "scratch")
     os.makedirs(scratch)
-    e = dict(os.environ, TMPDIR=scratch, **env)
-    e.pop("SP_PRELOAD_FIRST", None) if "SP_PRELOAD_FIRST" not in env else None
+    e = {k: v for k, v in os.environ.items() if k != "SP_PRELOAD_FIRST"}   # a sanitizer run is ours to set
+    e.update(TMPDIR=scratch, **env)
     p = subprocess.run([sys.executable, os.path.join(t, "run_tests.py")] + list(filters),
                        env=e, capture_output=True, text=True, timeout=60)
     return p, scratch
