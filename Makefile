@@ -45,6 +45,7 @@ include tests/programs/reports.mk
 include tests/programs/memory.mk
 include tests/unit/unit.mk
 include tests/programs/reliability.mk
+include tests/programs/rel_bounds.mk
 include tests/fuzz/fuzz.mk
 
 HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)

@@ -76,6 +76,21 @@ uint64_t sp_clock_to_ns(uint64_t ticks)
     return (uint64_t)((int64_t)cal_ns0 + (int64_t)d);
 }
 
+uint64_t sp_clock_ticks_of_mono(uint64_t ns)
+{
+    if (!sp_clock_tsc)
+        return ns;
+    uint64_t tsc, now;
+    read_pair(&tsc, &now);
+    /* The rate over less than 1 ms since activation is too noisy to carry a
+     * time far back: the activation instant is the best answer then. */
+    if (ns >= cal_ns0 || now - cal_ns0 < 1000000 || tsc <= cal_tsc0)
+        return cal_tsc0;
+    double per_ns = (double)(tsc - cal_tsc0) / (double)(now - cal_ns0);
+    uint64_t back = (uint64_t)((double)(cal_ns0 - ns) * per_ns);
+    return back < cal_tsc0 ? cal_tsc0 - back : 0;
+}
+
 int64_t sp_clock_epoch_offset(void)
 {
     return epoch_offset;

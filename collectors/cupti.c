@@ -4,7 +4,9 @@
  * Buffers come from a small free list refilled off the hot path, capped by
  * cupti_buffer_mb; a full cap makes CUPTI drop (and count) records rather than
  * stall a launch. Completed buffers are parsed into sp_gpu_event_t records
- * under one mutex that is never held while calling into CUPTI. CUPTI's clock
+ * under one mutex that is never held while calling into CUPTI; those waiting
+ * for their window to close are bounded by cupti_buffer_mb's bytes and the
+ * cycle cap, past which they are dropped and counted. CUPTI's clock
  * (CLOCK_REALTIME on Linux) is mapped to CLOCK_MONOTONIC by an offset measured
  * with back-to-back reads, refreshed at every window close; no timestamp
  * callback, because CUPTI would call it twice per API call. */
@@ -56,6 +58,10 @@ static uint64_t dropped_total;
 
 static sp_gpu_event_t *recs;   /* parsed records not yet taken */
 static size_t nrecs, caprecs;
+static size_t rec_limit = SIZE_MAX; /* bound on nrecs: cupti_buffer_mb and the cycle cap */
+static size_t rec_by_bytes = SIZE_MAX; /* cupti_buffer_mb's part of it */
+static uint64_t recs_dropped;  /* parsed records past rec_limit, cumulative */
+static uint64_t drops_pending; /* of those, since the last take or window open */
 static sp_devprop_t devices[SP_MAX_DEVICES];
 
 static const CUpti_ActivityKind base_kinds[] = {
@@ -155,8 +161,15 @@ static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_r
 
 static sp_gpu_event_t *new_rec(void)
 {
+    if (nrecs >= rec_limit) {
+        recs_dropped++;
+        drops_pending++;
+        return NULL;
+    }
     if (nrecs == caprecs) {
         size_t n = caprecs ? caprecs * 2 : 4096;
+        if (n > rec_limit)
+            n = rec_limit;
         sp_gpu_event_t *v = realloc(recs, n * sizeof *v);
         if (!v)
             return NULL;
@@ -168,7 +181,8 @@ static sp_gpu_event_t *new_rec(void)
     return e;
 }
 
-/* A record with the fields every GPU activity kind has; NULL when out of memory. */
+/* A record with the fields every GPU activity kind has; NULL when out of
+ * memory or past rec_limit (counted). */
 static sp_gpu_event_t *gpu_rec(uint32_t kind, uint64_t start, uint64_t end, uint32_t device, uint32_t context,
                                uint32_t stream, uint32_t corr)
 {
@@ -337,6 +351,9 @@ int sp_cupti_init(int memory, long buffer_mb)
     pthread_mutex_unlock(&lock);
     with_memory = memory;
     buf_cap = (size_t)(buffer_mb > 4 ? buffer_mb : 4) << 20;
+    /* Parsed records get the activity buffers' byte budget (no callback yet: no lock). */
+    rec_by_bytes = buf_cap / sizeof(sp_gpu_event_t);
+    rec_limit = rec_by_bytes < rec_limit ? rec_by_bytes : rec_limit;
     if (owned_by_other_tool())
         return degrade("Nsight Systems owns CUPTI in this process", 0);
     void *h = open_cupti();
@@ -414,6 +431,10 @@ void sp_cupti_window_open(void)
     api.flush_all(0);
     pthread_mutex_lock(&lock);
     nrecs = 0;
+    /* Records past the bound before the window (warmup) were not the
+     * window's: no longer counted, as those kept are discarded. */
+    recs_dropped -= drops_pending;
+    drops_pending = 0;
     pthread_mutex_unlock(&lock);
 }
 
@@ -527,6 +548,7 @@ size_t sp_cupti_take(uint64_t begin, uint64_t end, sp_gpu_event_t **out)
             recs[keep++] = *e;   /* a later window's */
     }
     nrecs = keep;
+    drops_pending = 0;
     pthread_mutex_unlock(&lock);
     free(mine);
     *out = v;
@@ -538,7 +560,17 @@ uint64_t sp_cupti_dropped(void)
     size_t d = 0;
     if (state > 0 && api.dropped(NULL, 0, &d) == CUPTI_SUCCESS)
         dropped_total += d;
-    return dropped_total;
+    pthread_mutex_lock(&lock);
+    uint64_t mine = recs_dropped;
+    pthread_mutex_unlock(&lock);
+    return dropped_total + mine;
+}
+
+void sp_cupti_set_cycle_cap(uint64_t max_records)
+{
+    pthread_mutex_lock(&lock);
+    rec_limit = max_records && max_records < rec_by_bytes ? (size_t)max_records : rec_by_bytes;
+    pthread_mutex_unlock(&lock);
 }
 
 void sp_cupti_shutdown(void)

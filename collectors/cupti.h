@@ -33,7 +33,12 @@ const char *sp_cupti_api_name(int driver, uint32_t cbid);  /* "cudaLaunchKernel"
  * records by the API call that launched them, else by their own start), moved
  * into a malloc'ed array; older records are dropped. */
 size_t sp_cupti_take(uint64_t begin_ns, uint64_t end_ns, sp_gpu_event_t **out);
-uint64_t sp_cupti_dropped(void);   /* records CUPTI could not store, cumulative */
+/* Records lost, cumulative: CUPTI's own drops (full buffers) and parsed
+ * records past the bound on those kept (cupti_buffer_mb, the cycle cap). */
+uint64_t sp_cupti_dropped(void);
+/* Records kept per window at most (0 = only cupti_buffer_mb's bound); set
+ * before the first window opens. */
+void sp_cupti_set_cycle_cap(uint64_t max_records);
 void sp_cupti_shutdown(void);      /* process end: forced flush, kinds off, cuptiFinalize */
 const sp_devprop_t *sp_cupti_device(uint32_t dev);   /* NULL when unknown */
 

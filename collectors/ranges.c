@@ -1,7 +1,11 @@
 /* collectors/ranges.c — see ranges.h. The push/pop stack lives in TLS (depth
  * 256; deeper pushes are counted so pops stay paired but are not stored).
  * Start/end ranges go through a 4096-slot table indexed by id, each slot
- * claimed with an atomic id so a stale end cannot close a newer range. */
+ * claimed with an atomic id so a stale end cannot close a newer range.
+ * A range opened before the first CUDA call (gate SP_GATE_UNINIT, its start
+ * read in CLOCK_MONOTONIC ns) belongs to the window a whole-run recording
+ * opened at activation (sp_range_adopt_early), if any; its start converted
+ * to ticks when it is stored. */
 #include "ranges.h"
 
 #include "clock.h"
@@ -26,9 +30,23 @@ static struct {
     open_range_t r;
 } slots[SLOTS];
 static _Atomic uint64_t next_id = 1;
+static _Atomic uint32_t early_window; /* 0: ranges opened before activation are not stored */
+
+void sp_range_adopt_early(uint32_t window)
+{
+    atomic_store_explicit(&early_window, window, memory_order_relaxed);
+}
 
 static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_arg)
 {
+    open_range_t early;
+    if (__builtin_expect(r->window == SP_GATE_UNINIT, 0)) {
+        uint32_t w = atomic_load_explicit(&early_window, memory_order_relaxed);
+        if (!sp_win_records(w))
+            return;
+        early = (open_range_t){sp_clock_ticks_of_mono(r->t0), r->name, w};
+        r = &early;
+    }
     if (!sp_win_records(r->window))
         return;
     sp_thread_t *t = sp_ev_thread();

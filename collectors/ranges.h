@@ -12,5 +12,8 @@ int sp_range_pop(void);                  /* returns the depth before the pop, -1
 uint64_t sp_range_start(uint32_t name);  /* the nvtxRangeId_t to hand back */
 void sp_range_end(uint64_t id);
 void sp_range_mark(uint32_t name);
+/* The schedule's whole-run window opened at activation: ranges still open
+ * from before the first CUDA call are stored in it when they end. */
+void sp_range_adopt_early(uint32_t window);
 
 #endif

@@ -3,6 +3,7 @@
 #include "jsonw.h"
 
 #include "gz.h"
+#include "json_escape.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -94,69 +95,15 @@ void sp_jw_printf(sp_jw_t *w, const char *fmt, ...)
     free(big);
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
-static int utf8_len(const unsigned char *s)
+static void jw_put(void *w, const char *p, size_t n)
 {
-    unsigned c = s[0];
-    int n;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2;
-        min = 0x80;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        min = 0x800;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        min = 0x10000;
-    } else {
-        return 0;
-    }
-    unsigned cp = c & (0x3fu >> (n - 1));
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3fu);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return n;
+    sp_jw_raw(w, p, n);
 }
 
 void sp_jw_str(sp_jw_t *w, const char *str, int as_name)
 {
-    const unsigned char *s = (const unsigned char *)(str ? str : "");
     sp_jw_raw(w, "\"", 1);
-    while (*s) {
-        unsigned c = *s;
-        if (c == '\n' && as_name) {
-            s++;
-            continue;
-        }
-        if (c == '\\') {
-            sp_jw_raw(w, as_name ? "/" : "\\\\", as_name ? 1 : 2);
-            s++;
-        } else if (c == '"') {
-            sp_jw_raw(w, "\\\"", 2);
-            s++;
-        } else if (c < 0x20 || c == 0x7f) {
-            char esc[8];
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            sp_jw_raw(w, esc, 6);
-            s++;
-        } else {
-            int n = utf8_len(s);
-            if (n == 0) {
-                sp_jw_raw(w, "\\ufffd", 6);
-                s++;
-            } else {
-                sp_jw_raw(w, (const char *)s, (size_t)n);
-                s += n;
-            }
-        }
-    }
+    sp_json_escape(str, as_name, jw_put, w);
     sp_jw_raw(w, "\"", 1);
 }
 

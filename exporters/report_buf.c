@@ -2,6 +2,8 @@
  * allocation sets oom and turns every later append into a no-op. */
 #include "report_buf.h"
 
+#include "json_escape.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -83,19 +85,15 @@ void sp_rb_printf(sp_rb_t *b, const char *fmt, ...)
     b->n += (size_t)m;
 }
 
+static void rb_put(void *b, const char *p, size_t n)
+{
+    sp_rb_add(b, p, n);
+}
+
 void sp_rb_json_str(sp_rb_t *b, const char *s)
 {
     sp_rb_add(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            char esc[2] = {'\\', (char)*p};
-            sp_rb_add(b, esc, 2);
-        } else if (*p < 0x20 || *p == 0x7f) {
-            sp_rb_printf(b, "\\u%04x", *p);
-        } else {
-            sp_rb_add(b, (const char *)p, 1);
-        }
-    }
+    sp_json_escape(s, 0, rb_put, b);
     sp_rb_add(b, "\"", 1);
 }
 

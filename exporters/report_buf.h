@@ -19,7 +19,7 @@ void sp_rb_add(sp_rb_t *b, const char *s, size_t len);
 void sp_rb_puts(sp_rb_t *b, const char *s);
 void sp_rb_printf(sp_rb_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sp_rb_pad(sp_rb_t *b, char c, size_t count);
-/* A quoted JSON string (control characters escaped). */
+/* A quoted JSON string, valid for any bytes (json_escape.h). */
 void sp_rb_json_str(sp_rb_t *b, const char *s);
 
 /* Writes the whole buffer to fd; 0 or -1 (errno set). */

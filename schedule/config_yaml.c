@@ -5,16 +5,29 @@
  * value or group of the wrong node kind, an unknown or repeated key, a typo of
  * profiling:. Values are parsed by config.c (sp_cfg_apply), so a value means
  * the same in the file as in PROF_*. Every message names file:line:column:,
- * and a syntax error anywhere in the file wins over a bad value before it. */
+ * and a syntax error anywhere in the file wins over a bad value before it.
+ * It also owns the file guards: only a regular file of at most
+ * SP_CFG_MAX_FILE_BYTES is read (opened without blocking, so a FIFO or a
+ * terminal is refused, never waited on or drained), and nesting deeper than
+ * SP_CFG_MAX_DEPTH stops the parse (libyaml's cost grows with the depth). */
 #define _GNU_SOURCE
 #include "config_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
+
+/* A training config that embeds profiling: is kilobytes; a file past 4 MiB is
+ * not one. No real config nests 64 deep. */
+#define SP_CFG_MAX_FILE_BYTES (4u << 20)
+#define SP_CFG_MAX_DEPTH 64
 
 /* A problem found while reading is kept in msg, not printed at once: a syntax
  * error further down the file, which explains more, takes its place. */
@@ -26,6 +39,7 @@ struct reader {
     char msg[1024];
     int syntax;                /* msg is libyaml's */
     size_t profiling_line;     /* of the profiling: key, 0 before it, for "appears twice" */
+    int depth;                 /* mappings and sequences open at the last event read */
 };
 
 /* Keeps "file:line:column: <message>" (libyaml marks are 0-based). */
@@ -58,7 +72,19 @@ static int yaml_fail(struct reader *r)
 static int next(struct reader *r, yaml_event_t *ev)
 {
     /* On failure libyaml leaves ev zeroed: nothing to delete. */
-    return yaml_parser_parse(&r->parser, ev) ? 0 : yaml_fail(r);
+    if (!yaml_parser_parse(&r->parser, ev))
+        return yaml_fail(r);
+    if (ev->type == YAML_MAPPING_START_EVENT || ev->type == YAML_SEQUENCE_START_EVENT)
+        r->depth++;
+    else if (ev->type == YAML_MAPPING_END_EVENT || ev->type == YAML_SEQUENCE_END_EVENT)
+        r->depth--;
+    if (r->depth <= SP_CFG_MAX_DEPTH)
+        return 0;
+    /* Counts as a syntax error: it ends the parse and wins over any other message. */
+    yaml_mark_t m = ev->start_mark;
+    yaml_event_delete(ev);
+    r->syntax = 1;
+    return rfail(r, m, "nested deeper than %d levels; not read further", SP_CFG_MAX_DEPTH);
 }
 
 static const char *node_kind(yaml_event_type_t t)
@@ -235,28 +261,79 @@ static int read_stream(struct reader *r)
     }
 }
 
-int sp_cfg_load_file(sp_config_t *cfg, const char *path, int named)
+/* Opens path without blocking and reads it whole if it is a regular file of
+ * at most SP_CFG_MAX_FILE_BYTES. 0 with *text (malloc'd) and *len; 1 for a
+ * missing file that need not exist; -1 with the message in msg. */
+static int read_file(const char *path, int named, char **text, size_t *len, char *msg, size_t n)
 {
     char err[128];
     struct stat st;
-    FILE *f = fopen(path, "re");
-    if (!f && errno == ENOENT && !named)
-        return 0;
-    if (!f)
-        return sp_cfg_fail("%s: cannot open config file: %s%s", path, strerror_r(errno, err, sizeof err),
-                           named ? " (named by PROF_CONFIG)" : "");
-    struct reader r = {.cfg = cfg, .file = path};
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && !named)
+        return 1;
+    if (fd < 0)
+        return sp_cfg_say(msg, n, "%s: cannot open config file: %s%s", path, strerror_r(errno, err, sizeof err),
+                          named ? " (named by PROF_CONFIG)" : "");
     int rc = -1;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
-        sp_cfg_say(r.msg, sizeof r.msg, "%s: cannot read config file: it is a directory", path);
-    else if (!yaml_parser_initialize(&r.parser))
-        sp_cfg_say(r.msg, sizeof r.msg, "%s: out of memory while reading YAML", path);
+    size_t got = 0;
+    char *buf = NULL;
+    if (fstat(fd, &st) != 0)
+        sp_cfg_say(msg, n, "%s: cannot read config file: %s", path, strerror_r(errno, err, sizeof err));
+    else if (S_ISDIR(st.st_mode))
+        sp_cfg_say(msg, n, "%s: cannot read config file: it is a directory", path);
+    else if (!S_ISREG(st.st_mode))
+        sp_cfg_say(msg, n, "%s: cannot read config file: not a regular file (a pipe, FIFO or device is "
+                   "never read)", path);
+    else if ((uint64_t)st.st_size > SP_CFG_MAX_FILE_BYTES)
+        sp_cfg_say(msg, n, "%s: config file is %jd bytes, more than the %u a config file may have", path,
+                   (intmax_t)st.st_size, SP_CFG_MAX_FILE_BYTES);
+    else if (!(buf = malloc(SP_CFG_MAX_FILE_BYTES + 1)))
+        sp_cfg_say(msg, n, "%s: out of memory while reading YAML", path);
     else {
-        yaml_parser_set_input_file(&r.parser, f);
+        /* The file may grow after fstat: read at most one byte past the limit. */
+        for (;;) {
+            ssize_t k = read(fd, buf + got, SP_CFG_MAX_FILE_BYTES + 1 - got);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k < 0) {
+                sp_cfg_say(msg, n, "%s: cannot read config file: %s", path, strerror_r(errno, err, sizeof err));
+                break;
+            }
+            got += (size_t)k;
+            if (k == 0 || got > SP_CFG_MAX_FILE_BYTES) {
+                rc = got > SP_CFG_MAX_FILE_BYTES ? sp_cfg_say(msg, n, "%s: config file is more than the %u "
+                                                              "bytes a config file may have", path,
+                                                              SP_CFG_MAX_FILE_BYTES) : 0;
+                break;
+            }
+        }
+    }
+    close(fd);
+    if (rc) {
+        free(buf);
+        return -1;
+    }
+    *text = buf;
+    *len = got;
+    return 0;
+}
+
+int sp_cfg_load_file(sp_config_t *cfg, const char *path, int named)
+{
+    struct reader r = {.cfg = cfg, .file = path};
+    char *text = NULL;
+    size_t len = 0;
+    int rc = read_file(path, named, &text, &len, r.msg, sizeof r.msg);
+    if (rc > 0)
+        return 0;
+    if (rc == 0 && !yaml_parser_initialize(&r.parser))
+        rc = sp_cfg_say(r.msg, sizeof r.msg, "%s: out of memory while reading YAML", path);
+    else if (rc == 0) {
+        yaml_parser_set_input_string(&r.parser, (const unsigned char *)text, len);
         rc = read_stream(&r);
         yaml_parser_delete(&r.parser);
     }
-    fclose(f);
+    free(text);
     if (rc)
         return sp_cfg_fail("%s", r.msg);
     snprintf(cfg->source, sizeof cfg->source, "%s", path);

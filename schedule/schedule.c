@@ -13,6 +13,7 @@
 #include "../collectors/cupti.h"
 #include "../collectors/events.h"
 #include "../collectors/memory.h"
+#include "../collectors/ranges.h"
 #include "../collectors/log.h"
 #include "../collectors/stacks.h"
 #include "../exporters/export.h"
@@ -303,19 +304,24 @@ void sp_sched_activate(void)
         return;
     }
     sp_log_level = cfg.log_level;
+    sp_clock_init();
+    if (cfg.cupti)
+        sp_cupti_init(cfg.profile_memory, cfg.cupti_buffer_mb);
     {
         /* A byte budget becomes an event budget: export can then stop at an
-         * exact count, and recording stops before memory grows past it. */
+         * exact count, and recording stops before memory grows past it. The
+         * cap holds for each source: host events and CUPTI's records; with
+         * CUPTI on, the two share max_trace_mb's bytes half and half. */
         uint64_t max_ev = (uint64_t)cfg.max_events_per_cycle;
         uint64_t by_size = (uint64_t)cfg.max_trace_mb * (1u << 20) / SP_EXPORT_EVENT_BYTES;
+        if (sp_cupti_active())
+            by_size = (by_size + 1) / 2;
         if (by_size && (!max_ev || by_size < max_ev))
             max_ev = by_size;
         sp_ev_set_cycle_cap(max_ev);
         sp_export_set_limit(max_ev);
+        sp_cupti_set_cycle_cap(max_ev);
     }
-    sp_clock_init();
-    if (cfg.cupti)
-        sp_cupti_init(cfg.profile_memory, cfg.cupti_buffer_mb);
     if (cfg.with_stack)
         sp_stack_init(cfg.stack_depth);
     if (sp_ev_pool_init(cfg.buffer_mb) != 0) {
@@ -350,6 +356,7 @@ void sp_sched_activate(void)
     if ((cfg.marker.kind == SP_MARK_NONE && !cfg.has_schedule && !signal_only) || whole_run) {
         sp_cupti_enable(1);
         open_record_window(sp_clock_ticks());
+        sp_range_adopt_early(cur_window);
         action = SP_ACT_RECORD;
     } else {
         sp_ev_set_gate(idle_gate());

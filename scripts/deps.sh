@@ -26,6 +26,10 @@ if [ ! -f "$CUDA_HOME/include/cuda_runtime_api.h" ]; then
     echo "stepprof deps: CUDA toolkit headers not found in $CUDA_HOME/include (set CUDA_HOME)" >&2
     exit 1
 fi
-[ -x "$CUDA_HOME/bin/nvcc" ] || echo "stepprof deps: no nvcc in $CUDA_HOME/bin: tests that need it will be skipped"
+# nvcc builds the .cu test programs; the test runner fails (never skips) a test whose tool is missing.
+if [ ! -x "$CUDA_HOME/bin/nvcc" ]; then
+    echo "stepprof deps: no nvcc in $CUDA_HOME/bin; install the CUDA toolkit (apt: nvidia-cuda-toolkit, or NVIDIA's cuda-toolkit) or set CUDA_HOME" >&2
+    exit 1
+fi
 sh "$(dirname "$0")/pydeps.sh" || exit 1
 exit 0

@@ -2,7 +2,10 @@
 runner that starts a target program as a real process (optionally preloaded,
 optionally on the CUDA stand-in) in a fresh temporary directory, and the traces
 it wrote. Tests raise Skip when a prerequisite (nvcc, a toolkit file) is
-missing, so the runner reports them skipped by name."""
+missing: the runner counts that as a failure (a missing tool is an install
+step, scripts/deps.sh); only SanitizerSkip, a test that measures something a
+sanitizer runtime changes by design, is a real skip. Temporary directories go
+under the runner's per-test root (tempfile.tempdir), removed after the run."""
 import glob
 import json
 import os
@@ -22,13 +25,18 @@ TRACE_RE = re.compile(r"^(.*)\.(\d+)\.pt\.trace\.json(\.gz)?$")
 
 
 class Skip(Exception):
-    """Raised by a test whose prerequisite is missing."""
+    """Raised by a test whose prerequisite is missing: run_tests.py fails it."""
+
+
+class SanitizerSkip(Skip):
+    """The one principled skip: the test measures something a preloaded
+    sanitizer runtime changes by design (make test-asan)."""
 
 
 def skip_under_sanitizer(why):
     """Tests that measure something a sanitizer runtime changes by design."""
     if os.environ.get("SP_PRELOAD_FIRST"):
-        raise Skip(f"under a preloaded sanitizer runtime: {why}")
+        raise SanitizerSkip(f"under a preloaded sanitizer runtime: {why}")
 
 
 def prog(name):
