@@ -30,7 +30,7 @@ FUZZ_DIR := tests/fuzz
 FUZZ_FLAGS := -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TARGETS := config jsonw trace_reader
 
-FUZZ_SRCS_config := schedule/config.c schedule/config_yaml.c schedule/marker.c collectors/log.c
+FUZZ_SRCS_config := schedule/config.c schedule/config_yaml.c schedule/marker.c collectors/log.c collectors/rank.c
 FUZZ_LIBS_config := $(LIBYAML_A)
 FUZZ_SRCS_jsonw := exporters/jsonw.c exporters/gz.c collectors/log.c
 FUZZ_LIBS_jsonw := -ldl
