@@ -172,7 +172,7 @@ def merge(paths, out_path):
         out.write('  "stepprof_merged": ' + json.dumps([{"rank": h[0], "file": os.path.basename(h[2])}
                                                        for h in heads]) + ",\n")
         out.write('  "traceEvents": [\n')
-        out.write(json.dumps({"name": "stepprof merge", "ph": "i", "s": "g", "pid": 0, "tid": 0, "ts": 0}))
+        out.write(json.dumps({"name": "stepprof merge", "ph": "i", "s": "g", "pid": min(heads)[0], "tid": 0, "ts": 0}))
         for rank, base, path in sorted(heads):
             m = maps.get(rank)
             if m is None:
