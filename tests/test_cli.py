@@ -43,6 +43,7 @@ def test_run_passes_output_stdin_and_exit_status():
 def test_run_forwards_signals_and_reraises_death():
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROF_")}
     env["LD_LIBRARY_PATH"] = FAKE_DIR
+    env["LD_PRELOAD"] = os.environ.get("SP_PRELOAD_FIRST", "")   # a sanitizer runtime (make test-asan)
     # The program traps USR1 (forwarded) then dies of TERM (forwarded, re-raised by stepprof).
     script = "trap 'echo got-usr1' USR1; echo ready; while :; do sleep 0.05; done"
     p = subprocess.Popen([CMD, "run", "--", "sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -148,7 +148,8 @@ def test_backend_nccl_when_loaded():
     lib = glob.glob(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so*"))
     assert lib, "pip's nvidia-nccl (a torch dependency) ships libnccl.so.2"
     r = run([CMD, "run", "--marker", "nvtx:train_step", "--", prog("train_c"), "3"], preload=False,
-            env=clean_env(RANK="0", WORLD_SIZE="2", LD_PRELOAD=lib[0]))
+            env=clean_env(RANK="0", WORLD_SIZE="2",
+                          LD_PRELOAD=(os.environ.get("SP_PRELOAD_FIRST", "") + " " + lib[0]).strip()))
     assert r.returncode == 0, r.stderr
     assert load(r.trace())["distributedInfo"] == {"backend": "nccl", "rank": 0, "world_size": 2}
 
