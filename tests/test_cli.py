@@ -4,6 +4,7 @@ through, has a flag for every key of schedule/config_keys.h and ends with the
 table, findings and file list; `report` covers a directory; `diff` of two runs
 of one program, one kernel made slower, puts that kernel first; `merge` reads
 gzipped traces and does not hold a trace in memory."""
+import glob
 import gzip
 import json
 import os
@@ -89,6 +90,12 @@ def test_report_directory():
     rep = sp("report", out, "--summary")
     assert rep.returncode == 0, rep.stderr
     assert rep.stdout.count("==> ") == 2 and rep.stdout.count("stepprof step summary") == 2, rep.stdout
+    assert sp("report", out, "--memory").returncode == 1   # recorded without --profile-memory
+    m = sp("run", *TRAIN, "--profile-memory", "-o", "mem", "--", prog("train"), "4")
+    mem = sp("report", os.path.join(m.cwd, "mem"), "--memory")
+    assert mem.returncode == 0 and mem.stdout, mem.stderr
+    with open(glob.glob(os.path.join(m.cwd, "mem", "*.memory.txt"))[0]) as f:
+        assert mem.stdout == f.read()
     bad = sp("report", os.path.join(r.cwd, "nothing"))
     assert bad.returncode == 1 and bad.stderr.startswith("stepprof: report: ") and "no such file" in bad.stderr
 

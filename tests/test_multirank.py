@@ -67,6 +67,7 @@ def test_mpirun_four_ranks():
         pids.add(pid)
         assert tr["stepprof_steps"] == [1, 2]
     assert len(pids) == 4
+    assert r.stderr.count("stepprof: key averages of the last cycle (rank0_") == 1, r.stderr
 
 
 def test_mpirun_ranks_key():
@@ -74,6 +75,10 @@ def test_mpirun_ranks_key():
     traces = by_name(r.traces())
     assert ranks_of(traces) == [1, 3], f"only ranks 1 and 3 record: {r.files()}"
     assert all(os.path.basename(t).startswith(("rank1_", "rank3_")) for t in r.files())
+    # The lowest recording rank prints the end report, with its own files only.
+    assert r.stderr.count("stepprof: files in ") == 1, r.stderr
+    listed = re.findall(r"^  (rank\d_\S+)$", r.stderr, re.M)
+    assert listed and all(n.startswith("rank1_") for n in listed), listed
 
 
 def test_merge_one_timeline_and_hta():
