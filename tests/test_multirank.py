@@ -1,7 +1,8 @@
 """tests/test_multirank.py — issue 16 items 4-6: multi-rank jobs. Open MPI's
 real mpirun starts 4 ranks of the CUDA stand-in training program under
 `stepprof run`; the traces carry the launcher's ranks (distributedInfo, worker
-names TensorBoard's plugin parses and that sort by rank), `ranks` keeps the
+names that sort by rank and that the real TensorBoard plugin loads as one
+worker per rank), `ranks` keeps the
 others inert, `stepprof merge` puts them on one timeline and HTA reads the
 directory as 4 ranks. torchrun, Slurm and PMI are their environment
 variables (what those launchers set), checked without a launcher."""
@@ -68,6 +69,16 @@ def test_mpirun_four_ranks():
         assert tr["stepprof_steps"] == [1, 2]
     assert len(pids) == 4
     assert r.stderr.count("stepprof: key averages of the last cycle (rank0_") == 1, r.stderr
+    # The real TensorBoard plugin loads the shared directory as 4 workers, in rank order.
+    import tempfile
+    from torch_tb_profiler import io
+    from torch_tb_profiler.profiler.loader import RunLoader
+    tb = RunLoader("run", r.outdir, io.Cache(tempfile.mkdtemp(prefix="sp-tb-"))).load()
+    workers = list(tb.workers)
+    assert [w.split("_")[0] for w in sorted(workers)] == ["rank0", "rank1", "rank2", "rank3"], workers
+    for w in workers:
+        prof = tb.get_profile(w, tb.get_spans(w)[0])
+        assert prof.has_kernel and prof.overview is not None, w
 
 
 def test_mpirun_ranks_key():
