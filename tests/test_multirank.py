@@ -86,6 +86,7 @@ def test_mpirun_ranks_key():
     traces = by_name(r.traces())
     assert ranks_of(traces) == [1, 3], f"only ranks 1 and 3 record: {r.files()}"
     assert all(os.path.basename(t).startswith(("rank1_", "rank3_")) for t in r.files())
+    assert r.stderr.count("stepprof: marker nvtx:train_step;") == 2, "ranks 0 and 2 say nothing:\n" + r.stderr
     # The lowest recording rank prints the end report, with its own files only.
     assert r.stderr.count("stepprof: files in ") == 1, r.stderr
     listed = re.findall(r"^  (rank\d_\S+)$", r.stderr, re.M)
