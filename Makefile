@@ -22,8 +22,8 @@ LIB_SRCS := $(foreach d,$(LIB_DIRS),$(filter-out %_main.c,$(wildcard $(d)/*.c)))
 LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 LIB := $(BUILD)/libstepprof.so
 
-.PHONY: all lib programs unit demo test bench install deps clean check-exports
-all: lib $(BUILD)/stepprof-report
+.PHONY: all lib programs unit demo test bench install deps clean check-exports cli
+all: lib $(BUILD)/stepprof-report cli
 
 lib: $(LIB)
 
@@ -61,6 +61,18 @@ $(REPORT_TOOL): exporters/report_main.c $(REPORT_TOOL_OBJS)
 -include $(REPORT_TOOL).d
 unit: $(UNIT_TESTS)
 
+# The `stepprof` command (scripts/stepprof): its key list comes from the one
+# key table through the C preprocessor, so every key is a flag of `run`.
+STEPPROF_CMD := $(BUILD)/stepprof $(BUILD)/stepprof_trace.py $(BUILD)/stepprof_keys.py
+$(BUILD)/stepprof_keys.py: scripts/stepprof_keys.py.in schedule/config_keys.h
+	@mkdir -p $(@D)
+	{ echo "# generated from schedule/config_keys.h by the Makefile; do not edit"; \
+	  $(CC) -E -P -x c $< | grep -v '^[[:space:]]*$$'; } > $@
+$(BUILD)/stepprof $(BUILD)/stepprof_trace.py: $(BUILD)/%: scripts/%
+	@mkdir -p $(@D)
+	cp $< $@
+cli: $(STEPPROF_CMD) $(REPORT_TOOL)
+
 deps:
 	@sh scripts/deps.sh
 
@@ -69,7 +81,7 @@ demo: deps
 	@sh scripts/demo.sh
 
 test: deps
-	@$(MAKE) --no-print-directory lib $(REPORT_TOOL) $(FAKECUDA_LIB) programs unit
+	@$(MAKE) --no-print-directory lib $(REPORT_TOOL) cli $(FAKECUDA_LIB) programs unit
 	@$(MAKE) --no-print-directory fakecupti-check $(if $(HAVE_NVCC),fakecuda-check)
 	@$(PYTHON) tests/run_tests.py
 
@@ -80,11 +92,14 @@ bench: deps
 check-exports: $(LIB)
 	@nm -D --defined-only $(LIB)
 
-install: $(LIB) $(REPORT_TOOL)
+install: $(LIB) $(REPORT_TOOL) $(STEPPROF_CMD)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/doc/stepprof
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libstepprof.so
 	install -m 0755 $(REPORT_TOOL) $(DESTDIR)$(PREFIX)/bin/stepprof-report
+	install -m 0755 $(BUILD)/stepprof $(DESTDIR)$(PREFIX)/bin/stepprof
+	install -d $(DESTDIR)$(PREFIX)/lib/stepprof
+	install -m 0644 $(BUILD)/stepprof_trace.py $(BUILD)/stepprof_keys.py $(DESTDIR)$(PREFIX)/lib/stepprof/
 	install -m 0644 README.md profiling.example.yaml $(DESTDIR)$(PREFIX)/share/doc/stepprof/
 
 clean:

@@ -9,6 +9,7 @@
 #include "../collectors/api.h"
 #include "../collectors/clock.h"
 #include "../collectors/kernels.h"
+#include "../collectors/rank.h"
 #include "../collectors/stacks.h"
 #include "../collectors/strings.h"
 #include "gz.h"
@@ -214,10 +215,13 @@ static void write_header(sp_jw_t *w, const sp_export_job_t *job, const sp_gpu_vi
     sp_jw_puts(w, "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [");
     sp_gpuv_write_device_props(w, gpu);
     sp_jw_puts(w, "],\n");
-    const char *rank = getenv("RANK"), *world = getenv("WORLD_SIZE");
-    if (rank && *rank && strspn(rank, "0123456789") == strlen(rank))
-        sp_jw_printf(w, "  \"distributedInfo\": {\"rank\": %ld, \"world_size\": %ld},\n", strtol(rank, NULL, 10),
-                     world && *world ? strtol(world, NULL, 10) : 1L);
+    /* Kineto's shape; HTA finds the rank by "rank":\s+N, so keep the space. */
+    const sp_rank_t *r = sp_rank();
+    const char *backend = r->rank >= 0 ? sp_rank_backend() : NULL;
+    if (r->rank >= 0)
+        sp_jw_printf(w, "  \"distributedInfo\": {%s%s%s\"rank\": %ld, \"world_size\": %ld},\n",
+                     backend ? "\"backend\": \"" : "", backend ? backend : "", backend ? "\", " : "", r->rank,
+                     r->world > 0 ? r->world : r->rank + 1);
     if (memory)
         sp_jw_puts(w, "  \"profile_memory\": 1,\n");
     if (job->with_stack)

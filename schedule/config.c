@@ -12,6 +12,7 @@
 #include "config_int.h"
 
 #include "../collectors/log.h"
+#include "../collectors/rank.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -275,6 +276,9 @@ static int parse_value(const struct key *k, const char *text, sp_config_t *cfg, 
             sp_cfg_append(why, n, " and at most %ld", k->max);
         return -1;
     case T_STR:
+        /* The one string with a syntax: the rank list. */
+        if (k == &sp_cfg_keys[SP_CFG_RANKS] && text[0] && sp_rank_in_list(text, 0, why, n) < 0)
+            return -1;
         return copy_text(k, text, f, why, n);
     case T_ENUM:
     case T_WORD:

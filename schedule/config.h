@@ -63,6 +63,7 @@ typedef struct sp_config {
     long cupti_buffer_mb;
     long buffer_mb;
     char processes[512];         /* comma-separated fnmatch globs on the program name */
+    char ranks[512];             /* rank list "0,8-15"; "" = every rank */
     long finalize_timeout_s;     /* bound on the exit / fatal-signal flush */
     long max_events_per_cycle;   /* 0 = unlimited */
     long max_trace_mb;           /* 0 = unlimited */

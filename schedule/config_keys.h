@@ -78,6 +78,9 @@
     X(TABLE_GROUP_BY_STACK_N, "table.group_by_stack_n", LONG, table.group_by_stack_n, "0", 0,      \
       SP_CFG_BIG, NULL, "one row per (name, top N stack frames); 0 disables")                      \
     X(TABLE_PRINT, "table.print", ENUM, table.print, "file", 0, 0, print_choices,                  \
-      "where the key-average table goes: stderr, file, both or none")
+      "where the key-average table goes: stderr, file, both or none")                              \
+    X(RANKS, "ranks", STR, ranks, "", 0, 0, NULL,                                                  \
+      "ranks that record in a multi-process job, e.g. 0,8-15 (rank from torchrun, Open MPI, PMI or " \
+      "Slurm; a process with no rank is rank 0); other ranks stay inert; empty means every rank")
 
 #endif

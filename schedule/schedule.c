@@ -15,6 +15,7 @@
 #include "../collectors/memory.h"
 #include "../collectors/ranges.h"
 #include "../collectors/log.h"
+#include "../collectors/rank.h"
 #include "../collectors/stacks.h"
 #include "../exporters/export.h"
 #include "../exporters/memory_report.h"
@@ -68,7 +69,25 @@ static void worker_name(char *out, size_t len)
     char host[256] = "host";
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = 0;
+    /* rank<R>_<host>_<pid>: names sort by rank (R zero-padded to the width of
+     * the largest rank), TensorBoard still splits node / process at the last
+     * _<digits>, and every process of a shared directory has its own name. */
+    const sp_rank_t *r = sp_rank();
+    if (r->rank >= 0) {
+        int width = snprintf(NULL, 0, "%ld", r->world > 0 ? r->world - 1 : r->rank);
+        snprintf(out, len, "rank%0*ld_%s_%d", width, r->rank, host, (int)getpid());
+        return;
+    }
     snprintf(out, len, "%s_%d", host, (int)getpid());
+}
+
+/* `ranks` leaves out every rank it does not list; a process that is no rank
+ * of a job counts as rank 0. The list was checked when the config loaded. */
+static int rank_selected(const char *ranks)
+{
+    char why[256];
+    long rank = sp_rank()->rank;
+    return !ranks[0] || sp_rank_in_list(ranks, rank < 0 ? 0 : rank, why, sizeof why) == 1;
 }
 
 static void open_record_window(uint64_t now)
@@ -290,10 +309,15 @@ void sp_sched_activate(void)
     int rc = sp_config_load(&cfg);
     sp_log_level = level;
     char name[256];
+    sp_rank_init();
     if (rc == 0 && cfg.enabled && !process_selected(cfg.processes, name, sizeof name)) {
         sp_log_level = cfg.log_level;
         sp_log(SP_LOG_DEBUG, "process %d (%s) does not match processes \"%s\"; not profiled", (int)getpid(), name,
                cfg.processes);
+        cfg.enabled = 0;
+    } else if (rc == 0 && cfg.enabled && !rank_selected(cfg.ranks)) {
+        sp_log_level = cfg.log_level;
+        sp_log(SP_LOG_DEBUG, "rank %ld is not in ranks \"%s\"; not profiled", sp_rank()->rank, cfg.ranks);
         cfg.enabled = 0;
     } else if (rc == 0 && cfg.enabled) {
         rc = sp_config_load(&cfg);

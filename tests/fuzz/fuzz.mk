@@ -30,7 +30,7 @@ FUZZ_DIR := tests/fuzz
 FUZZ_FLAGS := -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TARGETS := config jsonw trace_reader
 
-FUZZ_SRCS_config := schedule/config.c schedule/config_yaml.c schedule/marker.c collectors/log.c
+FUZZ_SRCS_config := schedule/config.c schedule/config_yaml.c schedule/marker.c collectors/log.c collectors/rank.c
 FUZZ_LIBS_config := $(LIBYAML_A)
 FUZZ_SRCS_jsonw := exporters/jsonw.c exporters/gz.c collectors/log.c
 FUZZ_LIBS_jsonw := -ldl
@@ -90,7 +90,7 @@ ASAN_RT := $(shell $(CC) -print-file-name=libasan.so)
 test-asan:
 	@$(MAKE) --no-print-directory -f $(firstword $(MAKEFILE_LIST)) BUILD=$(ASAN_BUILD) \
 	  CFLAGS_COMMON="$(CFLAGS_COMMON) $(ASAN_FLAGS)" EXTRA_LDFLAGS="$(ASAN_FLAGS)" \
-	  lib $(ASAN_BUILD)/stepprof-report $(ASAN_BUILD)/fakecuda/libcudart.so.13 programs unit \
+	  lib $(ASAN_BUILD)/stepprof-report cli $(ASAN_BUILD)/fakecuda/libcudart.so.13 programs unit \
 	  $(if $(PROGRAMS_REL),$(PROGRAMS_REL:$(BUILD)/%=$(ASAN_BUILD)/%))
 	@SP_BUILD=$(abspath $(ASAN_BUILD)) SP_PRELOAD_FIRST="$(ASAN_RT)" \
 	  ASAN_OPTIONS=detect_leaks=0:handle_segv=0:handle_sigbus=0:handle_sigfpe=0:halt_on_error=1:exitcode=86:log_path=$(abspath $(ASAN_BUILD))/asan \

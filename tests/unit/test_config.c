@@ -171,6 +171,10 @@ static const struct bad {
      "profiling.yaml:5:1: invalid YAML: did not find expected node content (while parsing a flow node at line 5, "
      "column 1)"},
     {"profiling:\n  worker_name: a\xff\n", {0}, "profiling.yaml: invalid YAML: invalid leading UTF-8 octet at byte 27"},
+    {"profiling:\n  ranks: 0,8-x\n", {0},
+     "profiling.yaml:2:10: profiling.ranks: \"0,8-x\": range 8-... needs an end >= 8 (e.g. 8-15)"},
+    {"profiling:\n  ranks: 3;4\n", {0},
+     "profiling.yaml:2:10: profiling.ranks: \"3;4\": unexpected \";4\" (expected a list such as 0,8-15)"},
     {"profiling:\n  active: 1\n  active: 2\n", {0},
      "profiling.yaml:3:3: profiling.active is set twice (first on line 2)"},
     {"profiling:\n  marker: nvtx:a\nprofiling:\n  active: 2\n", {0},
@@ -267,7 +271,7 @@ static void test_values(void)
                        "  output_dir: /tmp/traces\n  worker_name: 'rank 0'\n  use_gzip: true\n  record_shapes: 1\n"
                        "  profile_memory: On\n  with_stack: TRUE\n  stack_depth: 16\n  cupti: off\n  cupti_buffer_mb: 8\n  buffer_mb: 64\n  log: quiet\n"
                        "  processes: 'train*,python3*'\n  finalize_timeout_s: 3\n  max_events_per_cycle: 1000\n"
-                       "  max_trace_mb: 50\n"
+                       "  max_trace_mb: 50\n  ranks: ' 0, 8-15'\n"
                        "  table:\n    sort_by: self_cuda_time_total\n    row_limit: -1\n"
                        "    group_by_input_shape: true\n    group_by_stack_n: 5\n    print: both\n";
     int rc = load(yaml, NULL, &c, err, sizeof err);
@@ -282,7 +286,8 @@ static void test_values(void)
           c.buffer_mb == 64 &&
           c.log_level == SP_LOG_WARN, "full file: flags");
     CHECK(strcmp(c.processes, "train*,python3*") == 0 && c.finalize_timeout_s == 3 &&
-          c.max_events_per_cycle == 1000 && c.max_trace_mb == 50, "full file: processes and limits");
+          c.max_events_per_cycle == 1000 && c.max_trace_mb == 50 && strcmp(c.ranks, " 0, 8-15") == 0,
+          "full file: processes and limits");
     CHECK(strcmp(c.table.sort_by, "self_cuda_time_total") == 0 && c.table.row_limit == -1 &&
           c.table.group_by_input_shape && c.table.group_by_stack_n == 5 && c.table.print == SP_TABLE_PRINT_BOTH,
           "full file: table");

@@ -11,10 +11,10 @@ UNIT_TESTS := $(UNIT_OUT)/test_config $(UNIT_OUT)/test_plan $(UNIT_OUT)/test_jso
 UNIT_LIBYAML := $(or $(LIBYAML_A),/usr/lib/x86_64-linux-gnu/libyaml.a)
 # test_config reads profiling.example.yaml from the repository root.
 UNIT_CFLAGS := $(CFLAGS_COMMON) -DSP_REPO_ROOT='"$(CURDIR)"'
-UNIT_HEADERS := tests/unit/check.h $(wildcard schedule/*.h collectors/log.h) tests/unit/unit.mk
+UNIT_HEADERS := tests/unit/check.h $(wildcard schedule/*.h collectors/log.h collectors/rank.h) tests/unit/unit.mk
 
 # The configuration loader is split over three files, all linked together.
-UNIT_CONFIG_SRCS := schedule/config.c schedule/config_yaml.c schedule/marker.c
+UNIT_CONFIG_SRCS := schedule/config.c schedule/config_yaml.c schedule/marker.c collectors/rank.c
 
 $(UNIT_OUT)/test_config: $(UNIT_CONFIG_SRCS) collectors/log.c profiling.example.yaml
 $(UNIT_OUT)/test_plan: schedule/plan.c $(UNIT_CONFIG_SRCS) collectors/log.c

@@ -1,0 +1,132 @@
+/* collectors/rank.c — which rank of a multi-process job this process is.
+ * Launchers say it in the environment: torchrun (RANK, WORLD_SIZE,
+ * LOCAL_RANK), Open MPI (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK), PMI/PMIx
+ * (PMI_RANK, PMIX_RANK, PMI_SIZE, MPI_LOCALRANKID) and Slurm (SLURM_PROCID,
+ * SLURM_NTASKS, SLURM_LOCALID); the first launcher found wins, in that order
+ * (torchrun started by srun or mpirun knows its own ranks best). Read once,
+ * at activation, on the thread that activates; later reads take the copy, so
+ * the exporter never calls getenv while the program may setenv. Also owns
+ * the `ranks` selection syntax ("0,8-15") and the backend guess (nccl when
+ * libnccl is mapped). Lowest layer: schedule/ and exporters/ read it. */
+#define _GNU_SOURCE
+#include "rank.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static sp_rank_t cached = {-1, -1, -1, ""};
+
+static const struct source {
+    const char *name, *rank, *world, *local;
+} sources[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"PMIx", "PMIX_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
+    {"PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+};
+
+/* A non-negative decimal integer, or -1. */
+static long env_num(const char *var)
+{
+    const char *v = var ? getenv(var) : NULL;
+    if (!v || !*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 9)
+        return -1;
+    return strtol(v, NULL, 10);
+}
+
+void sp_rank_init(void)
+{
+    sp_rank_t r = {-1, -1, -1, ""};
+    for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
+        long rank = env_num(sources[i].rank);
+        if (rank < 0)
+            continue;
+        long world = env_num(sources[i].world);
+        r.rank = rank;
+        r.world = world > rank ? world : -1;
+        r.local = env_num(sources[i].local);
+        r.source = sources[i].name;
+        break;
+    }
+    cached = r;
+}
+
+const sp_rank_t *sp_rank(void)
+{
+    return &cached;
+}
+
+/* One number of a ranks list; advances *p past it. */
+static int spec_num(const char **p, long *out)
+{
+    const char *s = *p;
+    if (*s < '0' || *s > '9')
+        return -1;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end - s > 9)
+        return -1;
+    *out = v;
+    *p = end;
+    return 0;
+}
+
+int sp_rank_in_list(const char *spec, long rank, char *why, size_t n)
+{
+    const char *p = spec;
+    int hit = 0, items = 0;
+    for (;;) {
+        p += strspn(p, " \t");
+        if (!*p)
+            break;
+        long lo, hi;
+        if (spec_num(&p, &lo) != 0) {
+            snprintf(why, n, "expected a rank number at \"%s\" (e.g. 0,8-15)", p);
+            return -1;
+        }
+        hi = lo;
+        p += strspn(p, " \t");
+        if (*p == '-') {
+            p++;
+            p += strspn(p, " \t");
+            if (spec_num(&p, &hi) != 0 || hi < lo) {
+                snprintf(why, n, "range %ld-... needs an end >= %ld (e.g. 8-15)", lo, lo);
+                return -1;
+            }
+            p += strspn(p, " \t");
+        }
+        items++;
+        hit |= rank >= lo && rank <= hi;
+        if (*p == ',') {
+            p++;
+            continue;
+        }
+        if (*p) {
+            snprintf(why, n, "unexpected \"%s\" (expected a list such as 0,8-15)", p);
+            return -1;
+        }
+    }
+    if (!items) {
+        snprintf(why, n, "no rank listed (e.g. 0,8-15)");
+        return -1;
+    }
+    return hit;
+}
+
+const char *sp_rank_backend(void)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return NULL;
+    char line[4096];
+    const char *backend = NULL;
+    while (!backend && fgets(line, sizeof line, f)) {
+        const char *slash = strrchr(line, '/');
+        if (slash && (strncmp(slash + 1, "libnccl.so", 10) == 0 || strncmp(slash + 1, "librccl.so", 10) == 0))
+            backend = "nccl";
+    }
+    fclose(f);
+    return backend;
+}

@@ -1,0 +1,24 @@
+/* collectors/rank.h — this process's rank in a multi-process job (from the
+ * launcher's environment), the `ranks` list syntax and the backend guess. */
+#ifndef SP_RANK_H
+#define SP_RANK_H
+
+#include <stddef.h>
+
+typedef struct sp_rank {
+    long rank;           /* -1: not launched as one rank of a job */
+    long world;          /* -1: unknown */
+    long local;          /* -1: unknown */
+    const char *source;  /* launcher that said so ("torchrun", "Open MPI", ...), "" if none */
+} sp_rank_t;
+
+void sp_rank_init(void);            /* reads the environment; call once before sp_rank() */
+const sp_rank_t *sp_rank(void);
+
+/* 1 if rank is in spec ("0,8-15"), 0 if not, -1 with why filled if spec is malformed. */
+int sp_rank_in_list(const char *spec, long rank, char *why, size_t n);
+
+/* "nccl" when an NCCL (or RCCL) library is loaded in the process, else NULL. */
+const char *sp_rank_backend(void);
+
+#endif
