@@ -192,6 +192,34 @@ static void emit_external(const struct call *c, const struct tstate *t) {
   }
 }
 
+/* Lazy loading (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2): the program's modules are
+ * loaded inside its first allocation or launch, and CUPTI's DRIVER kind reports that nested driver
+ * call, cuModuleLoadDataEx (driver cbid 20, the same number as cudaMalloc's runtime cbid 20). Nested in
+ * the runtime call, it carries that call's correlation id (cupti_callbacks.h: ids are per API record;
+ * that a nested driver call shares its runtime caller's id is an assumption to check on a GPU, see
+ * docs/gpu-validation.md). Once per process, at the first such call the observer sees. */
+static _Atomic bool modules_loaded;
+
+static bool loads_modules(const char *api) {
+  return has_prefix(api, "cudaMalloc") || has_prefix(api, "cudaLaunch") || has_prefix(api, "__cudaLaunch");
+}
+
+static void lazy_module_load(const struct call *c, uint64_t end) {
+  if (atomic_load_explicit(&modules_loaded, memory_order_relaxed) || !loads_modules(c->api) ||
+      atomic_exchange(&modules_loaded, true) || !fcp_on(CUPTI_ACTIVITY_KIND_DRIVER))
+    return;
+  uint64_t span = end - c->start;
+  CUpti_ActivityAPI r = {.kind = CUPTI_ACTIVITY_KIND_DRIVER,
+                         .cbid = CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx,
+                         .start = fcp_ts(c->start + span / 4),
+                         .end = fcp_ts(c->start + span / 2),
+                         .processId = process_id(),
+                         .threadId = thread_id(),
+                         .correlationId = c->corr,
+                         .returnValue = 0};
+  fcp_record(&r, sizeof r, 0);
+}
+
 static void observe_exit(const char *api, int result, void *ctx) {
   (void)ctx;
   struct tstate *t = tstate();
@@ -213,6 +241,7 @@ static void observe_exit(const char *api, int result, void *ctx) {
                                         .returnValue = 0};
     fcp_record(&r, sizeof r, 0);
   }
+  lazy_module_load(c, end);
   if (c->cbid && fcp_on(CUPTI_ACTIVITY_KIND_RUNTIME)) {
     /* "the activity API record will be preceded by a CUpti_ActivityExternalCorrelation record" */
     if (fcp_on(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) emit_external(c, t);
