@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define BUF_BYTES (4u << 20)
 
@@ -45,7 +46,7 @@ static struct {
 } api;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int state;              /* 0 not tried, 1 active, -1 degraded */
+static int state;              /* 0 not tried, 1 active, -1 degraded, 2 a fork child of an active process */
 static int want_on, is_on, with_memory;
 static CUpti_SubscriberHandle subscriber;
 static int64_t clock_offset;   /* CLOCK_MONOTONIC - CUPTI clock */
@@ -57,6 +58,12 @@ static uint64_t dropped_total;
 static sp_gpu_event_t *recs;   /* parsed records not yet taken */
 static size_t nrecs, caprecs;
 static sp_devprop_t devices[SP_MAX_DEVICES];
+/* stepprof's own device queries, on CUPTI's clock: their API records are not
+ * the program's calls. own_end is UINT64_MAX while the queries run. */
+static struct {
+    uint32_t tid;
+    uint64_t begin, end;
+} own_calls;
 
 static const CUpti_ActivityKind base_kinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,          CUPTI_ACTIVITY_KIND_MEMCPY2,
@@ -210,6 +217,22 @@ static void memory_record(const CUpti_ActivityMemory4 *m)
                             to_mono(m->timestamp), (int)m->deviceId, m->streamId);
 }
 
+/* stepprof's own device queries and the driver calls they make: on the
+ * querying thread, between the two reads of CUPTI's clock, with a device
+ * query's name (the name too, in case CUPTI's clock and its records' differ). */
+static int own_call(int driver, const CUpti_ActivityAPI *a)
+{
+    const char *name = NULL;
+    if (!own_calls.begin || a->threadId != own_calls.tid || a->start < own_calls.begin || a->start > own_calls.end ||
+        !api.callback_name ||
+        api.callback_name(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &name) !=
+            CUPTI_SUCCESS ||
+        !name)
+        return 0;
+    return driver ? strncmp(name, "cuDevice", 8) == 0
+                  : strncmp(name, "cudaGetDeviceCount", 18) == 0 || strncmp(name, "cudaGetDeviceProperties", 23) == 0;
+}
+
 /* Called with `lock` held. */
 static void parse(const CUpti_Activity *r)
 {
@@ -253,6 +276,8 @@ static void parse(const CUpti_Activity *r)
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: {
         const CUpti_ActivityAPI *a = (const void *)r;
+        if (own_call(r->kind == CUPTI_ACTIVITY_KIND_DRIVER, a))
+            return;
         uint32_t kind = r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? SP_GPU_RUNTIME : SP_GPU_DRIVER;
         if (!(e = gpu_rec(kind, a->start, a->end, 0, 0, 0, a->correlationId)))
             return;
@@ -335,6 +360,14 @@ int sp_cupti_init(int memory, long buffer_mb)
         return state > 0 ? 0 : -1;
     }
     pthread_mutex_unlock(&lock);
+    if (state == 2) {
+        /* CUPTI's copy of our parent's subscription lives on here, so a new
+         * one would fail as if another tool held CUPTI; and CUDA cannot be
+         * used in a fork child of a process that initialized it. */
+        sp_log(SP_LOG_DEBUG, "a fork child of a process that used CUPTI: GPU activity is not recorded here");
+        state = -1;
+        return -1;
+    }
     with_memory = memory;
     buf_cap = (size_t)(buffer_mb > 4 ? buffer_mb : 4) << 20;
     if (owned_by_other_tool())
@@ -418,6 +451,7 @@ void sp_cupti_window_open(void)
 }
 
 static void query_devices(void);
+static void query_each(cudaError_t (*prop_fn)(struct cudaDeviceProp *, int), int n);
 volatile int sp_cupti_devices_pending;
 
 void sp_cupti_query_devices(void)
@@ -432,8 +466,26 @@ static void query_devices(void)
     cudaError_t (*prop_fn)(struct cudaDeviceProp *, int) =
         (cudaError_t(*)(struct cudaDeviceProp *, int))dlsym(RTLD_NEXT, "cudaGetDeviceProperties");
     int n = 0;
-    if (!count_fn || !prop_fn || count_fn(&n) != cudaSuccess)
-        return;
+    uint64_t begin = 0;
+    if (state > 0 && api.timestamp(&begin) == CUPTI_SUCCESS) {
+        pthread_mutex_lock(&lock);
+        own_calls.tid = (uint32_t)gettid();
+        own_calls.begin = begin;
+        own_calls.end = UINT64_MAX;
+        pthread_mutex_unlock(&lock);
+    }
+    if (count_fn && prop_fn && count_fn(&n) == cudaSuccess)
+        query_each(prop_fn, n);
+    uint64_t end = 0;
+    if (begin && api.timestamp(&end) == CUPTI_SUCCESS) {
+        pthread_mutex_lock(&lock);
+        own_calls.end = end;
+        pthread_mutex_unlock(&lock);
+    }
+}
+
+static void query_each(cudaError_t (*prop_fn)(struct cudaDeviceProp *, int), int n)
+{
     for (int d = 0; d < n && d < SP_MAX_DEVICES; d++) {
         struct cudaDeviceProp p;
         sp_devprop_t *o = &devices[d];
@@ -562,7 +614,7 @@ const sp_devprop_t *sp_cupti_device(uint32_t dev)
 void sp_cupti_after_fork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
-    state = 0;
+    state = state > 0 ? 2 : 0;
     want_on = is_on = 0;
     nrecs = 0;
 }

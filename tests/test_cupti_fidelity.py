@@ -5,6 +5,8 @@ driver records whose cbids overlap runtime ones (lazy module loading inside
 the first cudaMalloc), correlation ids that must not collide, peer copies,
 errno, fork children, short-lived threads."""
 import collections
+import json
+import os
 
 from harness import assert_valid, load, prog, run, runtime_events
 from test_cupti import gpu, need_fake_cupti
@@ -50,3 +52,45 @@ def test_synthetic_correlation_ids_above_every_cupti_id():
     ids = [e["args"]["correlation"] for e in calls]
     assert min(ids) >= 1 << 32, sorted(ids)[:5]
     assert len(set(ids)) == len(ids)
+
+
+def _errno_after_each_call(preload, env):
+    r = run([prog("calls_all"), "calls.json"], preload=preload, env=env)
+    assert r.returncode == 0, r.stderr
+    calls = json.load(open(os.path.join(r.cwd, "calls.json")))
+    assert len(calls) == 28, len(calls)
+    return [(c["name"], c["errno"]) for c in calls]
+
+
+def test_errno_preserved_across_every_interposer():
+    """calls_all sets errno to a sentinel before each intercepted call and
+    writes errno after it: under stepprof (first call activates it, CUPTI
+    on, memory profiling on: every slow path) each value must be what the
+    runtime alone left."""
+    need_fake_cupti()
+    bare = _errno_after_each_call(False, {})
+    assert any(e == 4242 for _, e in bare), bare
+    for env in ({}, {"PROF_PROFILE_MEMORY": 1}, {"PROF_WITH_STACK": 1}, {"PROF_MARKER": "nvtx:x", "PROF_WAIT": 0}):
+        got = _errno_after_each_call(True, env)
+        assert got == bare, (env, [(g, b) for g, b in zip(got, bare) if g != b])
+
+
+def test_own_device_queries_not_in_trace():
+    """stepprof reads device properties with cudaGetDeviceCount /
+    cudaGetDeviceProperties; CUPTI records those calls too, but they are not
+    the program's (train makes none): no trace event, properties still there."""
+    _, t = whole_run()
+    names = {e["name"] for e in runtime_events(t, all_sources=True)}
+    assert not names & {"cudaGetDeviceCount", "cudaGetDeviceProperties"}, names
+    assert t["deviceProperties"] and t["deviceProperties"][0]["name"], t.get("deviceProperties")
+
+
+def test_no_false_another_tool_line_in_fork_children():
+    """A fork child inherits CUPTI's copy of its parent's subscription: it
+    must not claim that another tool subscribed."""
+    need_fake_cupti()
+    r = run([prog("rel_fork"), "4", "1", "200"])
+    assert r.returncode == 0, r.stderr
+    assert "cuda " in r.stdout, r.stdout
+    assert not [l for l in r.stderr.splitlines() if "another tool" in l], r.stderr
+    assert len(r.traces()) == 3, r.traces()
