@@ -65,11 +65,19 @@ static struct {
     uint64_t begin, end;
 } own_calls;
 
-static const CUpti_ActivityKind base_kinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,          CUPTI_ACTIVITY_KIND_MEMCPY2,
-    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_RUNTIME,         CUPTI_ACTIVITY_KIND_DRIVER,
-    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
+/* The kinds parse() reads (no EXTERNAL_CORRELATION: no external ids are
+ * pushed; no OVERHEAD: nothing reads CUPTI's own overhead), with the names a
+ * refused enable is reported under. */
+static const struct {
+    CUpti_ActivityKind kind;
+    const char *name;
+} base_kinds[] = {
+    {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernels"},      {CUPTI_ACTIVITY_KIND_MEMCPY, "copies"},
+    {CUPTI_ACTIVITY_KIND_MEMCPY2, "peer copies"},            {CUPTI_ACTIVITY_KIND_MEMSET, "memsets"},
+    {CUPTI_ACTIVITY_KIND_RUNTIME, "runtime API calls"},      {CUPTI_ACTIVITY_KIND_DRIVER, "driver API calls"},
+    {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "synchronization"}, {CUPTI_ACTIVITY_KIND_MEMORY2, "memory"},
 };
+static unsigned refused_reported;   /* bit i: base_kinds[i]'s refusal was reported */
 
 static const char *result_text(CUptiResult r)
 {
@@ -264,6 +272,17 @@ static void parse(const CUpti_Activity *r)
         e->graph_id = m->graphId;
         break;
     }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {   /* a peer-to-peer copy (cudaMemcpyPeer*) */
+        const CUpti_ActivityMemcpyPtoP4 *m = (const void *)r;
+        if (!(e = gpu_rec(SP_GPU_MEMCPY, m->start, m->end, m->deviceId, m->contextId, m->streamId, m->correlationId)))
+            return;
+        e->bytes = m->bytes;
+        e->copy_kind = m->copyKind;
+        e->src_kind = m->srcKind;
+        e->dst_kind = m->dstKind;
+        e->graph_id = m->graphId;
+        break;
+    }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
         const CUpti_ActivityMemset4 *m = (const void *)r;
         if (!(e = gpu_rec(SP_GPU_MEMSET, m->start, m->end, m->deviceId, m->contextId, m->streamId, m->correlationId)))
@@ -325,13 +344,19 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callbac
     (void)ud, (void)d, (void)id, (void)data;
 }
 
+/* A kind CUPTI refuses to enable is reported once per process, by name. */
 static void set_kinds(int on)
 {
     CUptiResult (*fn)(CUpti_ActivityKind) = on ? api.enable : api.disable;
-    for (size_t i = 0; i < sizeof base_kinds / sizeof base_kinds[0]; i++)
-        fn(base_kinds[i]);
-    if (with_memory)
-        fn(CUPTI_ACTIVITY_KIND_MEMORY2);
+    size_t n = sizeof base_kinds / sizeof base_kinds[0] - !with_memory;   /* MEMORY2 last */
+    for (size_t i = 0; i < n; i++) {
+        CUptiResult r = fn(base_kinds[i].kind);
+        if (on && r != CUPTI_SUCCESS && !(refused_reported & 1u << i)) {
+            refused_reported |= 1u << i;
+            sp_log(SP_LOG_WARN, "CUPTI refused to record %s (activity kind %d: %s, CUPTI error %d); the trace has "
+                   "none", base_kinds[i].name, (int)base_kinds[i].kind, result_text(r), (int)r);
+        }
+    }
     is_on = on;
 }
 

@@ -94,3 +94,34 @@ def test_no_false_another_tool_line_in_fork_children():
     assert "cuda " in r.stdout, r.stdout
     assert not [l for l in r.stderr.splitlines() if "another tool" in l], r.stderr
     assert len(r.traces()) == 3, r.traces()
+
+
+def test_peer_copies_are_gpu_memcpy_ptop():
+    """CUPTI reports cudaMemcpyPeer / cudaMemcpyPeerAsync as MEMCPY2
+    (CUpti_ActivityMemcpyPtoP4): each becomes a gpu_memcpy PtoP event with
+    its bytes, correlated to its call."""
+    r, t = whole_run("calls_all", args=("calls.json",))
+    calls = {e["name"]: e for e in runtime_events(t)}
+    peers = [e for e in gpu(t, "gpu_memcpy") if "PtoP" in e["name"]]
+    assert sorted(e["args"]["bytes"] for e in peers) == [4099, 8209], [e["name"] for e in gpu(t, "gpu_memcpy")]
+    for p in peers:
+        call = "cudaMemcpyPeer" if p["args"]["bytes"] == 8209 else "cudaMemcpyPeerAsync"
+        assert p["args"]["correlation"] == calls[call]["args"]["correlation"], (p["args"], calls[call]["args"])
+
+
+def test_refused_kind_reported_once_by_name():
+    """cuptiActivityEnable can refuse one kind (CUPTI_ERROR_NOT_COMPATIBLE,
+    14, here for MEMCPY2, kind 22) and accept the others: one stepprof: line
+    names what is missing, however often the kinds are switched on, and the
+    rest is still recorded."""
+    need_fake_cupti()
+    r = run([prog("train")], env={"STEPS": 12, "PROF_MARKER": "nvtx:train_step", "PROF_WAIT": 2, "PROF_WARMUP": 1,
+                                   "PROF_ACTIVE": 2, "PROF_REPEAT": 2, "FAKECUPTI_ENABLE_ERROR": 14,
+                                   "FAKECUPTI_ENABLE_ERROR_KIND": 22})
+    assert r.returncode == 0, r.stderr
+    refused = [l for l in r.sp_lines if "refused" in l]
+    assert len(refused) == 1 and "peer copies" in refused[0] and "22" in refused[0], r.sp_lines
+    traces = r.traces()
+    assert len(traces) == 2, traces
+    for path in traces:
+        assert gpu(load(path), "kernel")

@@ -345,6 +345,34 @@ static void memcpy_record(const fakecuda_op_t *op, uint32_t corr) {
   fcp_record(&r, sizeof r, op->gpu_end_ns);
 }
 
+/* A copy between two devices (cudaMemcpyPeer*) is CUPTI's MEMCPY2 kind, CUpti_ActivityMemcpyPtoP4,
+ * when that kind is on (cupti_activity.h: "A peer to peer memory copy"); that it then gives no MEMCPY
+ * record as well is an assumption to check on a GPU (docs/gpu-validation.md). */
+static void memcpy2_record(const fakecuda_op_t *op, uint32_t corr) {
+  CUpti_ActivityMemcpyPtoP4 r = {
+      .kind = CUPTI_ACTIVITY_KIND_MEMCPY2,
+      .copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP,
+      .srcKind = memory_kind(op->src_mem),
+      .dstKind = memory_kind(op->dst_mem),
+      .flags = strstr(op->api, "Async") ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : CUPTI_ACTIVITY_FLAG_NONE,
+      .bytes = op->bytes,
+      .start = fcp_ts(op->gpu_start_ns),
+      .end = fcp_ts(op->gpu_end_ns),
+      .deviceId = (uint32_t)op->device,
+      .contextId = (uint32_t)op->device + 1,
+      .streamId = (uint32_t)op->stream_id,
+      .srcDeviceId = (uint32_t)op->src_device,
+      .srcContextId = (uint32_t)op->src_device + 1,
+      .dstDeviceId = (uint32_t)op->dst_device,
+      .dstContextId = (uint32_t)op->dst_device + 1,
+      .correlationId = corr,
+      .graphNodeId = op->graph_node_id,
+      .graphId = op->graph_id,
+      .channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY,
+  };
+  fcp_record(&r, sizeof r, op->gpu_end_ns);
+}
+
 static void memset_record(const fakecuda_op_t *op, uint32_t corr) {
   CUpti_ActivityMemset4 r = {
       .kind = CUPTI_ACTIVITY_KIND_MEMSET,
@@ -421,7 +449,10 @@ static void observe_op(const fakecuda_op_t *op, void *ctx) {
   switch (op->kind) {
   case FAKECUDA_OP_KERNEL: kernel_record(op, corr, api_start); break;
   case FAKECUDA_OP_MEMCPY:
-    if (fcp_on(CUPTI_ACTIVITY_KIND_MEMCPY)) memcpy_record(op, corr);
+    if (op->src_device >= 0 && has_prefix(op->api, "cudaMemcpyPeer") && fcp_on(CUPTI_ACTIVITY_KIND_MEMCPY2))
+      memcpy2_record(op, corr);
+    else if (fcp_on(CUPTI_ACTIVITY_KIND_MEMCPY))
+      memcpy_record(op, corr);
     break;
   case FAKECUDA_OP_MEMSET:
     if (fcp_on(CUPTI_ACTIVITY_KIND_MEMSET)) memset_record(op, corr);
