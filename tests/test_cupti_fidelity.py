@@ -125,3 +125,22 @@ def test_refused_kind_reported_once_by_name():
     assert len(traces) == 2, traces
     for path in traces:
         assert gpu(load(path), "kernel")
+
+
+def test_ten_thousand_short_lived_threads_do_not_exhaust_the_pool():
+    """20 recorded cycles of 500 threads that each make one CUDA call and
+    exit (10k threads) with a 64 MB pool (1024 chunks of 64 KiB): an exited
+    thread's chunk must come back once its records are written, or the pool
+    is gone after two cycles and the calls are dropped."""
+    need_fake_cupti()
+    r = run([prog("short_threads"), "20", "500"], env={"PROF_MARKER": "cudaProfilerApi", "PROF_REPEAT": 0, "PROF_BUFFER_MB": 64},
+            timeout=170)
+    assert r.returncode == 0, r.stderr
+    assert "threads 10000" in r.stdout, r.stdout
+    traces = sorted(r.traces())
+    assert len(traces) == 20, len(traces)
+    for path in traces:
+        t = load(path)
+        assert t["stepprof_dropped_events"] == 0, (path, t["stepprof_dropped_events"])
+        sets = runtime_events(t, "cudaMemsetAsync")
+        assert len(sets) == 500 and len({e["tid"] for e in sets}) == 500, (path, len(sets))
