@@ -7,8 +7,12 @@ errno, fork children, short-lived threads."""
 import collections
 import json
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 
-from harness import assert_valid, load, prog, run, runtime_events
+from harness import ROOT, assert_valid, load, prog, run, runtime_events
 from test_cupti import gpu, need_fake_cupti
 
 
@@ -144,3 +148,32 @@ def test_ten_thousand_short_lived_threads_do_not_exhaust_the_pool():
         assert t["stepprof_dropped_events"] == 0, (path, t["stepprof_dropped_events"])
         sets = runtime_events(t, "cudaMemsetAsync")
         assert len(sets) == 500 and len({e["tid"] for e in sets}) == 500, (path, len(sets))
+
+
+def test_buffers_completed_on_cuptis_worker_thread():
+    """CUPTI hands full buffers to the client on its own worker thread, while
+    launching threads keep filling new ones: 8 threads x 4000 launches fill
+    several 4 MB buffers mid-run, and every launch still has its kernel."""
+    need_fake_cupti()
+    r = run([prog("threads"), "8", "4000"])
+    assert r.returncode == 0, r.stderr
+    t = load(r.trace())
+    launches = runtime_events(t, "cudaLaunchKernel")
+    kernels = gpu(t, "kernel")
+    assert len(launches) == 32000 and len(kernels) == 32000, (len(launches), len(kernels))
+    assert t["stepprof_dropped_events"] == 0
+
+
+def test_gpu_checklist_passes_on_the_stand_ins():
+    """scripts/gpu_checklist.py (run by gpu-validate.sh) checks on a GPU what
+    the stand-in assumes; on the stand-ins every check must say ok."""
+    need_fake_cupti()
+    out = tempfile.mkdtemp(prefix="sp-checklist-")
+    try:
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu_checklist.py"), out],
+                           capture_output=True, text=True, timeout=170)
+        assert p.returncode == 0, p.stdout + p.stderr
+        checks = [l for l in p.stdout.splitlines() if l.startswith("- [")]
+        assert len(checks) == 6 and all(l.startswith("- [ok]") for l in checks), p.stdout
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
