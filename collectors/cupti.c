@@ -57,7 +57,6 @@ static uint64_t dropped_total;
 
 static sp_gpu_event_t *recs;   /* parsed records not yet taken */
 static size_t nrecs, caprecs;
-static sp_devprop_t devices[SP_MAX_DEVICES];
 /* stepprof's own device queries, on CUPTI's clock: their API records are not
  * the program's calls. own_end is UINT64_MAX while the queries run. */
 static struct {
@@ -475,62 +474,22 @@ void sp_cupti_window_open(void)
     pthread_mutex_unlock(&lock);
 }
 
-static void query_devices(void);
-static void query_each(cudaError_t (*prop_fn)(struct cudaDeviceProp *, int), int n);
-volatile int sp_cupti_devices_pending;
-
-void sp_cupti_query_devices(void)
+/* stepprof's own device queries (collectors/cupti_devices.c) run between
+ * sp_cupti_own_calls(1) and sp_cupti_own_calls(0), on one thread. */
+void sp_cupti_own_calls(int begin)
 {
-    if (__atomic_exchange_n(&sp_cupti_devices_pending, 0, __ATOMIC_ACQ_REL))
-        query_devices();
-}
-
-static void query_devices(void)
-{
-    cudaError_t (*count_fn)(int *) = (cudaError_t(*)(int *))dlsym(RTLD_NEXT, "cudaGetDeviceCount");
-    cudaError_t (*prop_fn)(struct cudaDeviceProp *, int) =
-        (cudaError_t(*)(struct cudaDeviceProp *, int))dlsym(RTLD_NEXT, "cudaGetDeviceProperties");
-    int n = 0;
-    uint64_t begin = 0;
-    if (state > 0 && api.timestamp(&begin) == CUPTI_SUCCESS) {
-        pthread_mutex_lock(&lock);
+    uint64_t t = 0;
+    if (state <= 0 || api.timestamp(&t) != CUPTI_SUCCESS)
+        return;
+    pthread_mutex_lock(&lock);
+    if (begin) {
         own_calls.tid = (uint32_t)gettid();
-        own_calls.begin = begin;
+        own_calls.begin = t;
         own_calls.end = UINT64_MAX;
-        pthread_mutex_unlock(&lock);
+    } else if (own_calls.begin) {
+        own_calls.end = t;
     }
-    if (count_fn && prop_fn && count_fn(&n) == cudaSuccess)
-        query_each(prop_fn, n);
-    uint64_t end = 0;
-    if (begin && api.timestamp(&end) == CUPTI_SUCCESS) {
-        pthread_mutex_lock(&lock);
-        own_calls.end = end;
-        pthread_mutex_unlock(&lock);
-    }
-}
-
-static void query_each(cudaError_t (*prop_fn)(struct cudaDeviceProp *, int), int n)
-{
-    for (int d = 0; d < n && d < SP_MAX_DEVICES; d++) {
-        struct cudaDeviceProp p;
-        sp_devprop_t *o = &devices[d];
-        if (o->valid || prop_fn(&p, d) != cudaSuccess)
-            continue;
-        snprintf(o->name, sizeof o->name, "%s", p.name);
-        o->total_global_mem = p.totalGlobalMem;
-        o->major = p.major;
-        o->minor = p.minor;
-        o->max_threads_per_block = p.maxThreadsPerBlock;
-        o->max_threads_per_sm = p.maxThreadsPerMultiProcessor;
-        o->regs_per_block = p.regsPerBlock;
-        o->regs_per_sm = p.regsPerMultiprocessor;
-        o->warp_size = p.warpSize;
-        o->shared_mem_per_block = p.sharedMemPerBlock;
-        o->shared_mem_per_sm = p.sharedMemPerMultiprocessor;
-        o->num_sms = p.multiProcessorCount;
-        o->max_blocks_per_sm = p.maxBlocksPerMultiProcessor;
-        o->valid = 1;
-    }
+    pthread_mutex_unlock(&lock);
 }
 
 void sp_cupti_window_close(int sync)
@@ -631,10 +590,6 @@ void sp_cupti_shutdown(void)
     state = -1;
 }
 
-const sp_devprop_t *sp_cupti_device(uint32_t dev)
-{
-    return dev < SP_MAX_DEVICES && devices[dev].valid ? &devices[dev] : NULL;
-}
 
 void sp_cupti_after_fork_child(void)
 {
