@@ -5,6 +5,8 @@ stepprof writes for build/programs/train (whole run) and calls_all. Each check
 prints one markdown line: `- [ok|DIFFERS|n/a] what: evidence`. Without --gpu
 the programs run on the CPU stand-ins (build/fakecuda), which must pass every
 check: the stand-in's assumptions are exactly what a GPU run confirms or not.
+SP_BUILD picks the build folder; SP_PRELOAD_FIRST goes before the library in
+LD_PRELOAD (the sanitizer runtime under make test-asan).
 
 Usage: gpu_checklist.py OUTDIR [--gpu]. Exit 0 however the checks went (the
 output is evidence for a person); 1 when a program could not be run at all."""
@@ -22,7 +24,8 @@ B = os.environ.get("SP_BUILD", os.path.join(ROOT, "build"))
 def run(out, name, args, gpu, env=None):
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
-    e = dict(os.environ, LD_PRELOAD=os.path.join(B, "libstepprof.so"), PROF_OUTPUT_DIR=d, **(env or {}))
+    preload = " ".join(filter(None, [os.environ.get("SP_PRELOAD_FIRST"), os.path.join(B, "libstepprof.so")]))
+    e = dict(os.environ, LD_PRELOAD=preload, PROF_OUTPUT_DIR=d, **(env or {}))
     if not gpu:
         e["LD_LIBRARY_PATH"] = os.path.join(B, "fakecuda")
     p = subprocess.run([os.path.join(B, "programs", name), *args], env=e, cwd=d, capture_output=True, text=True,
