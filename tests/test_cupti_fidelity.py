@@ -177,3 +177,14 @@ def test_gpu_checklist_passes_on_the_stand_ins():
         assert len(checks) == 6 and all(l.startswith("- [ok]") for l in checks), p.stdout
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def test_gpu_work_may_start_before_its_launch_returns():
+    """On an idle stream a GPU starts a kernel while the launch call is still
+    returning; the stand-in does too, and each such kernel keeps its launch."""
+    _, t = whole_run()
+    launches = {e["args"]["correlation"]: e for e in runtime_events(t) if e["name"].endswith("LaunchKernel")}
+    early = [k for k in gpu(t, "kernel") if k["ts"] < launches[k["args"]["correlation"]]["ts"] +
+             launches[k["args"]["correlation"]]["dur"]]
+    assert early, "no kernel started inside its launch call"
+    assert all(k["ts"] >= launches[k["args"]["correlation"]]["ts"] for k in early)
