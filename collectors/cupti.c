@@ -240,6 +240,20 @@ static int own_call(int driver, const CUpti_ActivityAPI *a)
                   : strncmp(name, "cudaGetDeviceCount", 18) == 0 || strncmp(name, "cudaGetDeviceProperties", 23) == 0;
 }
 
+/* MEMCPY (CUpti_ActivityMemcpy6) and MEMCPY2 (CUpti_ActivityMemcpyPtoP4)
+ * name their common fields alike. */
+#define COPY_RECORD(m)                                                                                          \
+    do {                                                                                                       \
+        if (!(e = gpu_rec(SP_GPU_MEMCPY, (m)->start, (m)->end, (m)->deviceId, (m)->contextId, (m)->streamId,  \
+                          (m)->correlationId)))                                                                \
+            return;                                                                                            \
+        e->bytes = (m)->bytes;                                                                                 \
+        e->copy_kind = (m)->copyKind;                                                                          \
+        e->src_kind = (m)->srcKind;                                                                            \
+        e->dst_kind = (m)->dstKind;                                                                            \
+        e->graph_id = (m)->graphId;                                                                            \
+    } while (0)
+
 /* Called with `lock` held. */
 static void parse(const CUpti_Activity *r)
 {
@@ -260,28 +274,12 @@ static void parse(const CUpti_Activity *r)
         e->graph_id = k->graphId;
         break;
     }
-    case CUPTI_ACTIVITY_KIND_MEMCPY: {
-        const CUpti_ActivityMemcpy6 *m = (const void *)r;
-        if (!(e = gpu_rec(SP_GPU_MEMCPY, m->start, m->end, m->deviceId, m->contextId, m->streamId, m->correlationId)))
-            return;
-        e->bytes = m->bytes;
-        e->copy_kind = m->copyKind;
-        e->src_kind = m->srcKind;
-        e->dst_kind = m->dstKind;
-        e->graph_id = m->graphId;
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+        COPY_RECORD((const CUpti_ActivityMemcpy6 *)(const void *)r);
         break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMCPY2: {   /* a peer-to-peer copy (cudaMemcpyPeer*) */
-        const CUpti_ActivityMemcpyPtoP4 *m = (const void *)r;
-        if (!(e = gpu_rec(SP_GPU_MEMCPY, m->start, m->end, m->deviceId, m->contextId, m->streamId, m->correlationId)))
-            return;
-        e->bytes = m->bytes;
-        e->copy_kind = m->copyKind;
-        e->src_kind = m->srcKind;
-        e->dst_kind = m->dstKind;
-        e->graph_id = m->graphId;
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:   /* a peer-to-peer copy (cudaMemcpyPeer*) */
+        COPY_RECORD((const CUpti_ActivityMemcpyPtoP4 *)(const void *)r);
         break;
-    }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
         const CUpti_ActivityMemset4 *m = (const void *)r;
         if (!(e = gpu_rec(SP_GPU_MEMSET, m->start, m->end, m->deviceId, m->contextId, m->streamId, m->correlationId)))

@@ -322,24 +322,22 @@ static void kernel_record(const fakecuda_op_t *op, uint32_t corr, uint64_t api_s
   fcp_record(&r, sizeof r, op->gpu_end_ns);
 }
 
+/* The fields CUpti_ActivityMemcpy6 and CUpti_ActivityMemcpyPtoP4 share, by name. */
+#define FCP_COPY_FIELDS(op, corr)                                                                             \
+  .srcKind = memory_kind((op)->src_mem), .dstKind = memory_kind((op)->dst_mem),                             \
+  .flags = strstr((op)->api, "Async") ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : CUPTI_ACTIVITY_FLAG_NONE,         \
+  .bytes = (op)->bytes, .start = fcp_ts((op)->gpu_start_ns), .end = fcp_ts((op)->gpu_end_ns),                \
+  .deviceId = (uint32_t)(op)->device, .contextId = (uint32_t)(op)->device + 1,                               \
+  .streamId = (uint32_t)(op)->stream_id, .correlationId = (corr), .graphNodeId = (op)->graph_node_id,        \
+  .graphId = (op)->graph_id, .channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY
+
 static void memcpy_record(const fakecuda_op_t *op, uint32_t corr) {
+  /* no driver-level ids are modelled: the runtime call's id serves both */
   CUpti_ActivityMemcpy6 r = {
       .kind = CUPTI_ACTIVITY_KIND_MEMCPY,
       .copyKind = copy_kind(op),
-      .srcKind = memory_kind(op->src_mem),
-      .dstKind = memory_kind(op->dst_mem),
-      .flags = strstr(op->api, "Async") ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : CUPTI_ACTIVITY_FLAG_NONE,
-      .bytes = op->bytes,
-      .start = fcp_ts(op->gpu_start_ns),
-      .end = fcp_ts(op->gpu_end_ns),
-      .deviceId = (uint32_t)op->device,
-      .contextId = (uint32_t)op->device + 1,
-      .streamId = (uint32_t)op->stream_id,
-      .correlationId = corr, /* no driver-level ids are modelled: the runtime call's id serves both */
+      FCP_COPY_FIELDS(op, corr),
       .runtimeCorrelationId = corr,
-      .graphNodeId = op->graph_node_id,
-      .graphId = op->graph_id,
-      .channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY,
       .copyCount = 1,
   };
   fcp_record(&r, sizeof r, op->gpu_end_ns);
@@ -352,23 +350,11 @@ static void memcpy2_record(const fakecuda_op_t *op, uint32_t corr) {
   CUpti_ActivityMemcpyPtoP4 r = {
       .kind = CUPTI_ACTIVITY_KIND_MEMCPY2,
       .copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP,
-      .srcKind = memory_kind(op->src_mem),
-      .dstKind = memory_kind(op->dst_mem),
-      .flags = strstr(op->api, "Async") ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : CUPTI_ACTIVITY_FLAG_NONE,
-      .bytes = op->bytes,
-      .start = fcp_ts(op->gpu_start_ns),
-      .end = fcp_ts(op->gpu_end_ns),
-      .deviceId = (uint32_t)op->device,
-      .contextId = (uint32_t)op->device + 1,
-      .streamId = (uint32_t)op->stream_id,
+      FCP_COPY_FIELDS(op, corr),
       .srcDeviceId = (uint32_t)op->src_device,
       .srcContextId = (uint32_t)op->src_device + 1,
       .dstDeviceId = (uint32_t)op->dst_device,
       .dstContextId = (uint32_t)op->dst_device + 1,
-      .correlationId = corr,
-      .graphNodeId = op->graph_node_id,
-      .graphId = op->graph_id,
-      .channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY,
   };
   fcp_record(&r, sizeof r, op->gpu_end_ns);
 }
