@@ -2,7 +2,10 @@
  * the line through two (tsc, CLOCK_MONOTONIC) pairs: one taken at activation
  * and one refreshed before each export, so the slope is measured over the whole
  * run and NTP slewing of CLOCK_MONOTONIC is followed. A virtualised or unstable
- * TSC (no constant_tsc + nonstop_tsc flags) falls back to clock_gettime. */
+ * TSC (no constant_tsc + nonstop_tsc flags) falls back to clock_gettime.
+ * The second pair is published under a sequence count: the exporter refreshes
+ * it while recording and marker threads convert, and a reader must never mix
+ * a new tsc with an old ns (a torn slope). */
 #include "clock.h"
 
 #include <stdio.h>
@@ -12,6 +15,7 @@ int sp_clock_tsc;
 
 static uint64_t cal_tsc0, cal_ns0, cal_tsc1, cal_ns1;
 static int64_t epoch_offset;
+static unsigned cal_seq;   /* odd while cal_tsc1 / cal_ns1 are being written */
 
 static int cpu_has_invariant_tsc(void)
 {
@@ -62,16 +66,42 @@ void sp_clock_recalibrate(void)
      * happens for a run that exports almost as soon as it starts. */
     while (sp_clock_mono_ns() - cal_ns0 < 2000000)
         ;
-    read_pair(&cal_tsc1, &cal_ns1);
+    uint64_t tsc, ns;
+    read_pair(&tsc, &ns);
+    /* Writers take the count from even to odd (no lock a fork could copy held). */
+    unsigned s = __atomic_load_n(&cal_seq, __ATOMIC_RELAXED);
+    while ((s & 1) || !__atomic_compare_exchange_n(&cal_seq, &s, s + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        s = __atomic_load_n(&cal_seq, __ATOMIC_RELAXED) & ~1u;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&cal_tsc1, tsc, __ATOMIC_RELAXED);
+    __atomic_store_n(&cal_ns1, ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&cal_seq, s + 2, __ATOMIC_RELEASE);
+}
+
+/* A consistent (tsc1, ns1) pair. */
+static void read_cal1(uint64_t *tsc, uint64_t *ns)
+{
+    unsigned s;
+    do {
+        while ((s = __atomic_load_n(&cal_seq, __ATOMIC_ACQUIRE)) & 1)
+            ;
+        *tsc = __atomic_load_n(&cal_tsc1, __ATOMIC_RELAXED);
+        *ns = __atomic_load_n(&cal_ns1, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    } while (__atomic_load_n(&cal_seq, __ATOMIC_RELAXED) != s);
 }
 
 uint64_t sp_clock_to_ns(uint64_t ticks)
 {
     if (!sp_clock_tsc)
         return ticks;
-    if (cal_tsc1 <= cal_tsc0)
+    uint64_t tsc1, ns1;
+    read_cal1(&tsc1, &ns1);
+    if (tsc1 <= cal_tsc0) {
         sp_clock_recalibrate();
-    double slope = (double)(cal_ns1 - cal_ns0) / (double)(cal_tsc1 - cal_tsc0);
+        read_cal1(&tsc1, &ns1);
+    }
+    double slope = (double)(ns1 - cal_ns0) / (double)(tsc1 - cal_tsc0);
     double d = (double)(int64_t)(ticks - cal_tsc0) * slope;
     return (uint64_t)((int64_t)cal_ns0 + (int64_t)d);
 }

@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define BUF_BYTES (4u << 20)
 
@@ -47,7 +48,7 @@ static struct {
 } api;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int state;              /* 0 not tried, 1 active, -1 degraded */
+static int state;              /* 0 not tried, 1 active, -1 degraded, 2 a fork child of an active process */
 static int want_on, is_on, with_memory;
 static CUpti_SubscriberHandle subscriber;
 static int64_t clock_offset;   /* CLOCK_MONOTONIC - CUPTI clock */
@@ -62,13 +63,26 @@ static size_t rec_limit = SIZE_MAX; /* bound on nrecs: cupti_buffer_mb and the c
 static size_t rec_by_bytes = SIZE_MAX; /* cupti_buffer_mb's part of it */
 static uint64_t recs_dropped;  /* parsed records past rec_limit, cumulative */
 static uint64_t drops_pending; /* of those, since the last take or window open */
-static sp_devprop_t devices[SP_MAX_DEVICES];
+/* stepprof's own device queries, on CUPTI's clock: their API records are not
+ * the program's calls. own_end is UINT64_MAX while the queries run. */
+static struct {
+    uint32_t tid;
+    uint64_t begin, end;
+} own_calls;
 
-static const CUpti_ActivityKind base_kinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,          CUPTI_ACTIVITY_KIND_MEMCPY2,
-    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_RUNTIME,         CUPTI_ACTIVITY_KIND_DRIVER,
-    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
+/* The kinds parse() reads (no EXTERNAL_CORRELATION: no external ids are
+ * pushed; no OVERHEAD: nothing reads CUPTI's own overhead), with the names a
+ * refused enable is reported under. */
+static const struct {
+    CUpti_ActivityKind kind;
+    const char *name;
+} base_kinds[] = {
+    {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernels"},      {CUPTI_ACTIVITY_KIND_MEMCPY, "copies"},
+    {CUPTI_ACTIVITY_KIND_MEMCPY2, "peer copies"},            {CUPTI_ACTIVITY_KIND_MEMSET, "memsets"},
+    {CUPTI_ACTIVITY_KIND_RUNTIME, "runtime API calls"},      {CUPTI_ACTIVITY_KIND_DRIVER, "driver API calls"},
+    {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "synchronization"}, {CUPTI_ACTIVITY_KIND_MEMORY2, "memory"},
 };
+static unsigned refused_reported;   /* bit i: base_kinds[i]'s refusal was reported */
 
 static const char *result_text(CUptiResult r)
 {
@@ -224,6 +238,36 @@ static void memory_record(const CUpti_ActivityMemory4 *m)
                             to_mono(m->timestamp), (int)m->deviceId, m->streamId);
 }
 
+/* stepprof's own device queries and the driver calls they make: on the
+ * querying thread, between the two reads of CUPTI's clock, with a device
+ * query's name (the name too, in case CUPTI's clock and its records' differ). */
+static int own_call(int driver, const CUpti_ActivityAPI *a)
+{
+    const char *name = NULL;
+    if (!own_calls.begin || a->threadId != own_calls.tid || a->start < own_calls.begin || a->start > own_calls.end ||
+        !api.callback_name ||
+        api.callback_name(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &name) !=
+            CUPTI_SUCCESS ||
+        !name)
+        return 0;
+    return driver ? strncmp(name, "cuDevice", 8) == 0
+                  : strncmp(name, "cudaGetDeviceCount", 18) == 0 || strncmp(name, "cudaGetDeviceProperties", 23) == 0;
+}
+
+/* MEMCPY (CUpti_ActivityMemcpy6) and MEMCPY2 (CUpti_ActivityMemcpyPtoP4)
+ * name their common fields alike. */
+#define COPY_RECORD(m)                                                                                          \
+    do {                                                                                                       \
+        if (!(e = gpu_rec(SP_GPU_MEMCPY, (m)->start, (m)->end, (m)->deviceId, (m)->contextId, (m)->streamId,  \
+                          (m)->correlationId)))                                                                \
+            return;                                                                                            \
+        e->bytes = (m)->bytes;                                                                                 \
+        e->copy_kind = (m)->copyKind;                                                                          \
+        e->src_kind = (m)->srcKind;                                                                            \
+        e->dst_kind = (m)->dstKind;                                                                            \
+        e->graph_id = (m)->graphId;                                                                            \
+    } while (0)
+
 /* Called with `lock` held. */
 static void parse(const CUpti_Activity *r)
 {
@@ -244,17 +288,12 @@ static void parse(const CUpti_Activity *r)
         e->graph_id = k->graphId;
         break;
     }
-    case CUPTI_ACTIVITY_KIND_MEMCPY: {
-        const CUpti_ActivityMemcpy6 *m = (const void *)r;
-        if (!(e = gpu_rec(SP_GPU_MEMCPY, m->start, m->end, m->deviceId, m->contextId, m->streamId, m->correlationId)))
-            return;
-        e->bytes = m->bytes;
-        e->copy_kind = m->copyKind;
-        e->src_kind = m->srcKind;
-        e->dst_kind = m->dstKind;
-        e->graph_id = m->graphId;
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+        COPY_RECORD((const CUpti_ActivityMemcpy6 *)(const void *)r);
         break;
-    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:   /* a peer-to-peer copy (cudaMemcpyPeer*) */
+        COPY_RECORD((const CUpti_ActivityMemcpyPtoP4 *)(const void *)r);
+        break;
     case CUPTI_ACTIVITY_KIND_MEMSET: {
         const CUpti_ActivityMemset4 *m = (const void *)r;
         if (!(e = gpu_rec(SP_GPU_MEMSET, m->start, m->end, m->deviceId, m->contextId, m->streamId, m->correlationId)))
@@ -267,6 +306,8 @@ static void parse(const CUpti_Activity *r)
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: {
         const CUpti_ActivityAPI *a = (const void *)r;
+        if (own_call(r->kind == CUPTI_ACTIVITY_KIND_DRIVER, a))
+            return;
         uint32_t kind = r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? SP_GPU_RUNTIME : SP_GPU_DRIVER;
         if (!(e = gpu_rec(kind, a->start, a->end, 0, 0, 0, a->correlationId)))
             return;
@@ -314,13 +355,19 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callbac
     (void)ud, (void)d, (void)id, (void)data;
 }
 
+/* A kind CUPTI refuses to enable is reported once per process, by name. */
 static void set_kinds(int on)
 {
     CUptiResult (*fn)(CUpti_ActivityKind) = on ? api.enable : api.disable;
-    for (size_t i = 0; i < sizeof base_kinds / sizeof base_kinds[0]; i++)
-        fn(base_kinds[i]);
-    if (with_memory)
-        fn(CUPTI_ACTIVITY_KIND_MEMORY2);
+    size_t n = sizeof base_kinds / sizeof base_kinds[0] - !with_memory;   /* MEMORY2 last */
+    for (size_t i = 0; i < n; i++) {
+        CUptiResult r = fn(base_kinds[i].kind);
+        if (on && r != CUPTI_SUCCESS && !(refused_reported & 1u << i)) {
+            refused_reported |= 1u << i;
+            sp_log(SP_LOG_WARN, "CUPTI refused to record %s (activity kind %d: %s, CUPTI error %d); the trace has "
+                   "none", base_kinds[i].name, (int)base_kinds[i].kind, result_text(r), (int)r);
+        }
+    }
     is_on = on;
 }
 
@@ -349,6 +396,14 @@ int sp_cupti_init(int memory, long buffer_mb)
         return state > 0 ? 0 : -1;
     }
     pthread_mutex_unlock(&lock);
+    if (state == 2) {
+        /* CUPTI's copy of our parent's subscription lives on here, so a new
+         * one would fail as if another tool held CUPTI; and CUDA cannot be
+         * used in a fork child of a process that initialized it. */
+        sp_log(SP_LOG_DEBUG, "a fork child of a process that used CUPTI: GPU activity is not recorded here");
+        state = -1;
+        return -1;
+    }
     with_memory = memory;
     buf_cap = (size_t)(buffer_mb > 4 ? buffer_mb : 4) << 20;
     /* Parsed records get the activity buffers' byte budget (no callback yet: no lock). */
@@ -438,43 +493,22 @@ void sp_cupti_window_open(void)
     pthread_mutex_unlock(&lock);
 }
 
-static void query_devices(void);
-volatile int sp_cupti_devices_pending;
-
-void sp_cupti_query_devices(void)
+/* stepprof's own device queries (collectors/cupti_devices.c) run between
+ * sp_cupti_own_calls(1) and sp_cupti_own_calls(0), on one thread. */
+void sp_cupti_own_calls(int begin)
 {
-    if (__atomic_exchange_n(&sp_cupti_devices_pending, 0, __ATOMIC_ACQ_REL))
-        query_devices();
-}
-
-static void query_devices(void)
-{
-    cudaError_t (*count_fn)(int *) = (cudaError_t(*)(int *))dlsym(RTLD_NEXT, "cudaGetDeviceCount");
-    cudaError_t (*prop_fn)(struct cudaDeviceProp *, int) =
-        (cudaError_t(*)(struct cudaDeviceProp *, int))dlsym(RTLD_NEXT, "cudaGetDeviceProperties");
-    int n = 0;
-    if (!count_fn || !prop_fn || count_fn(&n) != cudaSuccess)
+    uint64_t t = 0;
+    if (state <= 0 || api.timestamp(&t) != CUPTI_SUCCESS)
         return;
-    for (int d = 0; d < n && d < SP_MAX_DEVICES; d++) {
-        struct cudaDeviceProp p;
-        sp_devprop_t *o = &devices[d];
-        if (o->valid || prop_fn(&p, d) != cudaSuccess)
-            continue;
-        snprintf(o->name, sizeof o->name, "%s", p.name);
-        o->total_global_mem = p.totalGlobalMem;
-        o->major = p.major;
-        o->minor = p.minor;
-        o->max_threads_per_block = p.maxThreadsPerBlock;
-        o->max_threads_per_sm = p.maxThreadsPerMultiProcessor;
-        o->regs_per_block = p.regsPerBlock;
-        o->regs_per_sm = p.regsPerMultiprocessor;
-        o->warp_size = p.warpSize;
-        o->shared_mem_per_block = p.sharedMemPerBlock;
-        o->shared_mem_per_sm = p.sharedMemPerMultiprocessor;
-        o->num_sms = p.multiProcessorCount;
-        o->max_blocks_per_sm = p.maxBlocksPerMultiProcessor;
-        o->valid = 1;
+    pthread_mutex_lock(&lock);
+    if (begin) {
+        own_calls.tid = (uint32_t)gettid();
+        own_calls.begin = t;
+        own_calls.end = UINT64_MAX;
+    } else if (own_calls.begin) {
+        own_calls.end = t;
     }
+    pthread_mutex_unlock(&lock);
 }
 
 void sp_cupti_window_close(int sync)
@@ -586,15 +620,11 @@ void sp_cupti_shutdown(void)
     state = -1;
 }
 
-const sp_devprop_t *sp_cupti_device(uint32_t dev)
-{
-    return dev < SP_MAX_DEVICES && devices[dev].valid ? &devices[dev] : NULL;
-}
 
 void sp_cupti_after_fork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
-    state = 0;
+    state = state > 0 ? 2 : 0;
     want_on = is_on = 0;
     nrecs = 0;
 }

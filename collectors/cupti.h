@@ -46,6 +46,9 @@ const sp_devprop_t *sp_cupti_device(uint32_t dev);   /* NULL when unknown */
  * sp_cupti_query_devices() once, after a runtime call has returned. */
 extern volatile int sp_cupti_devices_pending;
 void sp_cupti_query_devices(void);
+/* Brackets stepprof's own device queries (begin = 1, then 0): CUPTI's
+ * records of calls made in between on that thread are dropped. */
+void sp_cupti_own_calls(int begin);
 void sp_cupti_after_fork_child(void);
 
 #endif

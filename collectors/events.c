@@ -3,7 +3,9 @@
  * a full chunk (refill under a mutex, once per ~900 records), and the
  * exporter's collection pass. A chunk is recycled only after its owner has
  * retired it and the exporter has consumed every record in it, so a writer
- * never shares a chunk with a reader that frees it. */
+ * never shares a chunk with a reader that frees it. A thread that exits
+ * retires its chunk (retire_at_exit), or short-lived threads would keep one
+ * chunk each for ever. */
 #define _GNU_SOURCE
 #include "events.h"
 
@@ -92,6 +94,27 @@ int sp_ev_window_capped(uint32_t window)
     return hit;
 }
 
+/* Thread exit: the exporter frees the chunk once it has consumed it. A CUDA
+ * call made by a later destructor takes a chunk again and re-arms the key
+ * (sp_ev_reserve_slow), so that chunk is retired too. */
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void retire_at_exit(void *p)
+{
+    sp_thread_t *t = p;
+    pthread_mutex_lock(&pool_lock);
+    if (t->cur)
+        atomic_store_explicit(&t->cur->retired, 1, memory_order_release);
+    t->cur = NULL;
+    pthread_mutex_unlock(&pool_lock);
+}
+
+static void make_exit_key(void)
+{
+    pthread_key_create(&exit_key, retire_at_exit);
+}
+
 sp_thread_t *sp_ev_thread_slow(void)
 {
     int saved = errno;
@@ -141,6 +164,8 @@ sp_event_t *sp_ev_reserve_slow(sp_thread_t *t)
         t->cur = c;
     }
     pthread_mutex_unlock(&pool_lock);
+    if (c && pthread_once(&exit_once, make_exit_key) == 0 && pthread_getspecific(exit_key) != t)
+        pthread_setspecific(exit_key, t);
     if (!c) {
         atomic_store_explicit(&t->dropped, atomic_load_explicit(&t->dropped, memory_order_relaxed) + 1,
                               memory_order_relaxed);

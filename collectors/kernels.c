@@ -142,33 +142,44 @@ static demangle_fn find_demangler(void)
     return fn;
 }
 
-const char *sp_kern_demangle(const char *m)
+const char *sp_kern_demangle_r(const char *m, char *buf, size_t size)
 {
-    static char buf[4096];
     demangle_fn dm = (m && m[0] == '_' && m[1] == 'Z') ? find_demangler() : NULL;
     if (!dm)
         return NULL;
     int status = -1;
-    size_t len = sizeof buf;
+    size_t len = 0;
     char *out = dm(m, NULL, &len, &status);
     const char *r = NULL;
     if (status == 0 && out) {
-        snprintf(buf, sizeof buf, "%s", out);
+        snprintf(buf, size, "%s", out);
         r = buf;
     }
     free(out);
     return r;
 }
 
-const char *sp_kern_name(const void *ptr, int is_handle)
+const char *sp_kern_name_r(const void *ptr, int is_handle, char *buf, size_t size)
 {
-    static char buf[4096];
     const char *m = sp_kern_mangled(ptr, is_handle);
     if (!m)
         return NULL;
-    const char *d = sp_kern_demangle(m);
-    snprintf(buf, sizeof buf, "%s", d ? d : m);
+    if (!sp_kern_demangle_r(m, buf, size))
+        snprintf(buf, size, "%s", m);
     return buf;
+}
+
+/* The exporter's (one thread at a time); recording threads use the _r forms. */
+const char *sp_kern_demangle(const char *m)
+{
+    static char buf[4096];
+    return sp_kern_demangle_r(m, buf, sizeof buf);
+}
+
+const char *sp_kern_name(const void *ptr, int is_handle)
+{
+    static char buf[4096];
+    return sp_kern_name_r(ptr, is_handle, buf, sizeof buf);
 }
 
 /* fork() copies a lock some other thread (often the exporter) may hold; the

@@ -1,5 +1,7 @@
 /* exporters/gpu_trace.c — see gpu_trace.h. Matching: each intercepted call
- * is paired with CUPTI's record of the same call, same OS thread and callback
+ * is paired with CUPTI's record of the same call, same OS thread, domain
+ * (runtime or driver: their cbids overlap, driver 20 cuModuleLoadDataEx runs
+ * inside the first cudaMalloc, runtime 20, under lazy loading) and callback
  * id, in order (pair_group). Pairing at export costs nothing at run time,
  * where pushing an external correlation id around every call would cost two
  * CUPTI calls on the hot path. */
@@ -31,6 +33,8 @@ static int cmp_api(const void *a, const void *b)
     const sp_gpu_event_t *x = &sort_base[*(const uint32_t *)a], *y = &sort_base[*(const uint32_t *)b];
     if (x->tid != y->tid)
         return x->tid < y->tid ? -1 : 1;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
     if (x->cbid != y->cbid)
         return x->cbid < y->cbid ? -1 : 1;
     return (x->start > y->start) - (x->start < y->start);
@@ -100,24 +104,41 @@ static uint32_t host_cbid(const sp_event_ref_t *r)
     return (uint32_t)sp_api_table[r->ev.name].cbid;
 }
 
+/* The CUPTI domain of an intercepted call: every row of sp_api_table is a
+ * runtime entry point (its cbid is a runtime cbid). */
+static uint32_t host_domain(const sp_event_ref_t *r)
+{
+    (void)r;
+    return SP_GPU_RUNTIME;
+}
+
 static int cmp_host(const void *a, const void *b)
 {
     const sp_event_ref_t *x = &host_base[*(const uint32_t *)a], *y = &host_base[*(const uint32_t *)b];
     if (x->thread->tid != y->thread->tid)
         return x->thread->tid < y->thread->tid ? -1 : 1;
+    if (host_domain(x) != host_domain(y))
+        return host_domain(x) < host_domain(y) ? -1 : 1;
     if (host_cbid(x) != host_cbid(y))
         return host_cbid(x) < host_cbid(y) ? -1 : 1;
     return (x->ev.t0 > y->ev.t0) - (x->ev.t0 < y->ev.t0);
 }
 
-static int key_cmp(const sp_gpu_event_t *m, uint32_t tid, uint32_t cbid)
+static int key_cmp(const sp_gpu_event_t *m, uint32_t tid, uint32_t domain, uint32_t cbid)
 {
     if (m->tid != tid)
         return m->tid < tid ? -1 : 1;
+    if (m->kind != domain)
+        return m->kind < domain ? -1 : 1;
     return (m->cbid > cbid) - (m->cbid < cbid);
 }
 
-/* The host calls and CUPTI's records of one (thread, cbid), each in time
+static int cmp_key_host(const sp_event_ref_t *r, uint32_t tid, uint32_t domain, uint32_t cbid)
+{
+    return (uint32_t)r->thread->tid == tid && host_domain(r) == domain && host_cbid(r) == cbid;
+}
+
+/* The host calls and CUPTI's records of one (thread, domain, cbid), each in time
  * order. Equal counts: every such call came through the interposer, so the
  * n-th is the n-th, whatever the two clocks' offset (calibration can be off
  * by more than a call lasts: ~17 us seen under valgrind). Otherwise CUPTI saw
@@ -169,7 +190,7 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
     qsort(idx, napi, sizeof *idx, cmp_api);
     for (size_t h = 0; h < nev; h++)
         v->host_match[h] = -1;
-    /* The host calls in the same (thread, cbid, start) order. */
+    /* The host calls in the same (thread, domain, cbid, start) order. */
     uint32_t *hidx = malloc((nev ? nev : 1) * sizeof *hidx);
     size_t nh = 0;
     for (size_t h = 0; hidx && h < nev; h++)
@@ -179,14 +200,15 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
     if (hidx)
         qsort(hidx, nh, sizeof *hidx, cmp_host);
     for (size_t j = 0, i = 0; hidx && j < nh;) {
-        uint32_t tid = (uint32_t)ev[hidx[j]].thread->tid, cbid = host_cbid(&ev[hidx[j]]);
+        const sp_event_ref_t *first = &ev[hidx[j]];
+        uint32_t tid = (uint32_t)first->thread->tid, dom = host_domain(first), cbid = host_cbid(first);
         size_t jend = j;
-        while (jend < nh && (uint32_t)ev[hidx[jend]].thread->tid == tid && host_cbid(&ev[hidx[jend]]) == cbid)
+        while (jend < nh && cmp_key_host(&ev[hidx[jend]], tid, dom, cbid))
             jend++;
-        while (i < napi && key_cmp(&gpu[idx[i]], tid, cbid) < 0)
+        while (i < napi && key_cmp(&gpu[idx[i]], tid, dom, cbid) < 0)
             i++;
         size_t iend = i;
-        while (iend < napi && key_cmp(&gpu[idx[iend]], tid, cbid) == 0)
+        while (iend < napi && key_cmp(&gpu[idx[iend]], tid, dom, cbid) == 0)
             iend++;
         pair_group(v, ev, hidx + j, jend - j, idx + i, iend - i);
         i = iend;
@@ -436,6 +458,7 @@ static void flow(sp_jw_t *w, uint32_t id, long pid, long tid, int64_t ts, long g
 
 typedef struct launch {
     uint32_t corr;
+    int driver;    /* CUPTI's DRIVER record: a nested driver call shares its runtime caller's id */
     int flowed;    /* a flow arrow already leaves this call (graph launches run many kernels) */
     uint64_t ext;  /* the launching call's External id, 0 = none */
     long tid;
@@ -445,6 +468,14 @@ typedef struct launch {
 
 static int cmp_launch(const void *a, const void *b)
 {
+    const launch_t *x = a, *y = b;
+    if (x->corr != y->corr)
+        return x->corr < y->corr ? -1 : 1;
+    return (x->driver > y->driver) - (x->driver < y->driver);
+}
+
+static int cmp_launch_corr(const void *a, const void *b)
+{
     uint32_t x = ((const launch_t *)a)->corr, y = ((const launch_t *)b)->corr;
     return (x > y) - (x < y);
 }
@@ -452,7 +483,10 @@ static int cmp_launch(const void *a, const void *b)
 static launch_t *find_launch(launch_t *l, size_t n, uint32_t corr)
 {
     launch_t key = {.corr = corr};
-    return corr ? bsearch(&key, l, n, sizeof *l, cmp_launch) : NULL;
+    launch_t *f = corr ? bsearch(&key, l, n, sizeof *l, cmp_launch_corr) : NULL;
+    while (f && f > l && f[-1].corr == corr)
+        f--;   /* the runtime call before its driver twin */
+    return f;
 }
 
 void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, int pid,
@@ -468,7 +502,7 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
     for (size_t h = 0; h < nev; h++) {
         const sp_gpu_event_t *m = sp_gpuv_match(v, h);
         if (m)
-            l[nl++] = (launch_t){m->correlation, 0, v->ext ? v->ext[h] : 0, ev[h].thread->tid, (int64_t)ev[h].ev.t0,
+            l[nl++] = (launch_t){m->correlation, m->kind == SP_GPU_DRIVER, 0, v->ext ? v->ext[h] : 0, ev[h].thread->tid, (int64_t)ev[h].ev.t0,
                                  (int64_t)ev[h].ev.t1};
     }
     /* Ranges in (thread, start) order, to place calls only CUPTI saw. */
@@ -478,7 +512,7 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
         if (is_api(e) && !v->api_used[i]) {
             uint64_t ext = sp_annot_range_at(v, ev, byt, e->tid, (int64_t)e->start);
             write_unmatched_api(w, e, ext, pid, base);
-            l[nl++] = (launch_t){e->correlation, 0, ext, e->tid, (int64_t)e->start, (int64_t)sp_gpu_end(e)};
+            l[nl++] = (launch_t){e->correlation, e->kind == SP_GPU_DRIVER, 0, ext, e->tid, (int64_t)e->start, (int64_t)sp_gpu_end(e)};
         }
     }
     free(byt);

@@ -55,6 +55,14 @@ static inline int64_t sp_trace_dur(int64_t ts, int64_t dur)
 void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gpu_event_t *gpu, size_t ngpu);
 void sp_gpuv_free(sp_gpu_view_t *v);
 
+/* The correlation id of an intercepted call no CUPTI record claimed:
+ * (thread slot + 1) << 32 | per-thread sequence, above every 32-bit CUPTI id
+ * (slot 0 with a plain slot << 32 would give CUPTI's own small ids). */
+static inline uint64_t sp_gpuv_host_corr(const sp_event_ref_t *r)
+{
+    return ((uint64_t)r->thread->slot + 1) << 32 | r->ev.corr;
+}
+
 /* For a host API event: CUPTI's record of the same call, or NULL. */
 const sp_gpu_event_t *sp_gpuv_match(const sp_gpu_view_t *v, size_t host_index);
 

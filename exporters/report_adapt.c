@@ -1,5 +1,5 @@
 /* exporters/report_adapt.c — see report_adapt.h. Mirrors exporters/trace.c
- * field by field: API name and correlation ((thread slot << 32) | sequence),
+ * field by field: API name and correlation (sp_gpuv_host_corr),
  * launch grid/block/shared memory and kernel name, copy/set/allocation bytes
  * and copy direction, "Call stack", NVTX range names and ProfilerStep#N, with
  * the trace's name rules (backslash -> '/', newlines dropped). Instant marks
@@ -156,7 +156,7 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
             r->cat = SP_REP_RUNTIME;
             r->name = sp_rep_intern(s, sp_gpuv_api_name(sp_api_table[e->name].name, name, sizeof name));
             const sp_gpu_event_t *m = sp_gpuv_match(gpu, i);
-            r->correlation = m ? m->correlation : ((uint64_t)ev[i].thread->slot << 32) | e->corr;
+            r->correlation = m ? m->correlation : sp_gpuv_host_corr(&ev[i]);
             const char *st = sp_stacks_text(SP_EV_STACK(e));
             r->stack = st ? sp_rep_intern(s, st) : NULL;
             api_fields(s, r, e);

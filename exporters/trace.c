@@ -36,7 +36,7 @@ typedef struct ctx {
 
 static uint64_t correlation(const sp_event_ref_t *r)
 {
-    return ((uint64_t)r->thread->slot << 32) | r->ev.corr;
+    return sp_gpuv_host_corr(r);
 }
 
 static void slice_head(ctx_t *c, const char *cat, const char *name, const sp_event_ref_t *r)

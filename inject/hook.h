@@ -4,8 +4,9 @@
  * a per-symbol resolver so no NULL check is needed. While collecting it takes
  * two clock reads around the real call and fills one record. The recursion
  * guard keeps a runtime that calls its own exported entry points from being
- * recorded twice. errno is never touched on the fast path; slow paths save and
- * restore it. SP_INTERPOSE_MEM is the allocation interposers' variant: a
+ * recorded twice. errno is never touched on the fast path; slow paths hand the
+ * real function the caller's errno and the caller what the real function left
+ * (stack capture, chunk allocation and device queries all may set it). SP_INTERPOSE_MEM is the allocation interposers' variant: a
  * second flag (profile_memory) also opens their slow path. */
 #ifndef SP_HOOK_H
 #define SP_HOOK_H
@@ -102,20 +103,29 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
     SP_REAL_FN(ret, sym, params, call)                                             \
     __attribute__((noinline)) static ret sp_slow_##sym params                      \
     {                                                                              \
+        int errno_ = errno;                                                        \
         uint32_t w = sp_ev_gate_load();                                            \
         sp_thread_t *t = sp_hook_enter(&w);                                        \
-        if (!t)                                                                    \
+        if (!t) {                                                                  \
+            errno = errno_;                                                        \
             return real_##sym call;                                                \
+        }                                                                          \
         pre;                                                                       \
+        errno = errno_;                                                            \
         if (w & SP_WIN_COUNT) {                                                    \
+            ret r = real_##sym call;                                               \
+            errno_ = errno;                                                        \
             sp_hook_exit(t);                                                       \
-            return real_##sym call;                                                \
+            errno = errno_;                                                        \
+            return r;                                                              \
         }                                                                          \
         uint64_t t0 = sp_clock_ticks();                                            \
         ret r = real_##sym call;                                                   \
         uint64_t t1 = sp_clock_ticks();                                            \
+        errno_ = errno;                                                            \
         SP_RECORD_API(sym, fill);                                                  \
         sp_hook_exit(t);                                                           \
+        errno = errno_;                                                            \
         return r;                                                                  \
     }                                                                              \
     /* Both returns are sibling calls with this function's own arguments, so   \
@@ -143,11 +153,13 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
     SP_REAL_FN(ret, sym, params, call)                                             \
     __attribute__((noinline)) static ret sp_slow_##sym params                      \
     {                                                                              \
+        int errno_ = errno;                                                        \
         uint32_t w = sp_ev_gate_load();                                            \
         sp_thread_t *t = sp_hook_enter(&w);                                        \
         int mem_on_ = sp_mem_on;                                                   \
         if (!t && mem_on_)                                                         \
             t = sp_hook_enter_idle();                                              \
+        errno = errno_;                                                            \
         if (!t)                                                                    \
             return real_##sym call;                                                \
         int rec_ = sp_win_timed(w);                                                \
@@ -158,18 +170,18 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
         ret r = real_##sym call;                                                   \
         uint64_t t1 = rec_ ? sp_clock_ticks() : 0;                                 \
         uint64_t mem_bytes = 0;                                                    \
+        errno_ = errno;                                                            \
         if (mem_on_) {                                                             \
-            int errno_ = errno;                                                    \
             mc.t1 = sp_mem_clock(rec_);                                            \
             mc.t0 = mc.t0 ? mc.t0 : mc.t1;                                         \
             mc.result = (int)r;                                                    \
             mem;                                                                   \
-            errno = errno_;                                                        \
         }                                                                          \
         (void)mem_bytes, (void)t0, (void)t1;                                       \
         if (rec_)                                                                  \
             record;                                                                \
         sp_hook_exit(t);                                                           \
+        errno = errno_;                                                            \
         return r;                                                                  \
     }                                                                              \
     SP_EXPORT ret sym params                                                       \

@@ -50,7 +50,8 @@ static int matches(const sp_config_t *cfg, const void *fn, int is_handle)
     unsigned i = (unsigned)(((uintptr_t)fn >> 4) & (CACHE - 1));
     if (cache[i].fn == fn)
         return cache[i].match;
-    const char *name = sp_kern_name(fn, is_handle);
+    char buf[1024];
+    const char *name = sp_kern_name_r(fn, is_handle, buf, sizeof buf);
     int m = name && name_matches(cfg->marker.name, name);
     cache[i].fn = fn;
     cache[i].match = m;

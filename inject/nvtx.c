@@ -29,7 +29,9 @@ typedef struct domain {
 } domain_t;
 
 /* Per-string-id marker match cache: 0 unknown, 1 no, 2 yes. Grown under a
- * lock; read without one (a stale 0 only costs a re-match). */
+ * lock; read without one (a stale 0 only costs a re-match). Published with
+ * atomics: a grown array before its capacity (release), so a reader that
+ * sees the new capacity (acquire) indexes the new array, never past the old. */
 static unsigned char *match_cache;
 static size_t match_cap;
 static pthread_mutex_t match_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -37,9 +39,12 @@ static pthread_mutex_t match_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Settled once per domain: the glob and the string lock stay off later pushes. */
 static int domain_matches(domain_t *d, const char *glob)
 {
-    if (!d->marker)
-        d->marker = fnmatch(glob, sp_str_get(d->name), 0) == 0 ? 2 : 1;
-    return d->marker == 2;
+    int m = __atomic_load_n(&d->marker, __ATOMIC_RELAXED);
+    if (!m) {
+        m = fnmatch(glob, sp_str_get(d->name), 0) == 0 ? 2 : 1;
+        __atomic_store_n(&d->marker, m, __ATOMIC_RELAXED);
+    }
+    return m == 2;
 }
 
 static int marker_matches(uint32_t name, const domain_t *dom)
@@ -52,8 +57,11 @@ static int marker_matches(uint32_t name, const domain_t *dom)
         return 0;
     if (dom && !domain_matches((domain_t *)dom, want))
         return 0;
-    if (name < match_cap && match_cache[name])
-        return match_cache[name] == 2;
+    size_t cap = __atomic_load_n(&match_cap, __ATOMIC_ACQUIRE);
+    unsigned char *cache = __atomic_load_n(&match_cache, __ATOMIC_ACQUIRE);
+    unsigned char known = name < cap ? __atomic_load_n(&cache[name], __ATOMIC_RELAXED) : 0;
+    if (known)
+        return known == 2;
     int m = fnmatch(cfg->marker.name, sp_str_get(name), 0) == 0;
     pthread_mutex_lock(&match_lock);
     if (name >= match_cap) {
@@ -65,12 +73,12 @@ static int marker_matches(uint32_t name, const domain_t *dom)
             if (match_cache)
                 memcpy(nc, match_cache, match_cap);
             /* The old array is leaked on purpose: a reader may still hold it. */
-            match_cache = nc;
-            match_cap = ncap;
+            __atomic_store_n(&match_cache, nc, __ATOMIC_RELEASE);
+            __atomic_store_n(&match_cap, ncap, __ATOMIC_RELEASE);
         }
     }
     if (name < match_cap)
-        match_cache[name] = m ? 2 : 1;
+        __atomic_store_n(&match_cache[name], (unsigned char)(m ? 2 : 1), __ATOMIC_RELAXED);
     pthread_mutex_unlock(&match_lock);
     return m;
 }

@@ -56,6 +56,10 @@ for v in train train_static; do
 done
 
 echo
+echo "## 1b. CUPTI: what to confirm first (docs/gpu-validation.md)"
+$PY "$ROOT/scripts/gpu_checklist.py" "$OUT/checklist" ${GPU:+--gpu}
+
+echo
 echo "## 2-3. PyTorch loop: stepprof vs torch.profiler"
 if [ -z "$GPU" ] || ! $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
     echo "skipped: no GPU or no PyTorch with CUDA here. CPU check of the comparison script on two stepprof traces:"

@@ -82,6 +82,7 @@ typedef struct fakecuda_op {
                                       cudaGraph_t that was instantiated; 0 otherwise */
   unsigned long long graph_node_id; /* ... and of its node (from 1); 0 otherwise */
   unsigned event_id;               /* SYNC with an event: the event's process-unique id (from 1) */
+  int src_device, dst_device;      /* MEMCPY from cudaMemcpyPeer*: the devices passed; -1 otherwise */
 } fakecuda_op_t;
 
 /*

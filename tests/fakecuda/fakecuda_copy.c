@@ -7,6 +7,9 @@
  */
 #include "fakecuda_int.h"
 
+/* The devices of the peer copy the calling thread is making (plus one), 0 otherwise. */
+static __thread int peer_src, peer_dst;
+
 static cudaError_t copy2d(const char *api, cudaStream_t hs, bool pt, bool sync, void *dst, size_t dpitch,
                           const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind) {
   if ((unsigned)kind > cudaMemcpyDefault) return cudaErrorInvalidMemcpyDirection;
@@ -14,7 +17,7 @@ static cudaError_t copy2d(const char *api, cudaStream_t hs, bool pt, bool sync, 
   if (!dst || !src) return cudaErrorInvalidValue;
   if (dpitch < width || spitch < width) return cudaErrorInvalidPitchValue;
   struct fc_work w = {.kind = FAKECUDA_OP_MEMCPY, .dst = dst, .src = src, .width = width, .height = height,
-                      .dpitch = dpitch, .spitch = spitch, .ckind = kind};
+                      .dpitch = dpitch, .spitch = spitch, .ckind = kind, .src_dev = peer_src, .dst_dev = peer_dst};
   struct CUstream_st *s = fc_stream(hs, pt);
   uint64_t end;
   cudaError_t r = fc_submit(api, hs, s, &w, &end);
@@ -56,7 +59,10 @@ FC_API_TWINS(cudaMemcpy2DAsync, _ptsz,
 static cudaError_t peer_copy(const char *api, cudaStream_t hs, bool sync, void *dst, int dst_dev, const void *src,
                              int src_dev, size_t count) {
   if (dst_dev < 0 || dst_dev >= fc_cfg.ndev || src_dev < 0 || src_dev >= fc_cfg.ndev) return cudaErrorInvalidDevice;
-  return copy2d(api, hs, false, sync, dst, count, src, count, count, 1, cudaMemcpyDeviceToDevice);
+  peer_src = src_dev + 1, peer_dst = dst_dev + 1;
+  cudaError_t r = copy2d(api, hs, false, sync, dst, count, src, count, count, 1, cudaMemcpyDeviceToDevice);
+  peer_src = peer_dst = 0;
+  return r;
 }
 
 FC_API(cudaMemcpyPeer, (void *dst, int dstDevice, const void *src, int srcDevice, size_t count),

@@ -185,6 +185,7 @@ struct fc_work {
   void *user;
   unsigned graph_id;      /* set on the copies an executable graph replays; reported to the observer */
   unsigned long long graph_node_id;
+  int src_dev, dst_dev;   /* peer copies (cudaMemcpyPeer*): the devices as passed, plus one; 0 otherwise */
 };
 
 /* Runs w on stream handle hs (recording it instead while the stream captures); *end gets the

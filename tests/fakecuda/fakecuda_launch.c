@@ -66,6 +66,8 @@ static void emit_work(const char *api, cudaStream_t hs, const struct CUstream_st
     if (w->kind == FAKECUDA_OP_MEMCPY) {
       op.src_mem = fc_mem_kind(w->src);
       op.copy_kind = resolve_kind(w->ckind, op.src_mem, op.dst_mem);
+      op.src_device = w->src_dev - 1;
+      op.dst_device = w->dst_dev - 1;
     }
   }
   fc_emit(&op);

@@ -9,6 +9,8 @@
  *                                CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, as under nsys; 999:
  *                                CUPTI_ERROR_UNKNOWN, what NVIDIA's CUPTI returns with no driver)
  *   FAKECUPTI_ENABLE_ERROR=n     cuptiActivityEnable returns n and enables nothing
+ *   FAKECUPTI_ENABLE_ERROR_KIND=k   ... only for activity kind k (as CUPTI refuses one kind a device
+ *                                or configuration does not support)
  *   FAKECUPTI_LOG=path           one appended line per control call, "<CLOCK_MONOTONIC ns> <what>":
  *                                "enable <kind>", "disable <kind>", "flush <flag>", "finalize"; a failed
  *                                enable/disable adds " error <result>"
@@ -235,6 +237,8 @@ static CUptiResult set_kind(CUpti_ActivityKind kind, bool on) {
 
 FCP_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
   CUptiResult r = (CUptiResult)env_result("FAKECUPTI_ENABLE_ERROR");
+  const char *only = getenv("FAKECUPTI_ENABLE_ERROR_KIND");
+  if (only && *only && atol(only) != (long)kind) r = CUPTI_SUCCESS;
   if (r == CUPTI_SUCCESS) {
     if (!valid_kind(kind))
       r = CUPTI_ERROR_INVALID_KIND;

@@ -5,23 +5,30 @@
  * Records the client gives no room for are dropped and counted.  Also cuptiActivityGetNextRecord's
  * walk over a delivered buffer and the record size of every kind written here.
  *
- * Differences that matter to a client, and why: delivery happens synchronously on the thread that
- * filled the buffer or flushed (real CUPTI uses a worker thread for full buffers; a synchronous model
- * keeps tests deterministic).  Like CUPTI, a non-forced flush holds back a buffer while any of its GPU
+ * Like CUPTI, buffers that fill up (and buffers whose records become final later) are completed on
+ * CUPTI's own worker thread, never on the thread that made the CUDA call; it also wakes every
+ * FCP_WORKER_MS to deliver what became final.  A flush delivers on the flushing thread, after the
+ * worker's deliveries in progress, so everything completed before a flush is in the client's hands
+ * when it returns.  With OVERHEAD on, each delivery by a flush is preceded by an OVERHEAD record
+ * (CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH, object = the flushing thread).  Like CUPTI, a non-forced flush holds back a buffer while any of its GPU
  * records is still in flight on the simulated timeline, so a client that flushes without synchronizing
  * first misses records, as it would on a GPU.
  *
  * One mutex guards everything; it is never held while a client callback runs, so callbacks may call
  * back into CUPTI (a flush from bufferCompleted, a timestamp query from bufferRequested).
  */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "fakecupti_int.h"
 
 #define FCP_ALIGN 8 /* ACTIVITY_RECORD_ALIGNMENT in cupti_common.h */
 #define FCP_MAX_REQUESTS 2 /* per record: another thread may take the buffer we just got */
+#define FCP_WORKER_MS 10
 
 struct buf {
   uint8_t *base;
@@ -41,6 +48,11 @@ static struct buf *spare; /* received from the client, not yet used */
 static struct buf *pending; /* completed, waiting for their records to be final; FIFO */
 static struct buf **pending_tail = &pending;
 static size_t dropped;
+/* The worker: buffers to hand to the client, and whether a delivery is under way. */
+static pthread_cond_t worker_wake = PTHREAD_COND_INITIALIZER, worker_idle = PTHREAD_COND_INITIALIZER;
+static struct buf *to_deliver;
+static bool worker_started, worker_busy;
+static pthread_t worker_thread;
 
 size_t fcp_record_size(CUpti_ActivityKind kind) {
   switch (kind) {
@@ -49,6 +61,8 @@ size_t fcp_record_size(CUpti_ActivityKind kind) {
   case CUPTI_ACTIVITY_KIND_KERNEL:
   case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10);
   case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
+  case CUPTI_ACTIVITY_KIND_MEMCPY2: return sizeof(CUpti_ActivityMemcpyPtoP4);
+  case CUPTI_ACTIVITY_KIND_OVERHEAD: return sizeof(CUpti_ActivityOverhead3);
   case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
   case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return sizeof(CUpti_ActivitySynchronization2);
   case CUPTI_ACTIVITY_KIND_MEMORY2: return sizeof(CUpti_ActivityMemory4);
@@ -119,6 +133,63 @@ static struct buf *request(CUpti_BuffersCallbackRequestFunc req) {
   return b;
 }
 
+static void append(struct buf **list, struct buf *more) {
+  while (*list) list = &(*list)->next;
+  *list = more;
+}
+
+static void *worker_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&lock);
+  for (;;) {
+    if (!to_deliver && !pending) {
+      pthread_cond_wait(&worker_wake, &lock);
+    } else if (!to_deliver) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += FCP_WORKER_MS * 1000000L;
+      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      pthread_cond_timedwait(&worker_wake, &lock, &ts);
+    }
+    append(&to_deliver, take_pending(false));
+    struct buf *list = to_deliver;
+    to_deliver = NULL;
+    CUpti_BuffersCallbackCompleteFunc done = complete_cb;
+    worker_busy = list != NULL;
+    pthread_mutex_unlock(&lock);
+    deliver(list, done);
+    pthread_mutex_lock(&lock);
+    worker_busy = false;
+    pthread_cond_broadcast(&worker_idle);
+  }
+  return NULL;
+}
+
+/* Queues buffers for the worker (started on first use).  Caller holds lock. */
+static void hand_to_worker(struct buf *list) {
+  if (!list) return;
+  append(&to_deliver, list);
+  if (!worker_started) {
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    worker_started = pthread_create(&worker_thread, &a, worker_main, NULL) == 0;
+    pthread_attr_destroy(&a);
+    if (worker_started) pthread_setname_np(worker_thread, "cupti-worker");
+  }
+  pthread_cond_signal(&worker_wake);
+}
+
+/* Waits until the worker has handed over everything queued, so a flush returns only after every
+ * buffer completed before it reached the client.  Caller holds lock; the worker itself never waits. */
+static void drain_worker(void) {
+  if (!worker_started || pthread_equal(pthread_self(), worker_thread)) return;
+  while (to_deliver || worker_busy) {
+    pthread_cond_signal(&worker_wake);
+    pthread_cond_wait(&worker_idle, &lock);
+  }
+}
+
 void fcp_record(const void *rec, size_t size, uint64_t complete_at) {
   struct buf *unusable = NULL;
   int requests = 0;
@@ -162,11 +233,9 @@ void fcp_record(const void *rec, size_t size, uint64_t complete_at) {
     b->next = spare;
     spare = b;
   }
-  struct buf *ready = take_pending(false);
-  CUpti_BuffersCallbackCompleteFunc done = complete_cb;
+  hand_to_worker(unusable);
+  hand_to_worker(take_pending(false));
   pthread_mutex_unlock(&lock);
-  deliver(unusable, done);
-  deliver(ready, done);
 }
 
 CUptiResult fcp_register_buffers(CUpti_BuffersCallbackRequestFunc req, CUpti_BuffersCallbackCompleteFunc done) {
@@ -178,12 +247,27 @@ CUptiResult fcp_register_buffers(CUpti_BuffersCallbackRequestFunc req, CUpti_Buf
   return CUPTI_SUCCESS;
 }
 
+/* CUPTI's record of its own flush: an OVERHEAD record on the flushing thread, correlation id 0
+ * (cupti_activity.h: "it can be zero, such as for CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH"). */
+static void flush_overhead(uint64_t t0) {
+  CUpti_ActivityOverhead3 r = {.kind = CUPTI_ACTIVITY_KIND_OVERHEAD,
+                               .overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH,
+                               .objectKind = CUPTI_ACTIVITY_OBJECT_THREAD,
+                               .start = fcp_ts(t0),
+                               .end = fcp_ts(fcp_mono_now())};
+  r.objectId.pt.processId = (uint32_t)getpid();
+  r.objectId.pt.threadId = (uint32_t)gettid();
+  fcp_record(&r, sizeof r, 0);
+}
+
 /* A default flush completes the current buffer only if it holds records that are all final (CUPTI:
  * "it returns all the activity buffers which have all the activity records completed"); a forced one
  * returns every buffer with records. */
 CUptiResult fcp_flush(uint32_t flag) {
   bool forced = (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0;
+  uint64_t t0 = fcp_mono_now();
   pthread_mutex_lock(&lock);
+  drain_worker();
   CUpti_BuffersCallbackCompleteFunc done = complete_cb;
   if (!done) {
     pthread_mutex_unlock(&lock);
@@ -195,6 +279,7 @@ CUptiResult fcp_flush(uint32_t flag) {
   }
   struct buf *ready = take_pending(forced);
   pthread_mutex_unlock(&lock);
+  if (ready && fcp_on(CUPTI_ACTIVITY_KIND_OVERHEAD)) flush_overhead(t0); /* lands in a later buffer */
   deliver(ready, done);
   return CUPTI_SUCCESS;
 }
@@ -210,6 +295,7 @@ size_t fcp_take_dropped(void) {
 /* CUPTI relinquishes every buffer at cuptiFinalize, empty ones included, so the client can free them. */
 void fcp_buffers_finalize(void) {
   pthread_mutex_lock(&lock);
+  drain_worker();
   if (cur) complete(cur);
   cur = NULL;
   while (spare) {
@@ -232,9 +318,15 @@ static void before_fork(void) {
 static void after_fork(void) {
   pthread_mutex_unlock(&lock);
 }
+static void after_fork_child(void) {
+  worker_started = worker_busy = false; /* the worker does not exist in the child */
+  pthread_cond_init(&worker_wake, NULL);
+  pthread_cond_init(&worker_idle, NULL);
+  pthread_mutex_unlock(&lock);
+}
 
 __attribute__((constructor)) static void buffer_init(void) {
-  pthread_atfork(before_fork, after_fork, after_fork);
+  pthread_atfork(before_fork, after_fork, after_fork_child);
 }
 
 /* ---- iteration over a delivered buffer ---- */

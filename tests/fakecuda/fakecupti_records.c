@@ -192,6 +192,34 @@ static void emit_external(const struct call *c, const struct tstate *t) {
   }
 }
 
+/* Lazy loading (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2): the program's modules are
+ * loaded inside its first allocation or launch, and CUPTI's DRIVER kind reports that nested driver
+ * call, cuModuleLoadDataEx (driver cbid 20, the same number as cudaMalloc's runtime cbid 20). Nested in
+ * the runtime call, it carries that call's correlation id (cupti_callbacks.h: ids are per API record;
+ * that a nested driver call shares its runtime caller's id is an assumption to check on a GPU, see
+ * docs/gpu-validation.md). Once per process, at the first such call the observer sees. */
+static _Atomic bool modules_loaded;
+
+static bool loads_modules(const char *api) {
+  return has_prefix(api, "cudaMalloc") || has_prefix(api, "cudaLaunch") || has_prefix(api, "__cudaLaunch");
+}
+
+static void lazy_module_load(const struct call *c, uint64_t end) {
+  if (atomic_load_explicit(&modules_loaded, memory_order_relaxed) || !loads_modules(c->api) ||
+      atomic_exchange(&modules_loaded, true) || !fcp_on(CUPTI_ACTIVITY_KIND_DRIVER))
+    return;
+  uint64_t span = end - c->start;
+  CUpti_ActivityAPI r = {.kind = CUPTI_ACTIVITY_KIND_DRIVER,
+                         .cbid = CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx,
+                         .start = fcp_ts(c->start + span / 4),
+                         .end = fcp_ts(c->start + span / 2),
+                         .processId = process_id(),
+                         .threadId = thread_id(),
+                         .correlationId = c->corr,
+                         .returnValue = 0};
+  fcp_record(&r, sizeof r, 0);
+}
+
 static void observe_exit(const char *api, int result, void *ctx) {
   (void)ctx;
   struct tstate *t = tstate();
@@ -213,6 +241,7 @@ static void observe_exit(const char *api, int result, void *ctx) {
                                         .returnValue = 0};
     fcp_record(&r, sizeof r, 0);
   }
+  lazy_module_load(c, end);
   if (c->cbid && fcp_on(CUPTI_ACTIVITY_KIND_RUNTIME)) {
     /* "the activity API record will be preceded by a CUpti_ActivityExternalCorrelation record" */
     if (fcp_on(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) emit_external(c, t);
@@ -293,25 +322,39 @@ static void kernel_record(const fakecuda_op_t *op, uint32_t corr, uint64_t api_s
   fcp_record(&r, sizeof r, op->gpu_end_ns);
 }
 
+/* The fields CUpti_ActivityMemcpy6 and CUpti_ActivityMemcpyPtoP4 share, by name. */
+#define FCP_COPY_FIELDS(op, corr)                                                                             \
+  .srcKind = memory_kind((op)->src_mem), .dstKind = memory_kind((op)->dst_mem),                             \
+  .flags = strstr((op)->api, "Async") ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : CUPTI_ACTIVITY_FLAG_NONE,         \
+  .bytes = (op)->bytes, .start = fcp_ts((op)->gpu_start_ns), .end = fcp_ts((op)->gpu_end_ns),                \
+  .deviceId = (uint32_t)(op)->device, .contextId = (uint32_t)(op)->device + 1,                               \
+  .streamId = (uint32_t)(op)->stream_id, .correlationId = (corr), .graphNodeId = (op)->graph_node_id,        \
+  .graphId = (op)->graph_id, .channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY
+
 static void memcpy_record(const fakecuda_op_t *op, uint32_t corr) {
+  /* no driver-level ids are modelled: the runtime call's id serves both */
   CUpti_ActivityMemcpy6 r = {
       .kind = CUPTI_ACTIVITY_KIND_MEMCPY,
       .copyKind = copy_kind(op),
-      .srcKind = memory_kind(op->src_mem),
-      .dstKind = memory_kind(op->dst_mem),
-      .flags = strstr(op->api, "Async") ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : CUPTI_ACTIVITY_FLAG_NONE,
-      .bytes = op->bytes,
-      .start = fcp_ts(op->gpu_start_ns),
-      .end = fcp_ts(op->gpu_end_ns),
-      .deviceId = (uint32_t)op->device,
-      .contextId = (uint32_t)op->device + 1,
-      .streamId = (uint32_t)op->stream_id,
-      .correlationId = corr, /* no driver-level ids are modelled: the runtime call's id serves both */
+      FCP_COPY_FIELDS(op, corr),
       .runtimeCorrelationId = corr,
-      .graphNodeId = op->graph_node_id,
-      .graphId = op->graph_id,
-      .channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY,
       .copyCount = 1,
+  };
+  fcp_record(&r, sizeof r, op->gpu_end_ns);
+}
+
+/* A copy between two devices (cudaMemcpyPeer*) is CUPTI's MEMCPY2 kind, CUpti_ActivityMemcpyPtoP4,
+ * when that kind is on (cupti_activity.h: "A peer to peer memory copy"); that it then gives no MEMCPY
+ * record as well is an assumption to check on a GPU (docs/gpu-validation.md). */
+static void memcpy2_record(const fakecuda_op_t *op, uint32_t corr) {
+  CUpti_ActivityMemcpyPtoP4 r = {
+      .kind = CUPTI_ACTIVITY_KIND_MEMCPY2,
+      .copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP,
+      FCP_COPY_FIELDS(op, corr),
+      .srcDeviceId = (uint32_t)op->src_device,
+      .srcContextId = (uint32_t)op->src_device + 1,
+      .dstDeviceId = (uint32_t)op->dst_device,
+      .dstContextId = (uint32_t)op->dst_device + 1,
   };
   fcp_record(&r, sizeof r, op->gpu_end_ns);
 }
@@ -392,7 +435,10 @@ static void observe_op(const fakecuda_op_t *op, void *ctx) {
   switch (op->kind) {
   case FAKECUDA_OP_KERNEL: kernel_record(op, corr, api_start); break;
   case FAKECUDA_OP_MEMCPY:
-    if (fcp_on(CUPTI_ACTIVITY_KIND_MEMCPY)) memcpy_record(op, corr);
+    if (op->src_device >= 0 && has_prefix(op->api, "cudaMemcpyPeer") && fcp_on(CUPTI_ACTIVITY_KIND_MEMCPY2))
+      memcpy2_record(op, corr);
+    else if (fcp_on(CUPTI_ACTIVITY_KIND_MEMCPY))
+      memcpy_record(op, corr);
     break;
   case FAKECUDA_OP_MEMSET:
     if (fcp_on(CUPTI_ACTIVITY_KIND_MEMSET)) memset_record(op, corr);

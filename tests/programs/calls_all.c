@@ -24,7 +24,9 @@
  *  21 cudaStreamWaitEvent       22 cudaEventSynchronize      23 cudaStreamSynchronize
  *  24 cudaDeviceSynchronize     25 cudaFreeAsync             26 cudaFree
  *  27 cudaFreeHost              28 cudaProfilerStop
- * Each JSON object has "name" and "ret" (the cudaError_t returned) and, where they apply: "bytes",
+ * Each JSON object has "name", "ret" (the cudaError_t returned), "errno" (errno right after the call;
+ * errno is set to ERRNO_SENTINEL before every recorded call, so a run under stepprof must write the
+ * same values as a bare run: an interposer must leave errno as the runtime left it) and, where they apply: "bytes",
  * "kind" (HtoH/HtoD/DtoH/DtoD/Default), "stream" (handle as an integer, 0 = default stream), "ptr"
  * (allocation result or pointer freed / written, as an integer), "value" (memset byte), "flags",
  * "width"/"height"/"pitch" (for pitched calls "bytes" = width*height, the bytes asked for or moved),
@@ -37,6 +39,7 @@
  * Usage: calls_all OUT.json. Stdout: `calls_all: N calls written to OUT.json`. Exit 0 however the
  * calls went; 2 on bad usage or when OUT.json cannot be written.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,6 +57,8 @@
 #define NAME_(x) #x
 #define NAME(x) NAME_(x)
 
+#define ERRNO_SENTINEL 4242
+
 static char json[16384];
 static size_t json_len;
 static int ncalls, nfailed;
@@ -62,19 +67,21 @@ static int ncalls, nfailed;
 __attribute__((format(printf, 3, 4)))
 static void record(const char *name, cudaError_t ret, const char *fields, ...)
 {
+    int err = errno;
     char extra[1024];
     va_list ap;
     va_start(ap, fields);
     vsnprintf(extra, sizeof extra, fields, ap);
     va_end(ap);
-    json_len += snprintf(json + json_len, sizeof json - json_len, "%s\n  {\"name\": \"%s\", \"ret\": %d%s%s}",
-                         ncalls ? "," : "", name, (int)ret, *extra ? ", " : "", extra);
+    json_len += snprintf(json + json_len, sizeof json - json_len, "%s\n  {\"name\": \"%s\", \"ret\": %d, \"errno\": %d%s%s}",
+                         ncalls ? "," : "", name, (int)ret, err, *extra ? ", " : "", extra);
     ncalls++;
     nfailed += ret != cudaSuccess;
     if (json_len >= sizeof json) {
         fprintf(stderr, "calls_all: JSON buffer too small\n");
         exit(2);
     }
+    errno = ERRNO_SENTINEL; /* for the next call */
 }
 
 /* For calls with no argument worth recording (a zero-length format would trip -Wformat). */
@@ -116,6 +123,7 @@ int main(int argc, char **argv)
     void *d_a = NULL, *d_b = NULL, *h_pin = NULL, *h_alloc = NULL, *d_m = NULL, *d_p = NULL;
     size_t pitch = 0;
 
+    errno = ERRNO_SENTINEL;
     r = cudaProfilerStart();
     record_plain(NAME(cudaProfilerStart), r);
 

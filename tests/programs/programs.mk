@@ -79,3 +79,9 @@ PROGRAMS_C += $(PROG_OUT)/markers_misc
 $(PROG_OUT)/markers_misc: $(PROG_SRC)/markers_misc.c $(PROG_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -o $@ $< $(PROG_CUDA_LIBS) -ldl
+
+# short_threads: issue 15, many short-lived CUDA threads (chunks retired at thread exit).
+PROGRAMS_C += $(PROG_OUT)/short_threads
+$(PROG_OUT)/short_threads: $(PROG_SRC)/short_threads.c $(PROG_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -pthread -o $@ $< $(PROG_CUDA_LIBS)

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""scripts/gpu_checklist.py — the first things to confirm about CUPTI on a real
+GPU (docs/gpu-validation.md, "What to confirm first"), checked from traces that
+stepprof writes for build/programs/train (whole run) and calls_all. Each check
+prints one markdown line: `- [ok|DIFFERS|n/a] what: evidence`. Without --gpu
+the programs run on the CPU stand-ins (build/fakecuda), which must pass every
+check: the stand-in's assumptions are exactly what a GPU run confirms or not.
+SP_BUILD picks the build folder; SP_PRELOAD_FIRST goes before the library in
+LD_PRELOAD (the sanitizer runtime under make test-asan).
+
+Usage: gpu_checklist.py OUTDIR [--gpu]. Exit 0 however the checks went (the
+output is evidence for a person); 1 when a program could not be run at all."""
+import glob
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+B = os.environ.get("SP_BUILD", os.path.join(ROOT, "build"))
+
+
+def run(out, name, args, gpu, env=None):
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    preload = " ".join(filter(None, [os.environ.get("SP_PRELOAD_FIRST"), os.path.join(B, "libstepprof.so")]))
+    e = dict(os.environ, LD_PRELOAD=preload, PROF_OUTPUT_DIR=d, **(env or {}))
+    if not gpu:
+        e["LD_LIBRARY_PATH"] = os.path.join(B, "fakecuda")
+    p = subprocess.run([os.path.join(B, "programs", name), *args], env=e, cwd=d, capture_output=True, text=True,
+                       timeout=300)
+    paths = sorted(glob.glob(os.path.join(d, "*.pt.trace.json*")))
+    if p.returncode != 0 or not paths:
+        print(f"- [n/a] {name}: exit {p.returncode}, traces {len(paths)}; stderr: {p.stderr.strip()[-300:]}")
+        return None
+    with (gzip.open(paths[0], "rt") if paths[0].endswith(".gz") else open(paths[0])) as f:
+        return json.load(f)
+
+
+def line(ok, what, evidence):
+    print(f"- [{'ok' if ok else 'DIFFERS'}] {what}: {evidence}")
+
+
+def api(t, cat):
+    return [e for e in t["traceEvents"] if e.get("cat") == cat and e.get("ph") == "X"]
+
+
+def check_train(t):
+    rt = api(t, "cuda_runtime")
+    host = [e for e in rt if e["args"].get("stepprof_source") != "cupti"]
+    cupti_only = [e for e in rt if e["args"].get("stepprof_source") == "cupti"]
+    host_tids = {e["tid"] for e in host}
+    strange = {e["tid"] for e in cupti_only} - host_tids
+    line(not strange, "CUPTI API records carry gettid() (CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM)",
+         f"host threads {sorted(host_tids)}, CUPTI-only call threads {sorted({e['tid'] for e in cupti_only})}")
+    dup = {e["name"] for e in cupti_only} & {e["name"] for e in host}
+    line(not dup, "every intercepted call paired with its own CUPTI record (no call drawn twice)",
+         f"names drawn twice: {sorted(dup) or 'none'}")
+    launches = {e["args"]["correlation"]: e for e in host if e["name"].endswith("LaunchKernel")}
+    lags = [k["ts"] - launches[k["args"]["correlation"]]["ts"]
+            for k in api(t, "kernel") if k["args"]["correlation"] in launches]
+    line(bool(lags) and min(lags) >= 0, "clock offset: every kernel starts after its launch call (host clock)",
+         f"{len(lags)} kernels, launch->start min {min(lags) if lags else '-'} us, max {max(lags) if lags else '-'} us")
+    drv = api(t, "cuda_driver")
+    rt_ids = {e["args"]["correlation"] for e in rt}
+    shared = sum(1 for e in drv if e["args"]["correlation"] in rt_ids)
+    line(not drv or shared == len(drv) or shared == 0,
+         "runtime vs driver correlation: a nested driver call shares its runtime call's id (stand-in: shared)",
+         f"{len(drv)} driver records, {shared} share a runtime call's id")
+    loads = [e for e in drv if e["name"].startswith(("cuModuleLoad", "cuLibraryLoad", "cuModuleGetFunction",
+                                                     "cuLibraryGetKernel"))]
+    first = min((e for e in host if e["name"].startswith(("cudaMalloc", "cudaLaunch", "__cudaLaunch"))),
+                key=lambda e: e["ts"], default=None)
+    inside = [e for e in loads if first and first["ts"] <= e["ts"] <= first["ts"] + first["dur"]]
+    line(bool(inside), "lazy loading: a module load inside the first allocation or launch (stand-in: "
+         "cuModuleLoadDataEx, driver cbid 20, inside the first cudaMalloc)",
+         f"module-load driver records {[e['name'] for e in loads][:5]}, inside {first and first['name']}: {len(inside)}")
+
+
+def check_peer(t, calls_json):
+    peers = [e for e in api(t, "gpu_memcpy") if "PtoP" in e["name"]]
+    ok_calls = [c for c in json.load(open(calls_json)) if c["name"].startswith("cudaMemcpyPeer") and c["ret"] == 0]
+    if len(ok_calls) < 2:
+        print("- [n/a] peer copies as MEMCPY2: cudaMemcpyPeer failed here (needs two devices)")
+        return
+    line(len(peers) == 2, "peer copies (cudaMemcpyPeer, cudaMemcpyPeerAsync) arrive as MEMCPY2 only",
+         f"{len(peers)} PtoP gpu_memcpy events")
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 1
+    out, gpu = sys.argv[1], "--gpu" in sys.argv[2:]
+    print(f"checks on {'the GPU' if gpu else 'the CPU stand-ins (each must be ok)'}:")
+    t = run(out, "train", [], gpu, {"STEPS": "3"})
+    if t:
+        check_train(t)
+    c = run(out, "calls_all", [os.path.join(out, "calls.json")], gpu, None if gpu else {"FAKECUDA_DEVICES": "2"})
+    if c:
+        check_peer(c, os.path.join(out, "calls.json"))
+    return 0 if t and c else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
