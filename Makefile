@@ -25,7 +25,14 @@ LIB := $(BUILD)/libstepprof.so
 .PHONY: all lib programs unit demo test bench install deps clean check-exports
 all: lib $(BUILD)/stepprof-report
 
-lib: $(LIB)
+# The PyTorch bootstrap (inject/python/) lives beside the library: its
+# constructor finds <libdir>/python (installed: <libdir>/stepprof/python).
+PY_BOOT := $(patsubst inject/python/%,$(BUILD)/python/%,$(wildcard inject/python/*.py))
+lib: $(LIB) $(PY_BOOT)
+
+$(BUILD)/python/%.py: inject/python/%.py
+	@mkdir -p $(@D)
+	cp $< $@
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -83,6 +90,8 @@ install: $(LIB) $(REPORT_TOOL)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/doc/stepprof
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libstepprof.so
+	install -d $(DESTDIR)$(PREFIX)/lib/stepprof/python
+	install -m 0644 inject/python/*.py $(DESTDIR)$(PREFIX)/lib/stepprof/python/
 	install -m 0755 $(REPORT_TOOL) $(DESTDIR)$(PREFIX)/bin/stepprof-report
 	install -m 0644 README.md profiling.example.yaml $(DESTDIR)$(PREFIX)/share/doc/stepprof/
 

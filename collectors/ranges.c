@@ -16,6 +16,7 @@ typedef struct open_range {
     uint64_t t0;
     uint32_t name;
     uint32_t window;
+    sp_range_op_t op; /* PyTorch operator fields, zero for plain ranges */
 } open_range_t;
 
 static __thread open_range_t stack[STACK_MAX];
@@ -50,20 +51,28 @@ static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_a
     e->window = r->window;
     e->result = 0;
     e->kind = (uint16_t)kind;
-    e->flags = 0;
+    e->flags = r->op.flags;
     e->aux = 0;
     e->a[0] = depth_arg;
-    e->a[1] = e->a[2] = e->a[3] = e->a[4] = 0;
+    e->a[1] = r->op.seq;
+    e->a[2] = r->op.shapes;
+    e->a[3] = e->a[4] = 0;
     e->stack = 0;
     sp_ev_commit(t);
     t->in_hook = 0;
 }
 
-void sp_range_push(uint32_t name)
+void sp_range_push_op(uint32_t name, const sp_range_op_t *op)
 {
     if (depth < STACK_MAX)
-        stack[depth] = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load()};
+        stack[depth] = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load(), *op};
     depth++;
+}
+
+void sp_range_push(uint32_t name)
+{
+    static const sp_range_op_t plain;
+    sp_range_push_op(name, &plain);
 }
 
 int sp_range_pop(void)
@@ -80,7 +89,7 @@ uint64_t sp_range_start(uint32_t name)
 {
     uint64_t id = atomic_fetch_add(&next_id, 1);
     unsigned i = (unsigned)(id & (SLOTS - 1));
-    slots[i].r = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load()};
+    slots[i].r = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load(), {0, 0, 0}};
     atomic_store_explicit(&slots[i].id, id, memory_order_release);
     return id;
 }
@@ -98,6 +107,6 @@ void sp_range_end(uint64_t id)
 void sp_range_mark(uint32_t name)
 {
     uint64_t now = sp_clock_ticks();
-    open_range_t r = {now, name, sp_ev_gate_load()};
+    open_range_t r = {now, name, sp_ev_gate_load(), {0, 0, 0}};
     store(&r, now, SP_EV_MARK, 0);
 }

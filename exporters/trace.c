@@ -14,6 +14,7 @@
 #include "gz.h"
 #include "jsonw.h"
 #include "memory_trace.h"
+#include "ops_trace.h"
 #include "outfile.h"
 #include "stacks_sym.h"
 #include "../collectors/log.h"
@@ -139,8 +140,10 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
         sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}}", ext);
         break;
     case SP_EV_RANGE:
-        slice_head(c, "user_annotation", sp_str_get(e->name), r);
-        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}}", ext);
+        slice_head(c, sp_ops_trace_cat(e), sp_str_get(e->name), r);
+        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64, ext);
+        sp_ops_trace_args(w, e);
+        sp_jw_puts(w, "}}");
         break;
     case SP_EV_MARK:
         sp_jw_puts(w, "{\"ph\": \"i\", \"s\": \"t\", \"cat\": \"user_annotation\", \"name\": ");

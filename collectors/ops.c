@@ -1,0 +1,70 @@
+/* collectors/ops.c — see ops.h. torch writes one NVTX message per operator
+ * call: the name, then ", seq = N" when the op has a sequence number (forward
+ * ops that record autograd and the backward nodes that run them), ", op_id =
+ * N" always, ", sizes = [...]" with record_shapes, ", input_op_ids = [...]".
+ * op_id grows without end, so the message as a whole is never interned: the
+ * name and the sizes text are, separately (both have few distinct values).
+ * Outside a record window nothing is interned; the push only keeps NVTX's
+ * push/pop pairing. What is an operator follows Kineto's split between
+ * cpu_op and user_annotation: aten/autograd ops ("::" in the name), backward
+ * nodes (with a sequence number, or "...Backward<N>"); everything else is a
+ * record_function scope (Optimizer.step#Adam.step, user scopes). */
+#define _GNU_SOURCE
+#include "ops.h"
+
+#include "events.h"
+#include "ranges.h"
+#include "strings.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OP_ID ", op_id = "
+#define SEQ ", seq = "
+#define SIZES ", sizes = "
+#define INPUT_IDS ", input_op_ids = "
+
+static uint32_t intern_n(const char *s, size_t n)
+{
+    char buf[1024];
+    if (n >= sizeof buf)
+        n = sizeof buf - 1;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    return sp_str_intern(buf);
+}
+
+static int backward_node(const char *name, size_t n)
+{
+    while (n && isdigit((unsigned char)name[n - 1]))
+        n--;
+    return n >= 8 && memcmp(name + n - 8, "Backward", 8) == 0;
+}
+
+int sp_ops_push(const char *msg)
+{
+    const char *id = msg ? strstr(msg, OP_ID) : NULL;
+    if (!id)
+        return 0;
+    sp_range_op_t op = {0, 0, 0};
+    if (!sp_win_records(sp_ev_gate_load())) {
+        sp_range_push_op(0, &op);
+        return 1;
+    }
+    const char *seq = strstr(msg, SEQ);
+    const char *end = seq && seq < id ? seq : id;
+    size_t n = (size_t)(end - msg);
+    if (seq && seq < id)
+        op.seq = strtoull(seq + strlen(SEQ), NULL, 10) + 1;
+    if (op.seq || memmem(msg, n, "::", 2) || backward_node(msg, n))
+        op.flags = SP_RANGE_OP;
+    const char *sizes = strstr(id, SIZES);
+    if (sizes) {
+        sizes += strlen(SIZES);
+        const char *stop = strstr(sizes, INPUT_IDS);
+        op.shapes = intern_n(sizes, stop ? (size_t)(stop - sizes) : strlen(sizes));
+    }
+    sp_range_push_op(intern_n(msg, n), &op);
+    return 1;
+}

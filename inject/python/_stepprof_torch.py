@@ -1,0 +1,180 @@
+# inject/python/_stepprof_torch.py — stepprof inside a Python process that
+# imports torch. install() puts a finder on sys.meta_path; when the program
+# imports torch it tells libstepprof.so (which then makes `torch` the default
+# marker) and, once torch is loaded, activates it and registers a global
+# optimizer step post hook. What the hook saw is acted on when the outermost
+# Optimizer.step returns (torch runs post hooks inside the step's
+# record_function, where the profiler must not be switched off): the step
+# ends there (the rule below) and PyTorch's autograd profiler goes on in NVTX
+# mode only while stepprof's window is warmup or record, so operators reach
+# the library as NVTX ranges (collectors/ops.c) and cost nothing outside
+# windows. A program that starts
+# torch.profiler (or emit_nvtx) itself gets it: stepprof turns its operators
+# off for good and says so once. DataLoader and multiprocessing children stay
+# inert. Ops and answer bits are the numbers of inject/torch.c.
+#
+# Which optimizer step ends a step (prof.step() sits after optimizer.step()):
+# with one optimizer, each of its steps, so gradient accumulation counts
+# optimizer steps as torch.profiler's recipe does. With several optimizers
+# per iteration (GANs, per-module optimizers) the step ends at the last
+# optimizer of the iteration: the first optimizer to step is taken as the
+# closing one until, twice in a row, another optimizer stepped between two of
+# its steps; then that other optimizer (the last one before it) closes steps.
+# Steps therefore match torch.profiler's from step 3 on (with two
+# optimizers); an optimizer that steps only now and then never takes over.
+import functools
+import sys
+
+_IMPORTING, _READY, _STEP, _YIELD, _STATE = 1, 2, 3, 4, 5
+_ON, _STEPS, _SHAPES, _STACK, _OPS_NOW = 1, 2, 4, 8, 16
+
+
+def _entry():
+    import ctypes
+    try:
+        f = ctypes.CDLL(None).stepprof_torch
+    except (OSError, AttributeError):
+        return None  # PYTHONPATH inherited by a process that was not preloaded
+    f.argtypes = [ctypes.c_int]
+    f.restype = ctypes.c_int
+    return f
+
+
+def _child_of_multiprocessing():
+    if "--multiprocessing-fork" in sys.argv:
+        return True
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return False
+    proc = mp.current_process()
+    return mp.parent_process() is not None or getattr(proc, "_inheriting", False)
+
+
+class _State:
+    def __init__(self, torch, entry, ans):
+        self.torch = torch
+        self.entry = entry
+        self.steps = bool(ans & _STEPS)
+        self.shapes = bool(ans & _SHAPES)
+        self.ops_on = False
+        self.user_owns = False
+        self.closing = None    # id() of the optimizer whose step ends a step
+        self.other = None      # last other optimizer that stepped since the closing one
+        self.candidate = None  # other optimizer seen last time the closing one stepped again
+        self.pending = []      # id()s of optimizers whose step the post hook saw
+        self.depth = 0         # nesting of Optimizer.step calls
+
+    def apply(self, ans):
+        want = bool(ans & _OPS_NOW) and not self.user_owns
+        if want == self.ops_on:
+            return
+        prof = self.torch.autograd.profiler
+        if want:
+            if self.torch._C._autograd._profiler_enabled():
+                return
+            from torch._C._profiler import ProfilerConfig, ProfilerState, _ExperimentalConfig
+            prof._enable_profiler(ProfilerConfig(ProfilerState.NVTX, self.shapes, False, False, False, False,
+                                                 _ExperimentalConfig()), set())
+        else:
+            prof._disable_profiler()
+        self.ops_on = want
+
+    def boundary(self):
+        self.apply(self.entry(_STEP))
+
+    def post_hook(self, optimizer, args, kwargs):
+        self.pending.append(id(optimizer))
+
+    def wrap_step(self, hooked):
+        @functools.wraps(hooked)
+        def step(*args, **kwargs):
+            self.depth += 1
+            try:
+                return hooked(*args, **kwargs)
+            finally:
+                self.depth -= 1
+                if self.depth == 0 and self.pending:
+                    done, self.pending = self.pending, []
+                    for k in done:
+                        self.on_step(k)
+        return step
+
+    def on_step(self, k):
+        if not self.steps:
+            self.apply(self.entry(_STATE))
+            return
+        if self.closing is None:
+            self.closing = k
+            self.boundary()
+        elif k != self.closing:
+            self.other = k
+        elif self.other is not None and self.other == self.candidate:
+            self.closing, self.candidate, self.other = self.candidate, None, k
+        else:
+            self.candidate, self.other = self.other, None
+            self.boundary()
+
+    def user_profiler(self):
+        if self.user_owns:
+            return
+        if self.ops_on:
+            self.apply(0)
+        self.user_owns = True
+        self.entry(_YIELD)
+
+
+def _wrap_yield(cls, name, state):
+    orig = getattr(cls, name)
+
+    def wrapper(self, *a, **kw):
+        state.user_profiler()
+        return orig(self, *a, **kw)
+
+    setattr(cls, name, wrapper)
+
+
+def _attach(torch, entry):
+    ans = entry(_READY)
+    if not ans & _ON:
+        return
+    state = _State(torch, entry, ans)
+    from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
+    register_optimizer_step_post_hook(state.post_hook)
+    profile_hook_step = Optimizer.profile_hook_step
+    Optimizer.profile_hook_step = staticmethod(lambda func: state.wrap_step(profile_hook_step(func)))
+    _wrap_yield(torch.autograd.profiler.profile, "_prepare_trace", state)
+    _wrap_yield(torch.autograd.profiler.emit_nvtx, "__enter__", state)
+    state.apply(ans)
+
+
+class _Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        if _child_of_multiprocessing():
+            return None
+        entry = _entry()
+        if entry is None:
+            return None
+        import importlib.util
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        entry(_IMPORTING)
+        exec_module = spec.loader.exec_module
+
+        def exec_and_attach(module):
+            exec_module(module)
+            try:
+                _attach(module, entry)
+            except Exception as e:  # the program goes on without operators
+                sys.stderr.write("stepprof: cannot hook torch (%s); operators and optimizer steps are not "
+                                 "recorded\n" % e)
+
+        spec.loader.exec_module = exec_and_attach
+        return spec
+
+
+def install():
+    sys.meta_path.insert(0, _Finder())
