@@ -14,14 +14,18 @@
 # inert. Ops and answer bits are the numbers of inject/torch.c.
 #
 # Which optimizer step ends a step (prof.step() sits after optimizer.step()):
-# with one optimizer, each of its steps, so gradient accumulation counts
-# optimizer steps as torch.profiler's recipe does. With several optimizers
-# per iteration (GANs, per-module optimizers) the step ends at the last
-# optimizer of the iteration: the first optimizer to step is taken as the
-# closing one until, twice in a row, another optimizer stepped between two of
-# its steps; then that other optimizer (the last one before it) closes steps.
-# Steps therefore match torch.profiler's from step 3 on (with two
-# optimizers); an optimizer that steps only now and then never takes over.
+# with one optimizer, each of its steps, so with gradient accumulation steps
+# are optimizer steps, as in torch.profiler's recipe. With several optimizers
+# per iteration (GANs, per-module optimizers) a step ends at the last
+# optimizer of the iteration: the first optimizer ever to step opens
+# iterations, and the optimizer that stepped last before it stepped again
+# closes them (learned once, on its second step). Until then the opener's
+# first step counts as a step end, so with several optimizers step 0 is one
+# iteration plus the start of the next, step 1 the rest of that one, and from
+# step 2 on steps are torch.profiler's (a schedule with wait + warmup >= 2
+# records only exact steps). An optimizer that first steps later never ends
+# steps. An opener that steps k times per iteration (a WGAN critic) counts
+# k steps in the first iteration.
 import functools
 import sys
 
@@ -58,9 +62,10 @@ class _State:
         self.shapes = bool(ans & _SHAPES)
         self.ops_on = False
         self.user_owns = False
-        self.closing = None    # id() of the optimizer whose step ends a step
-        self.other = None      # last other optimizer that stepped since the closing one
-        self.candidate = None  # other optimizer seen last time the closing one stepped again
+        self.opener = None     # id() of the first optimizer to step
+        self.closer = None     # id() of the optimizer whose step ends a step
+        self.learned = False   # the opener has stepped twice: closer is final
+        self.other = None      # last optimizer other than the opener before that
         self.pending = []      # id()s of optimizers whose step the post hook saw
         self.depth = 0         # nesting of Optimizer.step calls
 
@@ -102,16 +107,17 @@ class _State:
     def on_step(self, k):
         if not self.steps:
             self.apply(self.entry(_STATE))
-            return
-        if self.closing is None:
-            self.closing = k
+        elif self.opener is None:
+            self.opener = self.closer = k
             self.boundary()
-        elif k != self.closing:
+        elif not self.learned and k != self.opener:
             self.other = k
-        elif self.other is not None and self.other == self.candidate:
-            self.closing, self.candidate, self.other = self.candidate, None, k
-        else:
-            self.candidate, self.other = self.other, None
+        elif not self.learned:
+            self.learned = True
+            self.closer = self.other if self.other is not None else self.opener
+            if self.closer == self.opener:
+                self.boundary()
+        elif k == self.closer:
             self.boundary()
 
     def user_profiler(self):
