@@ -118,3 +118,72 @@ def test_conv_net_matches_torch_profiler():
 
 def test_two_optimizers_match_torch_profiler():
     compare("torch_two_opt.py")
+
+
+def _one_process_trace(r):
+    trace = load(r.trace())
+    pids = {e["pid"] for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"}
+    assert len(pids) == 1, pids
+    return trace
+
+
+def test_dataloader_workers_stay_inert():
+    for method in ("fork", "spawn"):
+        ref = run([sys.executable, program("torch_loader.py"), method], preload=False, fake=False, timeout=300)
+        r = under_stepprof("torch_loader.py", args=(method,))
+        assert r.returncode == ref.returncode == 0, r.stderr
+        assert r.stdout == ref.stdout
+        assert r.other_stderr == "", r.other_stderr
+        # One plan line and one set of files: the workers never started stepprof.
+        assert len([l for l in r.sp_lines if "marker torch" in l]) == 1, r.sp_lines
+        trace = _one_process_trace(r)
+        assert sorted(steps(trace)) == [2, 3, 4]
+
+
+def test_program_running_torch_profiler_keeps_it():
+    for env in ({}, SCHED):
+        mine_dir = os.path.join(run([sys.executable, "-c", "pass"], preload=False, fake=False).cwd, "own")
+        r = run([sys.executable, program("torch_own_profiler.py"), mine_dir], fake=False,
+                env={k: v for k, v in env.items()} or None, timeout=300)
+        assert r.returncode == 0, r.stderr
+        said = [l for l in r.sp_lines if "runs torch.profiler itself" in l]
+        assert len(said) == 1, r.sp_lines
+        own = glob.glob(os.path.join(mine_dir, "*.pt.trace.json"))
+        assert len(own) == 1, os.listdir(mine_dir)
+        t = load(own[0])
+        assert sorted(steps(t)) == [2, 3]
+        assert sum(1 for e in t["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] == "aten::addmm") == 2
+        # stepprof's own trace has the steps but no operators in them: they were left to
+        # torch.profiler (without a schedule, those of the model's set-up come before).
+        assert len(r.traces()) == 1
+        mine = load(r.traces()[0])
+        st = steps(mine)
+        assert sorted(st) == ([0, 1, 2, 3, 4, 5] if not env else [2, 3, 4])
+        first = min(a for a, _ in st.values())
+        assert not [e for e in mine["traceEvents"] if e.get("cat") == "cpu_op" and e["ts"] >= first]
+
+
+def test_python_without_torch_stays_inert_and_user_sitecustomize_runs():
+    site = os.path.join(run([sys.executable, "-c", "pass"], preload=False, fake=False).cwd, "site")
+    os.makedirs(site)
+    with open(os.path.join(site, "sitecustomize.py"), "w") as f:
+        f.write("import sys\nsys.stdout.write('user sitecustomize\\n')\n")
+    code = "import json, sys; print(json.dumps(sys.argv[1:]))"
+    ref = run([sys.executable, "-c", code, "a b"], preload=False, fake=False, env={"PYTHONPATH": site})
+    r = run([sys.executable, "-c", code, "a b"], fake=False, env={"PYTHONPATH": site})
+    assert ref.stdout == "user sitecustomize\n[\"a b\"]\n"
+    assert (r.returncode, r.stdout, r.stderr) == (ref.returncode, ref.stdout, ref.stderr)
+    assert r.files() == []
+    # The program's sys.path is its own: stepprof's folder is not left on it.
+    p = run([sys.executable, "-c", "import sys; print([x for x in sys.path if 'python' == x.rsplit('/', 1)[-1]])"],
+            fake=False)
+    assert p.stdout == "[]\n", p.stdout
+
+
+def test_explicit_marker_and_record_shapes_off():
+    r = under_stepprof("torch_mlp.py", env={"PROF_MARKER": "torch", "PROF_RECORD_SHAPES": 0})
+    assert r.returncode == 0, r.stderr
+    trace = load(r.trace())
+    ops = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"]
+    assert ops and not [e for e in ops if "Input Dims" in e["args"]]
+    assert sorted(steps(trace)) == [2, 3, 4]
