@@ -8,7 +8,10 @@
  * push/pop pairing. What is an operator follows Kineto's split between
  * cpu_op and user_annotation: aten/autograd ops ("::" in the name), backward
  * nodes (with a sequence number, or "...Backward<N>"); everything else is a
- * record_function scope (Optimizer.step#Adam.step, user scopes). */
+ * record_function scope (Optimizer.step#Adam.step, user scopes). A node with a
+ * sequence number directly inside the engine's evaluate_function wrapper is
+ * backward work: both are marked so, and the wrapper gets the node's number,
+ * as Kineto gives it. */
 #define _GNU_SOURCE
 #include "ops.h"
 
@@ -24,6 +27,7 @@
 #define SEQ ", seq = "
 #define SIZES ", sizes = "
 #define INPUT_IDS ", input_op_ids = "
+#define EVAL "autograd::engine::evaluate_function: "
 
 static uint32_t intern_n(const char *s, size_t n)
 {
@@ -59,6 +63,14 @@ int sp_ops_push(const char *msg)
         op.seq = strtoull(seq + strlen(SEQ), NULL, 10) + 1;
     if (op.seq || memmem(msg, n, "::", 2) || backward_node(msg, n))
         op.flags = SP_RANGE_OP;
+    if (n > strlen(EVAL) && memcmp(msg, EVAL, strlen(EVAL)) == 0)
+        op.flags |= SP_RANGE_EVAL;
+    sp_range_op_t *parent = sp_range_top_op();
+    if (op.seq && parent && (parent->flags & SP_RANGE_EVAL)) {
+        op.flags |= SP_RANGE_BWD;
+        parent->flags |= SP_RANGE_BWD;
+        parent->seq = op.seq;
+    }
     const char *sizes = strstr(id, SIZES);
     if (sizes) {
         sizes += strlen(SIZES);

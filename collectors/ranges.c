@@ -69,6 +69,11 @@ void sp_range_push_op(uint32_t name, const sp_range_op_t *op)
     depth++;
 }
 
+sp_range_op_t *sp_range_top_op(void)
+{
+    return depth > 0 && depth <= STACK_MAX ? &stack[depth - 1].op : NULL;
+}
+
 void sp_range_push(uint32_t name)
 {
     static const sp_range_op_t plain;

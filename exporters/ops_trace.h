@@ -10,4 +10,7 @@ const char *sp_ops_trace_cat(const sp_event_t *e);
 /* Operator args after "External id" (nothing for plain ranges). */
 void sp_ops_trace_args(sp_jw_t *w, const sp_event_t *e);
 
+/* Kineto's "fwdbwd" flow pairs linking forward ops to their backward nodes. */
+void sp_ops_trace_flows(sp_jw_t *w, const sp_event_ref_t *ev, size_t n, int pid, uint64_t base_ns);
+
 #endif

@@ -260,6 +260,7 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
     sp_gpuv_write_metadata(w, gpu);
     for (size_t i = 0; i < n && !w->err; i++)
         write_event(&c, &ev[i], i);
+    sp_ops_trace_flows(w, ev, n, c.pid, base_ns);
     sp_gpuv_write_events(w, gpu, ev, n, c.pid, base_ns);
     sp_memtrace_write(w, mem, c.pid, base_ns, end_ns);
     sp_jw_puts(w, "{\"name\": \"Record Window End\", \"ph\": \"i\", \"s\": \"g\", \"pid\": \"\", \"tid\": \"\", \"ts\": ");

@@ -63,6 +63,22 @@ def ops_per_step(trace):
     return per
 
 
+def fwdbwd_pairs(trace):
+    """Counter of (forward op, backward op) names joined by Kineto's fwdbwd flows."""
+    at = {}
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "cpu_op" and e.get("ph") == "X":
+            at.setdefault((e["tid"], e["ts"]), e)
+    ends = collections.defaultdict(dict)
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "fwdbwd":
+            ends[e["id"]][e["ph"]] = at[(e["tid"], e["ts"])]
+    for pair in ends.values():
+        assert pair["s"]["args"]["Fwd thread id"] == 0 and pair["f"]["args"]["Fwd thread id"] > 0
+        assert pair["s"]["args"]["Sequence number"] == pair["f"]["args"]["Sequence number"]
+    return collections.Counter((p["s"]["name"], p["f"]["name"]) for p in ends.values())
+
+
 def table_calls(path):
     """{Name: # of Calls} from a key-average table file."""
     with open(path) as f:
@@ -92,6 +108,8 @@ def compare(name):
     for n in (2, 3, 4):
         assert sum(b[n].values()) > 20, f"reference step {n} has too few aten ops: {b[n]}"
         assert a[n] == b[n], f"step {n}: only stepprof {a[n] - b[n]}, only torch.profiler {b[n] - a[n]}"
+    pairs = fwdbwd_pairs(trace)
+    assert sum(pairs.values()) >= 3 * 5 and pairs == fwdbwd_pairs(ref), (pairs, fwdbwd_pairs(ref))
     table = glob.glob(os.path.join(mine.outdir, "*.key_averages.txt"))
     assert len(table) == 1, mine.files()
     calls = table_calls(table[0])
