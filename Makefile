@@ -52,10 +52,11 @@ include tests/programs/reports.mk
 include tests/programs/memory.mk
 include tests/unit/unit.mk
 include tests/programs/reliability.mk
+include tests/programs/torch.mk
 include tests/fuzz/fuzz.mk
 
 HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
-programs: $(PROGRAMS_C) $(PROGRAMS_REL) $(PROGRAMS_MARKERS) $(PROGRAMS_REPORTS) $(PROGRAMS_MEM) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
+programs: $(PROGRAMS_C) $(PROGRAMS_TORCH) $(PROGRAMS_REL) $(PROGRAMS_MARKERS) $(PROGRAMS_REPORTS) $(PROGRAMS_MEM) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
 
 # The offline report tool reuses the exporters' aggregation; cJSON is for it
 # only, never for the preloaded library.

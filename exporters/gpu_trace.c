@@ -7,6 +7,7 @@
 #include "gpu_trace.h"
 
 #include "../collectors/api.h"
+#include "../collectors/ranges.h"
 #include "../collectors/cupti.h"
 #include "../collectors/kernels.h"
 #include "../collectors/strings.h"
@@ -438,8 +439,8 @@ static void annotations(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t
     span_t spans[64];
     for (size_t r = 0; r < nev; r++) {
         const sp_event_t *re = &ev[r].ev;
-        if (re->kind != SP_EV_RANGE && re->kind != SP_EV_STEP)
-            continue;
+        if ((re->kind != SP_EV_RANGE && re->kind != SP_EV_STEP) || (re->flags & SP_RANGE_OP))
+            continue; /* operators get no GPU span, as in Kineto */
         size_t ns = 0;
         for (size_t i = 0; i < v->n; i++) {
             const sp_gpu_event_t *g = &v->gpu[i];

@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-from harness import ROOT, load, run
+from harness import ROOT, assert_valid, load, prog, run
 
 PROGRAMS = os.path.join(ROOT, "tests", "programs")
 SCHED = {"PROF_WAIT": 1, "PROF_WARMUP": 1, "PROF_ACTIVE": 3}
@@ -102,6 +102,7 @@ def compare(name):
     assert any("marker torch; recording steps 2-4" in l for l in mine.sp_lines), mine.sp_lines
     ref_run, ref, ref_ka = under_torch_profiler(name, os.path.join(mine.cwd, "ref"))
     assert mine.stdout == ref_run.stdout, "the program's output changed under stepprof"
+    assert_valid(mine.trace())
     trace = load(mine.trace())
     assert sorted(steps(trace)) == sorted(steps(ref)) == [2, 3, 4]
     a, b = ops_per_step(trace), ops_per_step(ref)
@@ -205,3 +206,32 @@ def test_explicit_marker_and_record_shapes_off():
     ops = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"]
     assert ops and not [e for e in ops if "Input Dims" in e["args"]]
     assert sorted(steps(trace)) == [2, 3, 4]
+
+
+def test_kernels_and_copies_carry_their_operators_external_id():
+    """On the CUDA stand-in (real PyTorch cannot use it), torch_ops_c pushes the NVTX messages torch's
+    NVTX observer writes around the CUDA work its operators would do."""
+    r = run([prog("torch_ops_c"), "3"], env={"PROF_MARKER": "nvtx:train_step"})
+    assert r.returncode == 0 and r.stdout == "done\n", r.stderr
+    assert_valid(r.trace())
+    ev = load(r.trace())["traceEvents"]
+    ops = [e for e in ev if e.get("cat") == "cpu_op"]
+    assert [e["name"] for e in ops[:4]] == ["aten::mm", "aten::copy_",
+                                            "autograd::engine::evaluate_function: MmBackward0", "MmBackward0"]
+    assert len(ops) == 12
+    assert {json.dumps(e["args"].get("Input Dims")) for e in ops if e["name"] == "aten::mm"} == \
+        {"[[64, 32], [32, 16]]"}
+    user = {e["name"] for e in ev if e.get("cat") == "user_annotation"}
+    assert "Optimizer.step#SGD.step" in user and not [n for n in user if "op_id" in n]
+    ext = {e["args"]["External id"]: e for e in ops}
+    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy")]
+    assert len(gpu) == 9
+    launched_by = collections.Counter(ext[e["args"]["External id"]]["name"] for e in gpu)
+    assert launched_by == {"aten::mm": 3, "aten::copy_": 3, "MmBackward0": 3}, launched_by
+    calls = [e for e in ev if e.get("cat") == "cuda_runtime" and e["name"] in ("cudaLaunchKernel", "cudaMemcpy")]
+    assert all(ext[e["args"]["External id"]]["name"] != "Optimizer.step#SGD.step" for e in calls)
+    # Operators get no gpu_user_annotation of their own (Kineto draws those for user ranges only).
+    assert not [e for e in ev if e.get("cat") == "gpu_user_annotation" and e["name"].startswith("aten::")]
+    flows = [e for e in ev if e.get("cat") == "fwdbwd"]
+    assert len(flows) == 6 and {ext_name for ext_name in fwdbwd_pairs({"traceEvents": ev})} == \
+        {("aten::mm", "MmBackward0")}
