@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-from harness import ROOT, assert_valid, load, prog, run
+from harness import LIB, ROOT, assert_valid, load, prog, run
 
 PROGRAMS = os.path.join(ROOT, "tests", "programs")
 SCHED = {"PROF_WAIT": 1, "PROF_WARMUP": 1, "PROF_ACTIVE": 3}
@@ -79,8 +79,8 @@ def fwdbwd_pairs(trace):
     return collections.Counter((p["s"]["name"], p["f"]["name"]) for p in ends.values())
 
 
-def table_calls(path):
-    """{Name: # of Calls} from a key-average table file."""
+def table_calls(path, by_shape=False):
+    """{Name: # of Calls} (by_shape: {(Name, Input Shapes): # of Calls}) from a key-average table file."""
     with open(path) as f:
         lines = f.read().splitlines()
     header = next(l for l in lines if l.strip().startswith("Name"))
@@ -91,7 +91,8 @@ def table_calls(path):
             continue
         cells = re.split(r"\s{2,}", l.strip())
         if len(cells) == len(cols) and cells[0] != "Name":
-            calls[cells[0]] = int(cells[cols.index("# of Calls")])
+            key = (cells[0], cells[cols.index("Input Shapes")]) if by_shape else cells[0]
+            calls[key] = int(cells[cols.index("# of Calls")])
     return calls
 
 
@@ -123,6 +124,19 @@ def compare(name):
 
 def test_mlp_adam_matches_torch_profiler():
     mine, trace = compare("torch_mlp.py")
+    # key_averages(group_by_input_shape=True): the same rows, offline too.
+    ref_ka = json.load(open(os.path.join(mine.cwd, "ref", "key_averages.json")))
+    r = run([os.path.join(os.path.dirname(LIB), "stepprof-report"), mine.trace(), "--group-by-input-shape",
+             "--row-limit", "-1"], preload=False, fake=False)
+    assert r.returncode == 0, r.stderr
+    table = os.path.join(mine.cwd, "by_shape.txt")
+    with open(table, "w") as f:
+        f.write(r.stdout)
+    calls = table_calls(table, by_shape=True)
+    want = sorted((row for row in ref_ka["shapes"] if row[0].startswith("aten::")), key=lambda row: -row[2])[:12]
+    assert len(want) == 12
+    for name, shape, count in want:
+        assert calls.get((name, shape)) == count, (name, shape, count, calls.get((name, shape)))
     ops = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"]
     addmm = [e for e in ops if e["name"] == "aten::addmm"]
     assert addmm and all(e["args"]["Input Dims"] == [[64], [16, 32], [32, 64], [], []] or
