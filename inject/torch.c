@@ -26,7 +26,7 @@
 /* Ops of stepprof_torch and bits of its answer; inject/python/stepprof_torch.py
  * spells the same numbers. */
 enum { OP_IMPORTING = 1, OP_READY = 2, OP_STEP = 3, OP_YIELD = 4, OP_STATE = 5 };
-enum { ANS_ON = 1, ANS_STEPS = 2, ANS_SHAPES = 4, ANS_STACK = 8, ANS_OPS_NOW = 16 };
+enum { ANS_ON = 1, ANS_STEPS = 2, ANS_SHAPES = 4, ANS_STACK = 8, ANS_OPS_NOW = 16, ANS_WHOLE_RUN = 32 };
 
 int InitializeInjection(void); /* inject/preload.c: activation */
 void sp_torch_bootstrap_env(void); /* inject/preload.c calls it from the constructor */
@@ -104,7 +104,7 @@ static int ready(void)
         sp_log(SP_LOG_WARN, "torch was imported after stepprof had started without a marker: optimizer steps "
                             "are not steps; set PROF_MARKER=torch to count them");
     return ANS_ON | (cfg->marker.kind == SP_MARK_TORCH ? ANS_STEPS : 0) | (cfg->record_shapes ? ANS_SHAPES : 0) |
-           (cfg->with_stack ? ANS_STACK : 0) | ops_now();
+           (cfg->with_stack ? ANS_STACK : 0) | (cfg->has_schedule ? 0 : ANS_WHOLE_RUN) | ops_now();
 }
 
 SP_EXPORT int stepprof_torch(int op)

@@ -249,3 +249,23 @@ def test_kernels_and_copies_carry_their_operators_external_id():
     flows = [e for e in ev if e.get("cat") == "fwdbwd"]
     assert len(flows) == 6 and {ext_name for ext_name in fwdbwd_pairs({"traceEvents": ev})} == \
         {("aten::mm", "MmBackward0")}
+
+
+def test_whole_run_and_training_thread_leave_stderr_alone():
+    # No schedule: the whole run is one window; the autograd profiler goes off at exit (torch would
+    # warn about a leaked callback otherwise), and operators come from the main thread.
+    r = run([sys.executable, program("torch_mlp.py"), "3"], fake=False, timeout=300)
+    assert r.returncode == 0 and r.other_stderr == "", r.stderr
+    trace = load(r.trace())
+    assert sorted(steps(trace)) == [0, 1, 2]
+    assert sum(1 for e in trace["traceEvents"] if e.get("name") == "aten::addmm") == 6
+    # Training in another thread: with a schedule its windows are recorded on that thread.
+    r = under_stepprof("torch_thread.py", args=())
+    assert r.returncode == 0 and r.stdout == "ok\n" and r.other_stderr == "", r.stderr
+    trace = load(r.trace())
+    assert sorted(steps(trace)) == [2, 3, 4]
+    tids = {e["tid"] for e in trace["traceEvents"] if e.get("cat") == "cpu_op"}
+    step_tids = {e["tid"] for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")}
+    assert tids == step_tids and len(tids) == 1 and tids != {trace["traceEvents"][0].get("pid")}
+    r = run([sys.executable, program("torch_thread.py")], fake=False, timeout=300)
+    assert r.returncode == 0 and r.other_stderr == "", r.stderr

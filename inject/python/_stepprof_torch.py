@@ -8,7 +8,11 @@
 # ends there (the rule below) and PyTorch's autograd profiler goes on in NVTX
 # mode only while stepprof's window is warmup or record, so operators reach
 # the library as NVTX ranges (collectors/ops.c) and cost nothing outside
-# windows. A program that starts
+# windows. The autograd profiler is per thread: it is switched on and off on
+# the thread that steps the optimizer; when the whole run is one window, on
+# the main thread only (from import to exit). torch carries it into
+# autograd's threads. A
+# program that starts
 # torch.profiler (or emit_nvtx) itself gets it: stepprof turns its operators
 # off for good and says so once. DataLoader and multiprocessing children stay
 # inert. Ops and answer bits are the numbers of inject/torch.c.
@@ -26,11 +30,13 @@
 # records only exact steps). An optimizer that first steps later never ends
 # steps. An opener that steps k times per iteration (a WGAN critic) counts
 # k steps in the first iteration.
+import atexit
 import functools
 import sys
+import threading
 
 _IMPORTING, _READY, _STEP, _YIELD, _STATE = 1, 2, 3, 4, 5
-_ON, _STEPS, _SHAPES, _STACK, _OPS_NOW = 1, 2, 4, 8, 16
+_ON, _STEPS, _SHAPES, _STACK, _OPS_NOW, _WHOLE_RUN = 1, 2, 4, 8, 16, 32
 
 
 def _entry():
@@ -60,7 +66,12 @@ class _State:
         self.entry = entry
         self.steps = bool(ans & _STEPS)
         self.shapes = bool(ans & _SHAPES)
-        self.ops_on = False
+        # With no schedule the window never closes at a step: only the main
+        # thread, switched off at exit, may have the profiler on (a thread
+        # that ends with it on makes torch warn about a leaked callback).
+        self.main_only = bool(ans & _WHOLE_RUN)
+        self.ops_threads = set()  # threads where this module turned the autograd profiler on
+        self.broken = False       # switching it failed once: operators stay off
         self.user_owns = False
         self.opener = None     # id() of the first optimizer to step
         self.closer = None     # id() of the optimizer whose step ends a step
@@ -70,19 +81,32 @@ class _State:
         self.depth = 0         # nesting of Optimizer.step calls
 
     def apply(self, ans):
-        want = bool(ans & _OPS_NOW) and not self.user_owns
-        if want == self.ops_on:
+        me = threading.get_ident()
+        want = bool(ans & _OPS_NOW) and not self.user_owns and not self.broken and \
+            (not self.main_only or me == threading.main_thread().ident)
+        if want == (me in self.ops_threads):
             return
         prof = self.torch.autograd.profiler
-        if want:
-            if self.torch._C._autograd._profiler_enabled():
-                return
-            from torch._C._profiler import ProfilerConfig, ProfilerState, _ExperimentalConfig
-            prof._enable_profiler(ProfilerConfig(ProfilerState.NVTX, self.shapes, False, False, False, False,
-                                                 _ExperimentalConfig()), set())
-        else:
-            prof._disable_profiler()
-        self.ops_on = want
+        try:
+            if want:
+                if self.torch._C._autograd._profiler_enabled():
+                    return
+                from torch._C._profiler import ProfilerConfig, ProfilerState, _ExperimentalConfig
+                prof._enable_profiler(ProfilerConfig(ProfilerState.NVTX, self.shapes, False, False, False, False,
+                                                     _ExperimentalConfig()), set())
+                self.ops_threads.add(me)
+            else:
+                self.ops_threads.discard(me)
+                prof._disable_profiler()
+        except Exception as e:  # the program goes on; operators stay off
+            self.broken = True
+            sys.stderr.write("stepprof: cannot switch PyTorch's autograd profiler (%s); operators are not "
+                             "recorded from here on\n" % e)
+
+    def at_exit(self):
+        """Off on the main thread before the interpreter ends, or torch warns about a leaked callback."""
+        if threading.get_ident() in self.ops_threads:
+            self.apply(0)
 
     def boundary(self):
         self.apply(self.entry(_STEP))
@@ -100,8 +124,11 @@ class _State:
                 self.depth -= 1
                 if self.depth == 0 and self.pending:
                     done, self.pending = self.pending, []
-                    for k in done:
-                        self.on_step(k)
+                    try:
+                        for k in done:
+                            self.on_step(k)
+                    except Exception as e:  # never the program's problem
+                        sys.stderr.write("stepprof: optimizer step hook failed (%s)\n" % e)
         return step
 
     def on_step(self, k):
@@ -123,8 +150,7 @@ class _State:
     def user_profiler(self):
         if self.user_owns:
             return
-        if self.ops_on:
-            self.apply(0)
+        self.apply(0)
         self.user_owns = True
         self.entry(_YIELD)
 
@@ -150,6 +176,7 @@ def _attach(torch, entry):
     Optimizer.profile_hook_step = staticmethod(lambda func: state.wrap_step(profile_hook_step(func)))
     _wrap_yield(torch.autograd.profiler.profile, "_prepare_trace", state)
     _wrap_yield(torch.autograd.profiler.emit_nvtx, "__enter__", state)
+    atexit.register(state.at_exit)
     state.apply(ans)
 
 
