@@ -20,6 +20,7 @@
 #include "strings.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,14 +30,52 @@
 #define INPUT_IDS ", input_op_ids = "
 #define EVAL "autograd::engine::evaluate_function: "
 
+/* Per-thread cache in front of the string table (whose lock and hash every
+ * operator would otherwise take twice): a hit is a hash of the text and one
+ * compare with the interned copy, which is never freed. Heap-allocated so the
+ * library's static TLS stays one pointer; freed when the thread ends. */
+#define CACHE 512u
+typedef struct cached {
+    uint64_t hash;
+    const char *copy;
+    uint32_t len, id;
+} cached_t;
+static __thread cached_t *cache;
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void make_key(void)
+{
+    pthread_key_create(&cache_key, free);
+}
+
+static void new_cache(void)
+{
+    pthread_once(&cache_once, make_key);
+    cache = calloc(CACHE, sizeof *cache);
+    if (cache)
+        pthread_setspecific(cache_key, cache);
+}
+
 static uint32_t intern_n(const char *s, size_t n)
 {
     char buf[1024];
     if (n >= sizeof buf)
         n = sizeof buf - 1;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    if (!cache)
+        new_cache();
+    cached_t *c = cache ? &cache[h & (CACHE - 1)] : NULL;
+    if (c && c->copy && c->hash == h && c->len == n && memcmp(c->copy, s, n) == 0)
+        return c->id;
     memcpy(buf, s, n);
     buf[n] = 0;
-    return sp_str_intern(buf);
+    uint32_t id = sp_str_intern(buf);
+    if (c && id)
+        *c = (cached_t){h, sp_str_get(id), (uint32_t)n, id};
+    return id;
 }
 
 static int backward_node(const char *name, size_t n)
