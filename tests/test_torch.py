@@ -146,7 +146,7 @@ def test_mlp_adam_matches_torch_profiler():
 
 
 def test_conv_net_matches_torch_profiler():
-    compare("torch_conv.py")
+    compare("torch_conv.py")  # gradient accumulation: a step is an optimizer step
 
 
 def test_two_optimizers_match_torch_profiler():
