@@ -7,8 +7,10 @@
  * Outside a record window nothing is interned; the push only keeps NVTX's
  * push/pop pairing. What is an operator follows Kineto's split between
  * cpu_op and user_annotation: aten/autograd ops ("::" in the name), backward
- * nodes (with a sequence number, or "...Backward<N>"); everything else is a
- * record_function scope (Optimizer.step#Adam.step, user scopes). A node with a
+ * nodes (with a sequence number, or "...Backward<N>"), C++ function scopes
+ * (with inputs, or directly inside the aten op of the same name: "detach" in
+ * "aten::detach"); everything else is a record_function scope
+ * (Optimizer.step#Adam.step, user scopes). A node with a
  * sequence number directly inside the engine's evaluate_function wrapper is
  * backward work: both are marked so, and the wrapper gets the node's number,
  * as Kineto gives it. */
@@ -85,6 +87,17 @@ static int backward_node(const char *name, size_t n)
     return n >= 8 && memcmp(name + n - 8, "Backward", 8) == 0;
 }
 
+/* Is the interned parent name "aten::" followed by the n bytes of name? */
+static int same_aten(uint32_t parent, const char *name, size_t n)
+{
+    char buf[1024];
+    if (n + 7 > sizeof buf)
+        return 0;
+    memcpy(buf, "aten::", 6);
+    memcpy(buf + 6, name, n);
+    return intern_n(buf, n + 6) == parent;
+}
+
 int sp_ops_push(const char *msg)
 {
     const char *id = msg ? strstr(msg, OP_ID) : NULL;
@@ -100,22 +113,24 @@ int sp_ops_push(const char *msg)
     size_t n = (size_t)(end - msg);
     if (seq && seq < id)
         op.seq = strtoull(seq + strlen(SEQ), NULL, 10) + 1;
-    if (op.seq || memmem(msg, n, "::", 2) || backward_node(msg, n))
+    const char *sizes = strstr(id, SIZES);
+    uint32_t parent_name = 0, name = intern_n(msg, n);
+    sp_range_op_t *parent = sp_range_top_op(&parent_name);
+    if (op.seq || sizes || memmem(msg, n, "::", 2) || backward_node(msg, n) ||
+        (parent && (parent->flags & SP_RANGE_OP) && same_aten(parent_name, msg, n)))
         op.flags = SP_RANGE_OP;
     if (n > strlen(EVAL) && memcmp(msg, EVAL, strlen(EVAL)) == 0)
         op.flags |= SP_RANGE_EVAL;
-    sp_range_op_t *parent = sp_range_top_op();
     if (op.seq && parent && (parent->flags & SP_RANGE_EVAL)) {
         op.flags |= SP_RANGE_BWD;
         parent->flags |= SP_RANGE_BWD;
         parent->seq = op.seq;
     }
-    const char *sizes = strstr(id, SIZES);
     if (sizes) {
         sizes += strlen(SIZES);
         const char *stop = strstr(sizes, INPUT_IDS);
         op.shapes = intern_n(sizes, stop ? (size_t)(stop - sizes) : strlen(sizes));
     }
-    sp_range_push_op(intern_n(msg, n), &op);
+    sp_range_push_op(name, &op);
     return 1;
 }

@@ -69,9 +69,12 @@ void sp_range_push_op(uint32_t name, const sp_range_op_t *op)
     depth++;
 }
 
-sp_range_op_t *sp_range_top_op(void)
+sp_range_op_t *sp_range_top_op(uint32_t *name)
 {
-    return depth > 0 && depth <= STACK_MAX ? &stack[depth - 1].op : NULL;
+    if (depth <= 0 || depth > STACK_MAX)
+        return NULL;
+    *name = stack[depth - 1].name;
+    return &stack[depth - 1].op;
 }
 
 void sp_range_push(uint32_t name)

@@ -20,8 +20,9 @@ typedef struct sp_range_op {
     uint32_t shapes;          /* interned Input Dims text, 0 = none */
 } sp_range_op_t;
 void sp_range_push_op(uint32_t name, const sp_range_op_t *op);
-/* The operator fields of this thread's innermost open push range, NULL when none. */
-sp_range_op_t *sp_range_top_op(void);
+/* The operator fields of this thread's innermost open push range (and its
+ * name in *name), NULL when none. */
+sp_range_op_t *sp_range_top_op(uint32_t *name);
 int sp_range_pop(void);                  /* returns the depth before the pop, -1 if empty (NVTX's contract) */
 uint64_t sp_range_start(uint32_t name);  /* the nvtxRangeId_t to hand back */
 void sp_range_end(uint64_t id);

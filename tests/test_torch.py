@@ -3,7 +3,7 @@ loops with no profiler code) under stepprof get torch.profiler's operator view. 
 runs under real torch.profiler with the same schedule (tests/programs/torch_profiled.py, the
 recipe's prof.step() after optimizer.step()), and the two traces are compared: the same
 ProfilerStep#N numbers, the same aten op names and counts per step, the same Input Dims, and
-the key-average # of Calls of the top ops. Also: the program's output and exit code, the
+the key-average # of Calls of the top ops, TensorBoard's Operator view. Also: the program's output and exit code, the
 torch marker's plan line, DataLoader workers left inert, a program that runs torch.profiler
 itself keeps it, Python processes that never import torch stay inert."""
 import collections
@@ -79,6 +79,15 @@ def fwdbwd_pairs(trace):
     return collections.Counter((p["s"]["name"], p["f"]["name"]) for p in ends.values())
 
 
+def tensorboard_operators(path):
+    """{operator: calls} of the TensorBoard profiler plugin's Operator view for one trace."""
+    from torch_tb_profiler.profiler.data import RunProfileData
+    d = RunProfileData.parse("worker", "0", path, None)
+    d = d[0] if isinstance(d, tuple) else d
+    d.process()
+    return {op.name: op.calls for op in d.op_list_groupby_name}
+
+
 def table_calls(path, by_shape=False):
     """{Name: # of Calls} (by_shape: {(Name, Input Shapes): # of Calls}) from a key-average table file."""
     with open(path) as f:
@@ -112,6 +121,9 @@ def compare(name):
         assert a[n] == b[n], f"step {n}: only stepprof {a[n] - b[n]}, only torch.profiler {b[n] - a[n]}"
     pairs = fwdbwd_pairs(trace)
     assert sum(pairs.values()) >= 3 * 5 and pairs == fwdbwd_pairs(ref), (pairs, fwdbwd_pairs(ref))
+    # TensorBoard's Operator view lists the same operators with the same calls.
+    tb = tensorboard_operators(mine.trace())
+    assert len(tb) > 20 and tb == tensorboard_operators(os.path.join(mine.cwd, "ref", "torch.pt.trace.json"))
     table = glob.glob(os.path.join(mine.outdir, "*.key_averages.txt"))
     assert len(table) == 1, mine.files()
     calls = table_calls(table[0])
