@@ -172,17 +172,24 @@ def _one_process_trace(r):
     return trace
 
 
-def test_dataloader_workers_stay_inert():
-    for method in ("fork", "spawn"):
-        ref = run([sys.executable, program("torch_loader.py"), method], preload=False, fake=False, timeout=300)
-        r = under_stepprof("torch_loader.py", args=(method,))
-        assert r.returncode == ref.returncode == 0, r.stderr
-        assert r.stdout == ref.stdout
-        assert r.other_stderr == "", r.other_stderr
-        # One plan line and one set of files: the workers never started stepprof.
-        assert len([l for l in r.sp_lines if "marker torch" in l]) == 1, r.sp_lines
-        trace = _one_process_trace(r)
-        assert sorted(steps(trace)) == [2, 3, 4]
+def _dataloader_workers_stay_inert(method):
+    ref = run([sys.executable, program("torch_loader.py"), method], preload=False, fake=False, timeout=300)
+    r = under_stepprof("torch_loader.py", args=(method,))
+    assert r.returncode == ref.returncode == 0, r.stderr
+    assert r.stdout == ref.stdout
+    assert r.other_stderr == "", r.other_stderr
+    # One plan line and one set of files: the workers never started stepprof.
+    assert len([l for l in r.sp_lines if "marker torch" in l]) == 1, r.sp_lines
+    trace = _one_process_trace(r)
+    assert sorted(steps(trace)) == [2, 3, 4]
+
+
+def test_dataloader_fork_workers_stay_inert():
+    _dataloader_workers_stay_inert("fork")
+
+
+def test_dataloader_spawn_workers_stay_inert():
+    _dataloader_workers_stay_inert("spawn")
 
 
 def test_program_running_torch_profiler_keeps_it():
