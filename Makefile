@@ -25,7 +25,14 @@ LIB := $(BUILD)/libstepprof.so
 .PHONY: all lib programs unit demo test bench install deps clean check-exports cli
 all: lib $(BUILD)/stepprof-report cli
 
-lib: $(LIB)
+# The PyTorch bootstrap (inject/python/) lives beside the library: its
+# constructor finds <libdir>/python (installed: <libdir>/stepprof/python).
+PY_BOOT := $(patsubst inject/python/%,$(BUILD)/python/%,$(wildcard inject/python/*.py))
+lib: $(LIB) $(PY_BOOT)
+
+$(BUILD)/python/%.py: inject/python/%.py
+	@mkdir -p $(@D)
+	cp $< $@
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -46,10 +53,11 @@ include tests/programs/memory.mk
 include tests/unit/unit.mk
 include tests/programs/reliability.mk
 include tests/programs/rel_bounds.mk
+include tests/programs/torch.mk
 include tests/fuzz/fuzz.mk
 
 HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
-programs: $(PROGRAMS_C) $(PROGRAMS_REL) $(PROGRAMS_MARKERS) $(PROGRAMS_REPORTS) $(PROGRAMS_MEM) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
+programs: $(PROGRAMS_C) $(PROGRAMS_TORCH) $(PROGRAMS_REL) $(PROGRAMS_MARKERS) $(PROGRAMS_REPORTS) $(PROGRAMS_MEM) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
 
 # The offline report tool reuses the exporters' aggregation; cJSON is for it
 # only, never for the preloaded library.
@@ -96,6 +104,8 @@ install: $(LIB) $(REPORT_TOOL) $(STEPPROF_CMD)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/doc/stepprof
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libstepprof.so
+	install -d $(DESTDIR)$(PREFIX)/lib/stepprof/python
+	install -m 0644 inject/python/*.py $(DESTDIR)$(PREFIX)/lib/stepprof/python/
 	install -m 0755 $(REPORT_TOOL) $(DESTDIR)$(PREFIX)/bin/stepprof-report
 	install -m 0755 $(BUILD)/stepprof $(DESTDIR)$(PREFIX)/bin/stepprof
 	install -d $(DESTDIR)$(PREFIX)/lib/stepprof

@@ -20,6 +20,7 @@ typedef struct open_range {
     uint64_t t0;
     uint32_t name;
     uint32_t window;
+    sp_range_op_t op; /* PyTorch operator fields, zero for plain ranges */
 } open_range_t;
 
 static __thread open_range_t stack[STACK_MAX];
@@ -44,7 +45,9 @@ static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_a
         uint32_t w = atomic_load_explicit(&early_window, memory_order_relaxed);
         if (!sp_win_records(w))
             return;
-        early = (open_range_t){sp_clock_ticks_of_mono(r->t0), r->name, w};
+        early = *r;
+        early.t0 = sp_clock_ticks_of_mono(r->t0);
+        early.window = w;
         r = &early;
     }
     if (!sp_win_records(r->window))
@@ -68,20 +71,36 @@ static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_a
     e->window = r->window;
     e->result = 0;
     e->kind = (uint16_t)kind;
-    e->flags = 0;
+    e->flags = r->op.flags;
     e->aux = 0;
     e->a[0] = depth_arg;
-    e->a[1] = e->a[2] = e->a[3] = e->a[4] = 0;
+    e->a[1] = r->op.seq;
+    e->a[2] = r->op.shapes;
+    e->a[3] = e->a[4] = 0;
     e->stack = 0;
     sp_ev_commit(t);
     t->in_hook = 0;
 }
 
-void sp_range_push(uint32_t name)
+void sp_range_push_op(uint32_t name, const sp_range_op_t *op)
 {
     if (depth < STACK_MAX)
-        stack[depth] = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load()};
+        stack[depth] = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load(), *op};
     depth++;
+}
+
+sp_range_op_t *sp_range_top_op(uint32_t *name)
+{
+    if (depth <= 0 || depth > STACK_MAX)
+        return NULL;
+    *name = stack[depth - 1].name;
+    return &stack[depth - 1].op;
+}
+
+void sp_range_push(uint32_t name)
+{
+    static const sp_range_op_t plain;
+    sp_range_push_op(name, &plain);
 }
 
 int sp_range_pop(void)
@@ -98,7 +117,7 @@ uint64_t sp_range_start(uint32_t name)
 {
     uint64_t id = atomic_fetch_add(&next_id, 1);
     unsigned i = (unsigned)(id & (SLOTS - 1));
-    slots[i].r = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load()};
+    slots[i].r = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load(), {0, 0, 0}};
     atomic_store_explicit(&slots[i].id, id, memory_order_release);
     return id;
 }
@@ -116,6 +135,6 @@ void sp_range_end(uint64_t id)
 void sp_range_mark(uint32_t name)
 {
     uint64_t now = sp_clock_ticks();
-    open_range_t r = {now, name, sp_ev_gate_load()};
+    open_range_t r = {now, name, sp_ev_gate_load(), {0, 0, 0}};
     store(&r, now, SP_EV_MARK, 0);
 }

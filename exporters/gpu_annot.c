@@ -1,6 +1,7 @@
 /* exporters/gpu_annot.c — see gpu_annot.h. */
 #include "gpu_annot.h"
 
+#include "../collectors/ranges.h"
 #include "../collectors/strings.h"
 
 #include <inttypes.h>
@@ -83,8 +84,9 @@ void sp_annot_write(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *g = &v->gpu[i];
         for (uint64_t id = gext[i]; id; id = v->range_parent[id - 1]) {
-            if (ev[v->range_ev[id - 1]].ev.kind != SP_EV_RANGE)
-                continue;
+            const sp_event_t *re = &ev[v->range_ev[id - 1]].ev;
+            if (re->kind != SP_EV_RANGE || (re->flags & SP_RANGE_OP))
+                continue; /* steps are walked through; operators get no GPU span, as in Kineto */
             if (ns == cap) {
                 size_t nc = cap ? cap * 2 : 256;
                 span_t *grown = realloc(sp, nc * sizeof *sp);

@@ -10,6 +10,7 @@
 #include "gpu_annot.h"
 
 #include "../collectors/api.h"
+#include "../collectors/ranges.h"
 #include "../collectors/cupti.h"
 #include "../collectors/kernels.h"
 #include "../collectors/strings.h"

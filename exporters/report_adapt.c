@@ -13,6 +13,7 @@
 #include "../collectors/api.h"
 #include "../collectors/cupti.h"
 #include "../collectors/kernels.h"
+#include "../collectors/ranges.h"
 #include "../collectors/stacks.h"
 #include "../collectors/strings.h"
 #include "stacks_sym.h"
@@ -168,6 +169,8 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
         } else {
             r->cat = SP_REP_ANNOTATION;
             r->name = trace_name(s, sp_str_get(e->name));
+            if ((e->flags & SP_RANGE_OP) && e->a[2])
+                r->shape = sp_rep_intern(s, sp_str_get((uint32_t)e->a[2])); /* operator's Input Dims */
         }
     }
     for (size_t i = 0; i < gpu->n && !s->oom; i++) {

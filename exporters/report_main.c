@@ -154,6 +154,7 @@ static const struct {
     {"cuda_runtime", SP_REP_RUNTIME}, {"cuda_driver", SP_REP_DRIVER},   {"user_annotation", SP_REP_ANNOTATION},
     {"kernel", SP_REP_KERNEL},        {"gpu_memcpy", SP_REP_MEMCPY},     {"gpu_memset", SP_REP_MEMSET},
     {"cuda_sync", SP_REP_SYNC},       {"gpu_user_annotation", SP_REP_GPU_ANNOTATION},
+    {"cpu_op", SP_REP_ANNOTATION},    /* PyTorch operators: rows like user ranges */
 };
 
 
@@ -214,8 +215,32 @@ static const char *str_arg(sp_rep_set_t *set, const cJSON *args, const char *key
     return cJSON_IsString(v) ? sp_rep_intern(set, v->valuestring) : NULL;
 }
 
+/* "Input Dims" as torch prints it (and stepprof stores it): [[16, 32], [64]]. */
+static void dims_text(sp_rb_t *b, const cJSON *v)
+{
+    if (!cJSON_IsArray(v)) {
+        sp_rb_printf(b, "%lld", (long long)num_i64(cJSON_IsNumber(v) ? v->valuedouble : 0));
+        return;
+    }
+    sp_rb_printf(b, "[");
+    for (const cJSON *c = v->child; c; c = c->next) {
+        dims_text(b, c);
+        if (c->next)
+            sp_rb_printf(b, ", ");
+    }
+    sp_rb_printf(b, "]");
+}
+
 static void add_args(sp_rep_set_t *set, sp_rep_event_t *r, const cJSON *args)
 {
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(args, "Input Dims");
+    if (cJSON_IsArray(in)) {
+        sp_rb_t b;
+        sp_rb_init(&b);
+        dims_text(&b, in);
+        r->shape = b.oom ? r->shape : sp_rep_intern_n(set, b.s ? b.s : "", b.n);
+        sp_rb_free(&b);
+    }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "correlation");
     r->correlation = cJSON_IsNumber(v) ? num_u64(v->valuedouble) : 0;
     v = cJSON_GetObjectItemCaseSensitive(args, "bytes");

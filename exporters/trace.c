@@ -15,6 +15,7 @@
 #include "gz.h"
 #include "jsonw.h"
 #include "memory_trace.h"
+#include "ops_trace.h"
 #include "outfile.h"
 #include "stacks_sym.h"
 #include "../collectors/log.h"
@@ -144,8 +145,10 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
         sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}}", ext);
         break;
     case SP_EV_RANGE:
-        slice_head(c, "user_annotation", sp_str_get(e->name), r);
-        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}}", ext);
+        slice_head(c, sp_ops_trace_cat(e), sp_str_get(e->name), r);
+        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64, ext);
+        sp_ops_trace_args(w, e);
+        sp_jw_puts(w, "}}");
         break;
     case SP_EV_MARK:
         sp_jw_puts(w, "{\"ph\": \"i\", \"s\": \"t\", \"cat\": \"user_annotation\", \"name\": ");
@@ -265,6 +268,7 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
     sp_gpuv_write_metadata(w, gpu);
     for (size_t i = 0; i < n && !w->err; i++)
         write_event(&c, &ev[i], i);
+    sp_ops_trace_flows(w, ev, n, c.pid, base_ns);
     sp_gpuv_write_events(w, gpu, ev, n, c.pid, base_ns);
     sp_memtrace_write(w, mem, c.pid, base_ns, end_ns);
     sp_jw_puts(w, "{\"name\": \"Record Window End\", \"ph\": \"i\", \"s\": \"g\", \"pid\": \"\", \"tid\": \"\", \"ts\": ");

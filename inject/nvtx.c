@@ -5,11 +5,13 @@
  * of the core and domain function tables. Messages are interned (ASCII;
  * registered strings are interned once at registration); a push or start of
  * a range matching the nvtx: step marker is a step boundary, taken before the
- * range is opened so the range belongs to the step it starts. */
+ * range is opened so the range belongs to the step it starts. PyTorch's
+ * operator ranges go to collectors/ops.c. */
 #define _GNU_SOURCE
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
 
+#include "../collectors/ops.h"
 #include "../collectors/ranges.h"
 #include "../collectors/strings.h"
 #include "../schedule/schedule.h"
@@ -116,7 +118,10 @@ static nvtxRangeId_t start_named(uint32_t name, const domain_t *dom)
     return sp_range_start(name);
 }
 
-static int nv_RangePushA(const char *m) { return push_named(sp_str_intern_cached(m), NULL); }
+static int nv_RangePushA(const char *m)
+{
+    return sp_ops_push(m) ? 0 : push_named(sp_str_intern_cached(m), NULL);
+}
 static int nv_RangePushEx(const nvtxEventAttributes_t *a) { return push_named(attr_name(a), NULL); }
 static int nv_RangePop(void) { return sp_range_pop(); }
 static nvtxRangeId_t nv_RangeStartA(const char *m) { return start_named(sp_str_intern_cached(m), NULL); }

@@ -30,6 +30,7 @@
 
 int InitializeInjectionNvtx2(const void *get_table); /* inject/nvtx.c */
 void sp_nvtx_after_fork_child(void);                 /* inject/nvtx.c */
+void sp_torch_bootstrap_env(void);                   /* inject/torch.c */
 
 static pthread_once_t activate_once = PTHREAD_ONCE_INIT;
 static _Atomic int activation_started;
@@ -184,6 +185,7 @@ __attribute__((constructor)) static void stepprof_init(void)
     sp_claim_injection_env("NVTX_INJECTION64_PATH", (void *)InitializeInjectionNvtx2);
     sp_claim_injection_env("CUDA_INJECTION64_PATH", (void *)InitializeInjection);
     warn_static_cudart();
+    sp_torch_bootstrap_env();
     sp_exit_preinit();
     pthread_atfork(NULL, NULL, after_fork_child);
     errno = saved;

@@ -24,6 +24,9 @@
 #include <strings.h>
 #include <unistd.h>
 
+int sp_config_torch_default;
+int sp_config_no_driver;
+
 #define DISABLED "; profiling disabled for this run"
 
 /* A word an ENUM or WORD key accepts; each list ends with a NULL word. */
@@ -419,6 +422,12 @@ static int check(sp_config_t *cfg)
                                      SP_CFG_WARMUP,     SP_CFG_ACTIVE,          SP_CFG_REPEAT};
     for (size_t i = 0; i < sizeof sched_keys / sizeof sched_keys[0]; i++)
         cfg->has_schedule |= cfg->set[sched_keys[i]] != SP_CFG_SRC_DEFAULT;
+    if (cfg->marker.kind == SP_MARK_NONE && !cfg->marker.has_signal && sp_config_torch_default) {
+        cfg->marker.kind = SP_MARK_TORCH;
+        snprintf(cfg->marker_spec, sizeof cfg->marker_spec, "torch");
+    }
+    if (sp_config_no_driver)
+        cfg->cupti = 0;
     if (!cfg->enabled || !cfg->has_schedule)
         return 0;
     /* A signal alone is a marker too: each signal starts or ends a window. */

@@ -22,7 +22,16 @@
 
 #include "config_keys.h"
 
-typedef enum { SP_MARK_NONE, SP_MARK_NVTX, SP_MARK_FUNCTION, SP_MARK_KERNEL, SP_MARK_PROFILER_API } sp_marker_kind_t;
+typedef enum { SP_MARK_NONE, SP_MARK_NVTX, SP_MARK_FUNCTION, SP_MARK_KERNEL, SP_MARK_PROFILER_API,
+               SP_MARK_TORCH } sp_marker_kind_t;
+
+/* Set (before activation) by inject/torch.c when a Python process imports
+ * torch: a configuration with no step marker then gets the torch marker. */
+extern int sp_config_torch_default;
+/* Set by inject/torch.c when torch activates stepprof on a machine without a
+ * CUDA driver: CUPTI is then not loaded (NVIDIA's CUPTI overflows the stack
+ * in cuptiSubscribe when libcuda.so.1 is missing). */
+extern int sp_config_no_driver;
 
 /* A parsed marker spec. every_n is 1 unless kernel:GLOB/N gave N; signo is 0
  * unless has_signal. name is the NVTX range name, symbol or kernel glob;

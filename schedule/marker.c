@@ -1,6 +1,7 @@
 /* schedule/marker.c — the grammar of the marker key: what counts as a step
  * (nvtx:NAME[@DOMAIN], function:SYMBOL[@LIBRARY], kernel:GLOB[/N] or
- * cudaProfilerApi) and the signal that may start and stop recording
+ * cudaProfilerApi, torch: a torch.optim optimizer step, see inject/torch.c)
+ * and the signal that may start and stop recording
  * (signal[:SIGNAME]), as a comma-separated list with at most one of each. It
  * owns sp_config_parse_marker and the tables of marker kinds and signals,
  * including why a signal the program needs for itself is refused. Like the rest
@@ -27,6 +28,7 @@ static const struct mark_kind mark_kinds[] = {
     {"function", SP_MARK_FUNCTION, '@', "a symbol", "library", "function:train_step"},
     {"kernel", SP_MARK_KERNEL, '/', "a kernel name glob", NULL, "kernel:*sgemm*/4"},
     {"cudaProfilerApi", SP_MARK_PROFILER_API, 0, NULL, NULL, NULL},
+    {"torch", SP_MARK_TORCH, 0, NULL, NULL, NULL},
     {"signal", SP_MARK_NONE, 0, NULL, NULL, NULL},
 };
 #define NKINDS (sizeof mark_kinds / sizeof mark_kinds[0])
@@ -105,7 +107,7 @@ static int parse_marker_item(char *item, sp_marker_t *m, char *why, size_t n)
         if (b.name[0])
             sp_cfg_append(why, n, " (did you mean %s?)", b.name);
         sp_cfg_append(why, n, "; expected nvtx:NAME[@DOMAIN], function:SYMBOL[@LIBRARY], kernel:GLOB[/N], "
-                              "cudaProfilerApi or signal[:SIGNAME]");
+                              "cudaProfilerApi, torch or signal[:SIGNAME]");
         return -1;
     }
     if (mk->kind == SP_MARK_NONE && m->has_signal)
@@ -115,8 +117,8 @@ static int parse_marker_item(char *item, sp_marker_t *m, char *why, size_t n)
         return parse_signal(arg, &m->signo, why, n);
     }
     if (m->kind != SP_MARK_NONE)
-        return sp_cfg_say(why, n, "more than one step marker; give one of nvtx, function, kernel or cudaProfilerApi, "
-                                  "plus at most one signal");
+        return sp_cfg_say(why, n, "more than one step marker; give one of nvtx, function, kernel, cudaProfilerApi or "
+                                  "torch, plus at most one signal");
     m->kind = mk->kind;
     if (!mk->sep)
         return arg ? sp_cfg_say(why, n, "%s takes no argument", mk->word) : 0;

@@ -2,10 +2,12 @@
 # scripts/gpu-validate.sh — real-GPU evidence for stepprof, printed as markdown
 # for docs/gpu-validation.md. On a machine with an NVIDIA GPU, CUDA 13 and
 # PyTorch it runs: (1) train.cu built with -cudart shared and with the default
-# static cudart under LD_PRELOAD; (2) a PyTorch CNN loop (30 steps, NVTX
-# train_step) under stepprof and (3) the same loop under torch.profiler with
-# the same schedule, then compares kernels per step, GPU kernel time per step,
-# top kernels, step times and missing kernels. Without a GPU it runs what a CPU
+# static cudart under LD_PRELOAD; (2) an unmodified PyTorch CNN loop (30
+# steps, no NVTX, no profiler code: the torch marker counts optimizer steps)
+# under stepprof and (3) the same loop under torch.profiler with the same
+# schedule, then compares kernels per step, GPU kernel time per step, top
+# kernels, step times, missing kernels, and per aten operator the calls,
+# kernels launched and CUDA time. Without a GPU it runs what a CPU
 # can check (build present, train on the stand-in, the comparison script on two
 # stepprof traces) and says what it skipped.
 set -u
@@ -15,6 +17,7 @@ OUT=${1:-$(mktemp -d /tmp/stepprof-gpu.XXXXXX)}
 PY=${PYTHON:-python3}
 LIB="$B/libstepprof.so"
 SCHED="PROF_MARKER=nvtx:train_step PROF_WAIT=5 PROF_WARMUP=2 PROF_ACTIVE=5 PROF_REPEAT=1"
+SCHED_TORCH="PROF_WAIT=5 PROF_WARMUP=2 PROF_ACTIVE=5 PROF_REPEAT=1 PROF_RECORD_SHAPES=1"
 mkdir -p "$OUT"
 echo "# stepprof GPU validation"
 echo
@@ -69,7 +72,7 @@ if [ -z "$GPU" ] || ! $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_ava
 fi
 LOOP="$ROOT/scripts/gpu_torch_loop.py"
 $PY "$LOOP" plain "$OUT/plain.json" || echo "plain run failed"
-env LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$OUT/sp" $SCHED $PY "$LOOP" plain "$OUT/stepprof.json" 2>"$OUT/sp.err" \
+env LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$OUT/sp" $SCHED_TORCH $PY "$LOOP" plain "$OUT/stepprof.json" 2>"$OUT/sp.err" \
     || echo "stepprof run failed"
 grep stepprof "$OUT/sp.err" | head -5 | sed 's/^/    /'
 TORCH_TRACE_DIR="$OUT/torch" $PY "$LOOP" torch "$OUT/torch.json" || echo "torch.profiler run failed"

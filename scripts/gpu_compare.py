@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """scripts/gpu_compare.py — compares two Kineto-format traces of the same
 steps (stepprof's and torch.profiler's): kernels per step, GPU kernel time per
-step, the top 10 kernels side by side, kernels missing from either. A kernel
+step, the top 10 kernels side by side, kernels missing from either, and per
+aten operator (cpu_op, when both traces have them) the calls, the kernels it
+launched and their CUDA time (a kernel belongs to the cpu_op whose External
+id it carries). A kernel
 belongs to the ProfilerStep whose span contains its launching runtime call
 (joined by args.correlation). Usage: gpu_compare.py STEPPROF_TRACE TORCH_TRACE
 [--tolerance 0.02]; prints markdown, exits 1 when per-step kernel counts differ
@@ -38,6 +41,40 @@ def per_step(trace):
     return out
 
 
+def per_op(trace):
+    ev = trace["traceEvents"]
+    ops = {e["args"]["External id"]: e["name"] for e in ev
+           if e.get("cat") == "cpu_op" and e.get("ph") == "X" and "External id" in e.get("args", {})}
+    out = collections.defaultdict(lambda: {"calls": 0, "kernels": 0, "us": 0.0})
+    for name in ops.values():
+        out[name]["calls"] += 1
+    for e in ev:
+        name = ops.get(e.get("args", {}).get("External id")) if e.get("cat") == "kernel" else None
+        if name:
+            out[name]["kernels"] += 1
+            out[name]["us"] += e["dur"]
+    return out
+
+
+def compare_ops(sp, th, tol):
+    print("\n| operator | calls stepprof | calls torch | kernels stepprof | kernels torch | CUDA us stepprof "
+          "| CUDA us torch |")
+    print("|---|---|---|---|---|---|---|")
+    ok = True
+    names = sorted((n for n in set(sp) | set(th) if n.startswith("aten::")),
+                   key=lambda n: -th.get(n, sp.get(n))["us"])
+    for n in names:
+        a = sp.get(n, {"calls": 0, "kernels": 0, "us": 0.0})
+        b = th.get(n, {"calls": 0, "kernels": 0, "us": 0.0})
+        same = a["calls"] == b["calls"] and a["kernels"] == b["kernels"] and \
+            abs(a["us"] - b["us"]) <= tol * max(b["us"], 1.0)
+        ok &= same
+        if not same or names.index(n) < 15:
+            print(f"| {n} | {a['calls']} | {b['calls']} | {a['kernels']} | {b['kernels']} | {a['us']:.1f} | "
+                  f"{b['us']:.1f} |{'' if same else ' differs'}")
+    return ok
+
+
 def main():
     sp_path, torch_path = sys.argv[1], sys.argv[2]
     tol = float(sys.argv[sys.argv.index("--tolerance") + 1]) if "--tolerance" in sys.argv else 0.02
@@ -63,6 +100,9 @@ def main():
     print(f"\nkernels missing from stepprof: {sum((tb - ta).values())}; missing from torch: {sum((ta - tb).values())}")
     for n, c in list(missing.items())[:10]:
         print(f"- {n[:90]} x{c}")
+    spo, tho = per_op(load(sp_path)), per_op(load(torch_path))
+    if spo or tho:
+        ok &= compare_ops(spo, tho, max(tol, 0.1))
     print("\nRESULT:", "agree" if ok and not missing else "DISAGREE")
     return 0 if ok and not missing else 1
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """scripts/gpu_torch_loop.py — the PyTorch side of gpu-validate.sh: a small CNN
-trained on random data for STEPS steps, each step an NVTX range `train_step`
-(torch.cuda.nvtx), so stepprof can use its NVTX marker.
+trained on random data for STEPS steps. Unmodified in plain mode: no NVTX, no
+profiler code; under stepprof the torch marker counts its optimizer steps.
   gpu_torch_loop.py plain    OUT.json   no profiler in the script (run bare or under LD_PRELOAD)
-  gpu_torch_loop.py torch    OUT.json   torch.profiler with the same schedule, traces to $TORCH_TRACE_DIR
+  gpu_torch_loop.py torch    OUT.json   torch.profiler with the same schedule and record_shapes,
+                                        prof.step() after optimizer.step(), traces to $TORCH_TRACE_DIR
 Writes {"step_ms": [...]} (per-step wall time, synchronized) to OUT.json."""
 import json
 import os
@@ -33,7 +34,7 @@ def main():
     prof = None
     if mode == "torch":
         from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
-        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
                        schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
                        on_trace_ready=tensorboard_trace_handler(os.environ["TORCH_TRACE_DIR"]))
         prof.start()
@@ -41,12 +42,10 @@ def main():
     for step in range(STEPS):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        torch.cuda.nvtx.range_push("train_step")
         opt.zero_grad(set_to_none=True)
         loss = nn.functional.cross_entropy(net(x), y)
         loss.backward()
         opt.step()
-        torch.cuda.nvtx.range_pop()
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
         if prof:

@@ -43,7 +43,8 @@ DEVICE_PROPERTY_KEYS = ["id", "name", "totalGlobalMem", "computeMajor", "compute
 
 ALLOWED_PH = {"X", "i", "s", "f", "M", "C"}  # C: counter tracks (allocated bytes per device)
 ALLOWED_CATS = {"cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset", "cuda_sync",
-                "user_annotation", "gpu_user_annotation", "ac2g", "cpu_instant_event", "memory"}
+                "user_annotation", "gpu_user_annotation", "ac2g", "cpu_instant_event", "memory",
+                "cpu_op", "fwdbwd"}  # PyTorch operators and their forward-to-backward flows
 # Args HTA or TensorBoard read on GPU events: a host event carrying one is misread (docs/formats.md);
 # HTA takes any event with args.stream for GPU work.
 GPU_ONLY_ARGS = {"stream", "device", "context", "queued"}
@@ -307,9 +308,9 @@ def _check_event(i, e, out):
         missing = [k for k in ("id", "pid", "tid", "ts", "cat") if k not in e]
         if missing:
             out.append(f"{where}: flow event lacks {missing}")
-        if cat == "ac2g" and name != "ac2g":
-            out.append(f"{where}: ac2g flow events are named \"ac2g\"")
-        if ph == "f" and cat == "ac2g" and e.get("bp") != "e":
+        if cat in ("ac2g", "fwdbwd") and name != cat:
+            out.append(f"{where}: {cat} flow events are named \"{cat}\"")
+        if ph == "f" and cat in ("ac2g", "fwdbwd") and e.get("bp") != "e":
             out.append(f"{where}: flow finish needs \"bp\": \"e\" (bind to the enclosing slice)")
     elif ph == "i" and name in MEMORY_EVENT_ARGS:
         _check_memory(where, e, args, MEMORY_EVENT_ARGS[name], out)
@@ -359,9 +360,9 @@ def _check_x_cat(where, e, cat, args, out):
     elif cat == "cuda_sync":
         if name not in SYNC_NAMES:
             out.append(f"{where}: cuda_sync name not one of {sorted(SYNC_NAMES)}")
-    elif cat == "user_annotation":
+    elif cat in ("user_annotation", "cpu_op"):
         if "External id" not in args:
-            out.append(f"{where}: user_annotation args lack \"External id\"")
+            out.append(f"{where}: {cat} args lack \"External id\"")
     # GPU events sit on pid = device id, tid = stream id: args that name them must agree.
     if cat in GPU_CATS:
         if _is_num(e.get("dur")) and e["dur"] <= 0:
@@ -411,8 +412,9 @@ def _enclosed(index, pid, tid, ts):
 def _check_flows(evs, index, out):
     starts, finishes = {}, {}
     for i, e in enumerate(evs):
-        if isinstance(e, dict) and e.get("cat") == "ac2g" and e.get("ph") in ("s", "f"):
-            (starts if e["ph"] == "s" else finishes).setdefault(_key(e.get("id")), []).append((i, e))
+        if isinstance(e, dict) and e.get("cat") in ("ac2g", "fwdbwd") and e.get("ph") in ("s", "f"):
+            fid = (e["cat"], _key(e.get("id")))
+            (starts if e["ph"] == "s" else finishes).setdefault(fid, []).append((i, e))
     for fid, ends in starts.items():
         if fid not in finishes:
             out.append(f"{_label(*ends[0])}: flow start id {fid!r} has no finish (ph f)")

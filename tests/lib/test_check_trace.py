@@ -184,7 +184,7 @@ def cases():
         ("kernel args out of order", swap_kernel_args, "args out of order", NAME),
         ("runtime args lack cbid",
          lambda t: (ev(t, "cudaMemcpyAsync")["args"].pop("cbid"), t)[1], "lack ['cbid']", NAME),
-        ("unknown cat", setf("forward", "cat", "cpu_op", "X"), "cat 'cpu_op'", NAME),
+        ("unknown cat", setf("forward", "cat", "cpu_operator", "X"), "cat 'cpu_operator'", NAME),
         ("more than 3 decimals", many_decimals, "more than 3 decimals", NAME),
         ("thread without thread_name", remove_events(lambda e: e["name"] == "thread_name"
                                                      and e["pid"] == DEV), "no thread_name", NAME),

@@ -137,7 +137,7 @@ static const struct bad {
      "profiling.yaml:2:11: profiling.marker: \"kernel:gemm/0\": kernel marker count \"/0\" must be an integer >= 1"},
     {"profiling:\n  marker: nvtx:a,kernel:b\n", {0},
      "profiling.yaml:2:11: profiling.marker: \"nvtx:a,kernel:b\": more than one step marker; give one of nvtx, "
-     "function, kernel or cudaProfilerApi, plus at most one signal"},
+     "function, kernel, cudaProfilerApi or torch, plus at most one signal"},
     {"profiling:\n  marker: signal:KILL\n", {0},
      "profiling.yaml:2:11: profiling.marker: \"signal:KILL\": SIGKILL cannot be a marker: it cannot be caught; "
      "use SIGUSR1 or SIGUSR2"},
@@ -150,7 +150,9 @@ static const struct bad {
      "profiling.yaml:2:11: profiling.marker: \"signal:999\": unknown signal number 999"},
     {"profiling:\n  marker: nvtxx:a\n", {0},
      "profiling.yaml:2:11: profiling.marker: \"nvtxx:a\": unknown marker \"nvtxx\" (did you mean nvtx?); expected "
-     "nvtx:NAME[@DOMAIN], function:SYMBOL[@LIBRARY], kernel:GLOB[/N], cudaProfilerApi or signal[:SIGNAME]"},
+     "nvtx:NAME[@DOMAIN], function:SYMBOL[@LIBRARY], kernel:GLOB[/N], cudaProfilerApi, torch or signal[:SIGNAME]"},
+    {"profiling:\n  marker: torch:adam\n", {0},
+     "profiling.yaml:2:11: profiling.marker: \"torch:adam\": torch takes no argument"},
     {"profiling:\n  marker: cudaProfilerApi:x\n", {0},
      "profiling.yaml:2:11: profiling.marker: \"cudaProfilerApi:x\": cudaProfilerApi takes no argument"},
     {"profiling:\n  marker: nvtx:a@\n", {0},

@@ -1,0 +1,213 @@
+# inject/python/_stepprof_torch.py — stepprof inside a Python process that
+# imports torch. install() puts a finder on sys.meta_path; when the program
+# imports torch it tells libstepprof.so (which then makes `torch` the default
+# marker) and, once torch is loaded, activates it and registers a global
+# optimizer step post hook. What the hook saw is acted on when the outermost
+# Optimizer.step returns (torch runs post hooks inside the step's
+# record_function, where the profiler must not be switched off): the step
+# ends there (the rule below) and PyTorch's autograd profiler goes on in NVTX
+# mode only while stepprof's window is warmup or record, so operators reach
+# the library as NVTX ranges (collectors/ops.c) and cost nothing outside
+# windows. The autograd profiler is per thread: it is switched on and off on
+# the thread that steps the optimizer; when the whole run is one window, on
+# the main thread only (from import to exit). torch carries it into
+# autograd's threads. A
+# program that starts
+# torch.profiler (or emit_nvtx) itself gets it: stepprof turns its operators
+# off for good and says so once. DataLoader and multiprocessing children stay
+# inert. Ops and answer bits are the numbers of inject/torch.c.
+#
+# Which optimizer step ends a step (prof.step() sits after optimizer.step()):
+# with one optimizer, each of its steps, so with gradient accumulation steps
+# are optimizer steps, as in torch.profiler's recipe. With several optimizers
+# per iteration (GANs, per-module optimizers) a step ends at the last
+# optimizer of the iteration: the first optimizer ever to step opens
+# iterations, and the optimizer that stepped last before it stepped again
+# closes them (learned once, on its second step). Until then the opener's
+# first step counts as a step end, so with several optimizers step 0 is one
+# iteration plus the start of the next, step 1 the rest of that one, and from
+# step 2 on steps are torch.profiler's (a schedule with wait + warmup >= 2
+# records only exact steps). An optimizer that first steps later never ends
+# steps. An opener that steps k times per iteration (a WGAN critic) counts
+# k steps in the first iteration.
+import atexit
+import functools
+import sys
+import threading
+
+_IMPORTING, _READY, _STEP, _YIELD, _STATE = 1, 2, 3, 4, 5
+_ON, _STEPS, _SHAPES, _STACK, _OPS_NOW, _WHOLE_RUN = 1, 2, 4, 8, 16, 32
+
+
+def _entry():
+    import ctypes
+    try:
+        f = ctypes.CDLL(None).stepprof_torch
+    except (OSError, AttributeError):
+        return None  # PYTHONPATH inherited by a process that was not preloaded
+    f.argtypes = [ctypes.c_int]
+    f.restype = ctypes.c_int
+    return f
+
+
+def _child_of_multiprocessing():
+    if "--multiprocessing-fork" in sys.argv:
+        return True
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return False
+    proc = mp.current_process()
+    return mp.parent_process() is not None or getattr(proc, "_inheriting", False)
+
+
+class _State:
+    def __init__(self, torch, entry, ans):
+        self.torch = torch
+        self.entry = entry
+        self.steps = bool(ans & _STEPS)
+        self.shapes = bool(ans & _SHAPES)
+        # With no schedule the window never closes at a step: only the main
+        # thread, switched off at exit, may have the profiler on (a thread
+        # that ends with it on makes torch warn about a leaked callback).
+        self.main_only = bool(ans & _WHOLE_RUN)
+        self.ops_threads = set()  # threads where this module turned the autograd profiler on
+        self.broken = False       # switching it failed once: operators stay off
+        self.user_owns = False
+        self.opener = None     # id() of the first optimizer to step
+        self.closer = None     # id() of the optimizer whose step ends a step
+        self.learned = False   # the opener has stepped twice: closer is final
+        self.other = None      # last optimizer other than the opener before that
+        self.pending = []      # id()s of optimizers whose step the post hook saw
+        self.depth = 0         # nesting of Optimizer.step calls
+
+    def apply(self, ans):
+        me = threading.get_ident()
+        want = bool(ans & _OPS_NOW) and not self.user_owns and not self.broken and \
+            (not self.main_only or me == threading.main_thread().ident)
+        if want == (me in self.ops_threads):
+            return
+        prof = self.torch.autograd.profiler
+        try:
+            if want:
+                if self.torch._C._autograd._profiler_enabled():
+                    return
+                from torch._C._profiler import ProfilerConfig, ProfilerState, _ExperimentalConfig
+                prof._enable_profiler(ProfilerConfig(ProfilerState.NVTX, self.shapes, False, False, False, False,
+                                                     _ExperimentalConfig()), set())
+                self.ops_threads.add(me)
+            else:
+                self.ops_threads.discard(me)
+                prof._disable_profiler()
+        except Exception as e:  # the program goes on; operators stay off
+            self.broken = True
+            sys.stderr.write("stepprof: cannot switch PyTorch's autograd profiler (%s); operators are not "
+                             "recorded from here on\n" % e)
+
+    def at_exit(self):
+        """Off on the main thread before the interpreter ends, or torch warns about a leaked callback."""
+        if threading.get_ident() in self.ops_threads:
+            self.apply(0)
+
+    def boundary(self):
+        self.apply(self.entry(_STEP))
+
+    def post_hook(self, optimizer, args, kwargs):
+        self.pending.append(id(optimizer))
+
+    def wrap_step(self, hooked):
+        @functools.wraps(hooked)
+        def step(*args, **kwargs):
+            self.depth += 1
+            try:
+                return hooked(*args, **kwargs)
+            finally:
+                self.depth -= 1
+                if self.depth == 0 and self.pending:
+                    done, self.pending = self.pending, []
+                    try:
+                        for k in done:
+                            self.on_step(k)
+                    except Exception as e:  # never the program's problem
+                        sys.stderr.write("stepprof: optimizer step hook failed (%s)\n" % e)
+        return step
+
+    def on_step(self, k):
+        if not self.steps:
+            self.apply(self.entry(_STATE))
+        elif self.opener is None:
+            self.opener = self.closer = k
+            self.boundary()
+        elif not self.learned and k != self.opener:
+            self.other = k
+        elif not self.learned:
+            self.learned = True
+            self.closer = self.other if self.other is not None else self.opener
+            if self.closer == self.opener:
+                self.boundary()
+        elif k == self.closer:
+            self.boundary()
+
+    def user_profiler(self):
+        if self.user_owns:
+            return
+        self.apply(0)
+        self.user_owns = True
+        self.entry(_YIELD)
+
+
+def _wrap_yield(cls, name, state):
+    orig = getattr(cls, name)
+
+    def wrapper(self, *a, **kw):
+        state.user_profiler()
+        return orig(self, *a, **kw)
+
+    setattr(cls, name, wrapper)
+
+
+def _attach(torch, entry):
+    ans = entry(_READY)
+    if not ans & _ON:
+        return
+    state = _State(torch, entry, ans)
+    from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
+    register_optimizer_step_post_hook(state.post_hook)
+    profile_hook_step = Optimizer.profile_hook_step
+    Optimizer.profile_hook_step = staticmethod(lambda func: state.wrap_step(profile_hook_step(func)))
+    _wrap_yield(torch.autograd.profiler.profile, "_prepare_trace", state)
+    _wrap_yield(torch.autograd.profiler.emit_nvtx, "__enter__", state)
+    atexit.register(state.at_exit)
+    state.apply(ans)
+
+
+class _Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        if _child_of_multiprocessing():
+            return None
+        entry = _entry()
+        if entry is None:
+            return None
+        import importlib.util
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        entry(_IMPORTING)
+        exec_module = spec.loader.exec_module
+
+        def exec_and_attach(module):
+            exec_module(module)
+            try:
+                _attach(module, entry)
+            except Exception as e:  # the program goes on without operators
+                sys.stderr.write("stepprof: cannot hook torch (%s); operators and optimizer steps are not "
+                                 "recorded\n" % e)
+
+        spec.loader.exec_module = exec_and_attach
+        return spec
+
+
+def install():
+    sys.meta_path.insert(0, _Finder())

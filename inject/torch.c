@@ -1,0 +1,133 @@
+/* inject/torch.c — the C side of the PyTorch bootstrap (inject/python/). In
+ * a Python interpreter the constructor prepends stepprof's Python folder to
+ * PYTHONPATH, so the interpreter runs its sitecustomize.py (which chains to
+ * the user's own) before the program; nothing else happens until the program
+ * imports torch. Python then talks to the library through one exported entry
+ * point, stepprof_torch(op): torch is being imported (the torch marker becomes
+ * the default), torch is ready (activate, and say which parts are wanted), an
+ * optimizer step ended a step (a boundary), the program runs torch.profiler
+ * itself (stepprof leaves operators to it). Every answer carries whether
+ * operators are wanted now: only in warmup and record windows. */
+#define _GNU_SOURCE
+#include "hook.h"
+
+#include "../collectors/events.h"
+#include "../collectors/log.h"
+#include "../schedule/schedule.h"
+
+#include <dlfcn.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Ops of stepprof_torch and bits of its answer; inject/python/stepprof_torch.py
+ * spells the same numbers. */
+enum { OP_IMPORTING = 1, OP_READY = 2, OP_STEP = 3, OP_YIELD = 4, OP_STATE = 5 };
+enum { ANS_ON = 1, ANS_STEPS = 2, ANS_SHAPES = 4, ANS_STACK = 8, ANS_OPS_NOW = 16, ANS_WHOLE_RUN = 32 };
+
+int InitializeInjection(void); /* inject/preload.c: activation */
+void sp_torch_bootstrap_env(void); /* inject/preload.c calls it from the constructor */
+
+static int is_python(void)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return 0;
+    exe[n] = 0;
+    const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+    return fnmatch("python*", base, 0) == 0;
+}
+
+/* <dir of libstepprof.so>/python in the build tree, <dir>/stepprof/python installed. */
+static int python_dir(char *out, size_t len)
+{
+    Dl_info info;
+    char lib[PATH_MAX];
+    if (!dladdr((void *)sp_torch_bootstrap_env, &info) || !info.dli_fname || !realpath(info.dli_fname, lib))
+        return -1;
+    char *slash = strrchr(lib, '/');
+    if (!slash)
+        return -1;
+    *slash = 0;
+    static const char *const sub[] = {"python", "stepprof/python"};
+    for (size_t i = 0; i < sizeof sub / sizeof sub[0]; i++) {
+        char file[PATH_MAX + 64];
+        snprintf(file, sizeof file, "%s/%s/sitecustomize.py", lib, sub[i]);
+        if (access(file, R_OK) == 0 && snprintf(out, len, "%s/%s", lib, sub[i]) < (int)len)
+            return 0;
+    }
+    return -1;
+}
+
+void sp_torch_bootstrap_env(void)
+{
+    char dir[PATH_MAX];
+    if (!is_python() || python_dir(dir, sizeof dir) != 0)
+        return;
+    const char *old = getenv("PYTHONPATH");
+    if (old && *old) {
+        /* Inherited from a profiled parent: already first, nothing to add. */
+        size_t k = strlen(dir);
+        if (strncmp(old, dir, k) == 0 && (old[k] == ':' || old[k] == 0))
+            return;
+        size_t need = strlen(dir) + strlen(old) + 2;
+        char *v = malloc(need);
+        if (!v)
+            return;
+        snprintf(v, need, "%s:%s", dir, old);
+        setenv("PYTHONPATH", v, 1);
+        free(v);
+    } else {
+        setenv("PYTHONPATH", dir, 1);
+    }
+}
+
+static int ops_now(void)
+{
+    return sp_win_timed(sp_ev_gate_load()) ? ANS_OPS_NOW : 0;
+}
+
+static int ready(void)
+{
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!driver)
+        sp_config_no_driver = 1;
+    InitializeInjection();
+    const sp_config_t *cfg = sp_sched_config();
+    if (!cfg)
+        return 0;
+    if (cfg->marker.kind == SP_MARK_NONE && !cfg->marker.has_signal)
+        sp_log(SP_LOG_WARN, "torch was imported after stepprof had started without a marker: optimizer steps "
+                            "are not steps; set PROF_MARKER=torch to count them");
+    return ANS_ON | (cfg->marker.kind == SP_MARK_TORCH ? ANS_STEPS : 0) | (cfg->record_shapes ? ANS_SHAPES : 0) |
+           (cfg->with_stack ? ANS_STACK : 0) | (cfg->has_schedule ? 0 : ANS_WHOLE_RUN) | ops_now();
+}
+
+SP_EXPORT int stepprof_torch(int op)
+{
+    const sp_config_t *cfg;
+    switch (op) {
+    case OP_IMPORTING:
+        sp_config_torch_default = 1;
+        return 0;
+    case OP_READY:
+        return ready();
+    case OP_STEP:
+        cfg = sp_sched_config();
+        if (cfg && cfg->marker.kind == SP_MARK_TORCH)
+            sp_sched_boundary();
+        return ops_now();
+    case OP_YIELD:
+        sp_log(SP_LOG_WARN, "this program runs torch.profiler itself: stepprof leaves operators to it and "
+                            "records the rest");
+        return 0;
+    case OP_STATE:
+        return ops_now();
+    default:
+        return 0;
+    }
+}

@@ -1,0 +1,27 @@
+# An unmodified CPU training loop: an MLP trained with Adam. No profiler code:
+# train() takes an optional on_step, called where torch.profiler's recipe puts
+# prof.step() (after optimizer.step()), for tests/programs/torch_profiled.py.
+# Argument: iterations (default 8). Prints the final loss.
+import sys
+
+import torch
+
+
+def train(iters, on_step=None):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(16, 32)
+    y = torch.randint(0, 10, (16,))
+    for _ in range(iters):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        if on_step:
+            on_step()
+    return loss.item()
+
+
+if __name__ == "__main__":
+    print("loss %.4f" % train(int(sys.argv[1]) if len(sys.argv) > 1 else 8))

@@ -1,0 +1,290 @@
+"""tests/test_torch.py — issue 11: unmodified PyTorch programs (tests/programs/torch_*.py, CPU
+loops with no profiler code) under stepprof get torch.profiler's operator view. Each loop also
+runs under real torch.profiler with the same schedule (tests/programs/torch_profiled.py, the
+recipe's prof.step() after optimizer.step()), and the two traces are compared: the same
+ProfilerStep#N numbers, the same aten op names and counts per step, the same Input Dims, and
+the key-average # of Calls of the top ops, TensorBoard's Operator view. Also: the program's output and exit code, the
+torch marker's plan line, DataLoader workers left inert, a program that runs torch.profiler
+itself keeps it, Python processes that never import torch stay inert."""
+import collections
+import glob
+import json
+import os
+import re
+import sys
+
+from harness import LIB, ROOT, assert_valid, load, prog, run
+
+PROGRAMS = os.path.join(ROOT, "tests", "programs")
+SCHED = {"PROF_WAIT": 1, "PROF_WARMUP": 1, "PROF_ACTIVE": 3}
+ITERS = 7  # steps 0..6: wait 0, warmup 1, record 2-4, then two steps outside the window
+
+
+def program(name):
+    return os.path.join(PROGRAMS, name)
+
+
+def under_stepprof(name, env=None, args=(str(ITERS),)):
+    e = dict(SCHED, PROF_RECORD_SHAPES=1, PROF_TABLE_ROW_LIMIT=-1)
+    e.update(env or {})
+    return run([sys.executable, program(name), *args], fake=False, env=e, timeout=300)
+
+
+def under_torch_profiler(name, out):
+    r = run([sys.executable, program("torch_profiled.py"), program(name), str(ITERS), out,
+             str(SCHED["PROF_WAIT"]), str(SCHED["PROF_WARMUP"]), str(SCHED["PROF_ACTIVE"])],
+            preload=False, fake=False, timeout=300)
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(out, "key_averages.json")) as f:
+        ka = json.load(f)
+    return r, load(os.path.join(out, "torch.pt.trace.json")), ka
+
+
+def steps(trace):
+    """{N: (ts, end)} of the ProfilerStep#N annotations on the host."""
+    out = {}
+    for e in trace["traceEvents"]:
+        m = re.fullmatch(r"ProfilerStep#(\d+)", e.get("name", ""))
+        if m and e.get("cat") == "user_annotation" and e.get("ph") == "X":
+            out[int(m.group(1))] = (e["ts"], e["ts"] + e["dur"])
+    return out
+
+
+def ops_per_step(trace):
+    """{N: Counter((name, Input Dims))} of aten cpu_op events inside ProfilerStep#N."""
+    st = steps(trace)
+    per = {n: collections.Counter() for n in st}
+    for e in trace["traceEvents"]:
+        if e.get("cat") != "cpu_op" or not e["name"].startswith("aten::"):
+            continue
+        for n, (a, b) in st.items():
+            if a <= e["ts"] and e["ts"] + e["dur"] <= b:
+                per[n][(e["name"], json.dumps(e["args"].get("Input Dims")))] += 1
+    return per
+
+
+def fwdbwd_pairs(trace):
+    """Counter of (forward op, backward op) names joined by Kineto's fwdbwd flows."""
+    at = {}
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "cpu_op" and e.get("ph") == "X":
+            at.setdefault((e["tid"], e["ts"]), e)
+    ends = collections.defaultdict(dict)
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "fwdbwd":
+            ends[e["id"]][e["ph"]] = at[(e["tid"], e["ts"])]
+    for pair in ends.values():
+        assert pair["s"]["args"]["Fwd thread id"] == 0 and pair["f"]["args"]["Fwd thread id"] > 0
+        assert pair["s"]["args"]["Sequence number"] == pair["f"]["args"]["Sequence number"]
+    return collections.Counter((p["s"]["name"], p["f"]["name"]) for p in ends.values())
+
+
+def tensorboard_operators(path):
+    """{operator: calls} of the TensorBoard profiler plugin's Operator view for one trace."""
+    from torch_tb_profiler.profiler.data import RunProfileData
+    d = RunProfileData.parse("worker", "0", path, None)
+    d = d[0] if isinstance(d, tuple) else d
+    d.process()
+    return {op.name: op.calls for op in d.op_list_groupby_name}
+
+
+def table_calls(path, by_shape=False):
+    """{Name: # of Calls} (by_shape: {(Name, Input Shapes): # of Calls}) from a key-average table file."""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    header = next(l for l in lines if l.strip().startswith("Name"))
+    cols = re.split(r"\s{2,}", header.strip())
+    calls = {}
+    for l in lines:
+        if l.startswith("-") or l is header or not l.strip() or l.startswith(("Self ", "stepprof")):
+            continue
+        cells = re.split(r"\s{2,}", l.strip())
+        if len(cells) == len(cols) and cells[0] != "Name":
+            key = (cells[0], cells[cols.index("Input Shapes")]) if by_shape else cells[0]
+            calls[key] = int(cells[cols.index("# of Calls")])
+    return calls
+
+
+def compare(name):
+    mine = under_stepprof(name)
+    assert mine.returncode == 0, mine.stderr
+    assert mine.other_stderr == "", mine.other_stderr
+    assert any("marker torch; recording steps 2-4" in l for l in mine.sp_lines), mine.sp_lines
+    ref_run, ref, ref_ka = under_torch_profiler(name, os.path.join(mine.cwd, "ref"))
+    assert mine.stdout == ref_run.stdout, "the program's output changed under stepprof"
+    assert_valid(mine.trace())
+    trace = load(mine.trace())
+    assert sorted(steps(trace)) == sorted(steps(ref)) == [2, 3, 4]
+    a, b = ops_per_step(trace), ops_per_step(ref)
+    for n in (2, 3, 4):
+        assert sum(b[n].values()) > 20, f"reference step {n} has too few aten ops: {b[n]}"
+        assert a[n] == b[n], f"step {n}: only stepprof {a[n] - b[n]}, only torch.profiler {b[n] - a[n]}"
+    pairs = fwdbwd_pairs(trace)
+    assert sum(pairs.values()) >= 3 * 5 and pairs == fwdbwd_pairs(ref), (pairs, fwdbwd_pairs(ref))
+    # TensorBoard's Operator view lists the same operators with the same calls.
+    tb = tensorboard_operators(mine.trace())
+    assert len(tb) > 20 and tb == tensorboard_operators(os.path.join(mine.cwd, "ref", "torch.pt.trace.json"))
+    table = glob.glob(os.path.join(mine.outdir, "*.key_averages.txt"))
+    assert len(table) == 1, mine.files()
+    calls = table_calls(table[0])
+    top = sorted((k for k in ref_ka["calls"] if k.startswith("aten::")), key=lambda k: -ref_ka["calls"][k])[:10]
+    assert top
+    for k in top:
+        assert calls.get(k) == ref_ka["calls"][k], f"{k}: stepprof {calls.get(k)}, torch.profiler {ref_ka['calls'][k]}"
+    return mine, trace
+
+
+def test_mlp_adam_matches_torch_profiler():
+    mine, trace = compare("torch_mlp.py")
+    # key_averages(group_by_input_shape=True): the same rows, offline too.
+    ref_ka = json.load(open(os.path.join(mine.cwd, "ref", "key_averages.json")))
+    r = run([os.path.join(os.path.dirname(LIB), "stepprof-report"), mine.trace(), "--group-by-input-shape",
+             "--row-limit", "-1"], preload=False, fake=False)
+    assert r.returncode == 0, r.stderr
+    table = os.path.join(mine.cwd, "by_shape.txt")
+    with open(table, "w") as f:
+        f.write(r.stdout)
+    calls = table_calls(table, by_shape=True)
+    want = sorted((row for row in ref_ka["shapes"] if row[0].startswith("aten::")), key=lambda row: -row[2])[:12]
+    assert len(want) == 12
+    for name, shape, count in want:
+        assert calls.get((name, shape)) == count, (name, shape, count, calls.get((name, shape)))
+    ops = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"]
+    addmm = [e for e in ops if e["name"] == "aten::addmm"]
+    assert addmm and all(e["args"]["Input Dims"] == [[64], [16, 32], [32, 64], [], []] or
+                         e["args"]["Input Dims"] == [[10], [16, 64], [64, 10], [], []] for e in addmm)
+    assert all("Sequence number" in e["args"] for e in ops if e["name"] == "aten::linear")
+    assert "Optimizer.step#Adam.step" in {e["name"] for e in trace["traceEvents"] if e.get("cat") == "user_annotation"}
+
+
+def test_conv_net_matches_torch_profiler():
+    compare("torch_conv.py")  # gradient accumulation: a step is an optimizer step
+
+
+def test_two_optimizers_match_torch_profiler():
+    compare("torch_two_opt.py")
+
+
+def _one_process_trace(r):
+    trace = load(r.trace())
+    pids = {e["pid"] for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"}
+    assert len(pids) == 1, pids
+    return trace
+
+
+def _dataloader_workers_stay_inert(method):
+    ref = run([sys.executable, program("torch_loader.py"), method], preload=False, fake=False, timeout=300)
+    r = under_stepprof("torch_loader.py", args=(method,))
+    assert r.returncode == ref.returncode == 0, r.stderr
+    assert r.stdout == ref.stdout
+    assert r.other_stderr == "", r.other_stderr
+    # One plan line and one set of files: the workers never started stepprof.
+    assert len([l for l in r.sp_lines if "marker torch" in l]) == 1, r.sp_lines
+    trace = _one_process_trace(r)
+    assert sorted(steps(trace)) == [2, 3, 4]
+
+
+def test_dataloader_fork_workers_stay_inert():
+    _dataloader_workers_stay_inert("fork")
+
+
+def test_dataloader_spawn_workers_stay_inert():
+    _dataloader_workers_stay_inert("spawn")
+
+
+def test_program_running_torch_profiler_keeps_it():
+    for env in ({}, SCHED):
+        mine_dir = os.path.join(run([sys.executable, "-c", "pass"], preload=False, fake=False).cwd, "own")
+        r = run([sys.executable, program("torch_own_profiler.py"), mine_dir], fake=False,
+                env={k: v for k, v in env.items()} or None, timeout=300)
+        assert r.returncode == 0, r.stderr
+        said = [l for l in r.sp_lines if "runs torch.profiler itself" in l]
+        assert len(said) == 1, r.sp_lines
+        own = glob.glob(os.path.join(mine_dir, "*.pt.trace.json"))
+        assert len(own) == 1, os.listdir(mine_dir)
+        t = load(own[0])
+        assert sorted(steps(t)) == [2, 3]
+        assert sum(1 for e in t["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] == "aten::addmm") == 2
+        # stepprof's own trace has the steps but no operators in them: they were left to
+        # torch.profiler (without a schedule, those of the model's set-up come before).
+        assert len(r.traces()) == 1
+        mine = load(r.traces()[0])
+        st = steps(mine)
+        assert sorted(st) == ([0, 1, 2, 3, 4, 5] if not env else [2, 3, 4])
+        first = min(a for a, _ in st.values())
+        assert not [e for e in mine["traceEvents"] if e.get("cat") == "cpu_op" and e["ts"] >= first]
+
+
+def test_python_without_torch_stays_inert_and_user_sitecustomize_runs():
+    site = os.path.join(run([sys.executable, "-c", "pass"], preload=False, fake=False).cwd, "site")
+    os.makedirs(site)
+    with open(os.path.join(site, "sitecustomize.py"), "w") as f:
+        f.write("import sys\nsys.stdout.write('user sitecustomize\\n')\n")
+    code = "import json, sys; print(json.dumps(sys.argv[1:]))"
+    ref = run([sys.executable, "-c", code, "a b"], preload=False, fake=False, env={"PYTHONPATH": site})
+    r = run([sys.executable, "-c", code, "a b"], fake=False, env={"PYTHONPATH": site})
+    assert ref.stdout == "user sitecustomize\n[\"a b\"]\n"
+    assert (r.returncode, r.stdout, r.stderr) == (ref.returncode, ref.stdout, ref.stderr)
+    assert r.files() == []
+    # The program's sys.path is its own: stepprof's folder is not left on it.
+    p = run([sys.executable, "-c", "import sys; print([x for x in sys.path if 'python' == x.rsplit('/', 1)[-1]])"],
+            fake=False)
+    assert p.stdout == "[]\n", p.stdout
+
+
+def test_explicit_marker_and_record_shapes_off():
+    r = under_stepprof("torch_mlp.py", env={"PROF_MARKER": "torch", "PROF_RECORD_SHAPES": 0})
+    assert r.returncode == 0, r.stderr
+    trace = load(r.trace())
+    ops = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"]
+    assert ops and not [e for e in ops if "Input Dims" in e["args"]]
+    assert sorted(steps(trace)) == [2, 3, 4]
+
+
+def test_kernels_and_copies_carry_their_operators_external_id():
+    """On the CUDA stand-in (real PyTorch cannot use it), torch_ops_c pushes the NVTX messages torch's
+    NVTX observer writes around the CUDA work its operators would do."""
+    r = run([prog("torch_ops_c"), "3"], env={"PROF_MARKER": "nvtx:train_step"})
+    assert r.returncode == 0 and r.stdout == "done\n", r.stderr
+    assert_valid(r.trace())
+    ev = load(r.trace())["traceEvents"]
+    ops = [e for e in ev if e.get("cat") == "cpu_op"]
+    assert [e["name"] for e in ops[:4]] == ["aten::mm", "aten::copy_",
+                                            "autograd::engine::evaluate_function: MmBackward0", "MmBackward0"]
+    assert len(ops) == 12
+    assert {json.dumps(e["args"].get("Input Dims")) for e in ops if e["name"] == "aten::mm"} == \
+        {"[[64, 32], [32, 16]]"}
+    user = {e["name"] for e in ev if e.get("cat") == "user_annotation"}
+    assert "Optimizer.step#SGD.step" in user and not [n for n in user if "op_id" in n]
+    ext = {e["args"]["External id"]: e for e in ops}
+    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy")]
+    assert len(gpu) == 9
+    launched_by = collections.Counter(ext[e["args"]["External id"]]["name"] for e in gpu)
+    assert launched_by == {"aten::mm": 3, "aten::copy_": 3, "MmBackward0": 3}, launched_by
+    calls = [e for e in ev if e.get("cat") == "cuda_runtime" and e["name"] in ("cudaLaunchKernel", "cudaMemcpy")]
+    assert all(ext[e["args"]["External id"]]["name"] != "Optimizer.step#SGD.step" for e in calls)
+    # Operators get no gpu_user_annotation of their own (Kineto draws those for user ranges only).
+    assert not [e for e in ev if e.get("cat") == "gpu_user_annotation" and e["name"].startswith("aten::")]
+    flows = [e for e in ev if e.get("cat") == "fwdbwd"]
+    assert len(flows) == 6 and {ext_name for ext_name in fwdbwd_pairs({"traceEvents": ev})} == \
+        {("aten::mm", "MmBackward0")}
+
+
+def test_whole_run_and_training_thread_leave_stderr_alone():
+    # No schedule: the whole run is one window; the autograd profiler goes off at exit (torch would
+    # warn about a leaked callback otherwise), and operators come from the main thread.
+    r = run([sys.executable, program("torch_mlp.py"), "3"], fake=False, timeout=300)
+    assert r.returncode == 0 and r.other_stderr == "", r.stderr
+    trace = load(r.trace())
+    assert sorted(steps(trace)) == [0, 1, 2]
+    assert sum(1 for e in trace["traceEvents"] if e.get("name") == "aten::addmm") == 6
+    # Training in another thread: with a schedule its windows are recorded on that thread.
+    r = under_stepprof("torch_thread.py", args=())
+    assert r.returncode == 0 and r.stdout == "ok\n" and r.other_stderr == "", r.stderr
+    trace = load(r.trace())
+    assert sorted(steps(trace)) == [2, 3, 4]
+    tids = {e["tid"] for e in trace["traceEvents"] if e.get("cat") == "cpu_op"}
+    step_tids = {e["tid"] for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")}
+    assert tids == step_tids and len(tids) == 1 and tids != {trace["traceEvents"][0].get("pid")}
+    r = run([sys.executable, program("torch_thread.py")], fake=False, timeout=300)
+    assert r.returncode == 0 and r.other_stderr == "", r.stderr
