@@ -14,6 +14,7 @@
 #include "report_write.h"
 #include "trace.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 static int cmp_start(const void *a, const void *b)
@@ -27,6 +28,12 @@ static int cmp_start(const void *a, const void *b)
 }
 
 static uint64_t event_limit; /* set once at activation, before any job */
+static _Atomic uint64_t running_events; /* events of the job being written (exit's loss line) */
+
+uint64_t sp_export_running_events(void)
+{
+    return atomic_load(&running_events);
+}
 
 void sp_export_set_limit(uint64_t max_events)
 {
@@ -52,6 +59,7 @@ int sp_export_run(const sp_export_job_t *job_in)
         capped.dropped += n - event_limit;
         n = (size_t)event_limit;
     }
+    atomic_store(&running_events, (uint64_t)n + job->ngpu);
     if (capped.dropped && (n == event_limit || sp_ev_window_capped(job->window)))
         capped.truncated |= SP_TRUNC_LIMIT;
     uint64_t base = sp_clock_to_ns(job->t_begin), end = sp_clock_to_ns(job->t_end);
@@ -80,5 +88,6 @@ int sp_export_run(const sp_export_job_t *job_in)
     sp_mem_cycle_free(mem);
     sp_gpuv_free(&gpu);
     free(ev);
+    atomic_store(&running_events, 0);
     return rc;
 }

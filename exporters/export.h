@@ -54,6 +54,11 @@ void sp_export_submit(const sp_export_job_t *job);
  * returns 0 when drained. */
 int sp_export_drain(double timeout_s);
 
+/* Jobs queued or being written, and the events (host records and GPU
+ * records) of the one being written, 0 while it is still collecting. */
+unsigned sp_export_pending(uint64_t *running_events);
+uint64_t sp_export_running_events(void);
+
 /* Write one job's files now, on the calling thread; 0 on success. */
 int sp_export_run(const sp_export_job_t *job);
 

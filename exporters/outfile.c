@@ -2,7 +2,13 @@
  * writes several files (trace, table, summary, stacks) and a run may have
  * hundreds of cycles, so the same problem (same directory, same errno) is
  * said in one line, repeats are only counted, and the first success
- * afterwards says how many files were lost meanwhile. */
+ * afterwards says how many files were lost meanwhile.
+ *
+ * Every temporary file open is also listed in a small lock-free table, so
+ * that an end of the process that cannot wait for a write to finish (a bound
+ * reached at exit, a signal's finalize_timeout_s) removes it with
+ * sp_outfile_abandon, which is async-signal-safe: no `.tmp` file outlives the
+ * process, whatever way it ends but SIGKILL. */
 #define _GNU_SOURCE
 #include "outfile.h"
 
@@ -13,10 +19,51 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* Temporaries being written: state 0 free, 1 being filled, 2 listed. */
+#define NLIVE 16
+static struct {
+    _Atomic int state;
+    char path[sizeof ((sp_outfile_t *)0)->tmp];
+} live[NLIVE];
+static _Atomic int abandoned;
+
+static int live_add(const char *tmp)
+{
+    for (int i = 0; i < NLIVE; i++) {
+        int free_ = 0;
+        if (atomic_compare_exchange_strong(&live[i].state, &free_, 1)) {
+            snprintf(live[i].path, sizeof live[i].path, "%s", tmp);
+            atomic_store(&live[i].state, 2);
+            return i;
+        }
+    }
+    return -1; /* more than NLIVE files at once: written unlisted */
+}
+
+static void live_drop(int slot)
+{
+    if (slot >= 0)
+        atomic_store(&live[slot].state, 0);
+}
+
+void sp_outfile_abandon(void)
+{
+    atomic_store(&abandoned, 1);
+    for (int i = 0; i < NLIVE; i++)
+        if (atomic_load(&live[i].state) == 2)
+            unlink(live[i].path);
+}
+
+int sp_outfile_abandoned(void)
+{
+    return atomic_load(&abandoned);
+}
 
 static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
 static char fail_dir[4096];        /* directory of the last reported failure */
@@ -116,6 +163,9 @@ static int mkdir_p(const char *dir)
 int sp_outfile_open(sp_outfile_t *f, const char *dir, const char *stem, const char *suffix)
 {
     f->fd = -1;
+    f->slot = -1;
+    if (atomic_load(&abandoned))
+        return -1; /* the process is ending without this file: said once already */
     if (snprintf(f->final, sizeof f->final, "%s/%s%s", dir, stem, suffix) >= (int)sizeof f->final) {
         failed(dir, ENAMETOOLONG, "output path too long in %s", dir);
         return -1;
@@ -127,9 +177,18 @@ int sp_outfile_open(sp_outfile_t *f, const char *dir, const char *stem, const ch
     }
     /* O_EXCL|O_NOFOLLOW: a file or symlink planted at the temporary name in
      * a shared directory makes this fail instead of writing through it. */
+    f->slot = live_add(f->tmp);
     f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (f->fd < 0) {
-        failed(dir, errno, "cannot create %s", f->tmp);
+        int err = errno;
+        live_drop(f->slot);
+        failed(dir, err, "cannot create %s", f->tmp);
+        return -1;
+    }
+    /* Listed before it exists, checked after: an abandon either sees it
+     * listed (and removes it) or is seen here. */
+    if (atomic_load(&abandoned)) {
+        sp_outfile_abort(f);
         return -1;
     }
     return 0;
@@ -137,6 +196,10 @@ int sp_outfile_open(sp_outfile_t *f, const char *dir, const char *stem, const ch
 
 int sp_outfile_commit(sp_outfile_t *f)
 {
+    if (atomic_load(&abandoned)) {
+        sp_outfile_abort(f); /* its loss is already reported */
+        return -1;
+    }
     int rc = close(f->fd);
     f->fd = -1;
     /* rename replaces whatever is at the final name, a symlink included,
@@ -144,10 +207,14 @@ int sp_outfile_commit(sp_outfile_t *f)
     if (rc != 0 || rename(f->tmp, f->final) != 0) {
         int err = errno;
         unlink(f->tmp);
+        live_drop(f->slot);
+        f->slot = -1;
         char dir[4096];
         failed(dir_of(f->final, dir, sizeof dir), err, "cannot write %s", f->final);
         return -1;
     }
+    live_drop(f->slot);
+    f->slot = -1;
     char dir[4096];
     succeeded(dir_of(f->final, dir, sizeof dir));
     return 0;
@@ -159,4 +226,6 @@ void sp_outfile_abort(sp_outfile_t *f)
         close(f->fd);
     f->fd = -1;
     unlink(f->tmp);
+    live_drop(f->slot);
+    f->slot = -1;
 }

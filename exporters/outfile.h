@@ -13,6 +13,7 @@ typedef struct sp_outfile {
     char final[4096];
     char tmp[4200];
     int fd;
+    int slot;        /* entry in the table of live temporaries, -1: none */
 } sp_outfile_t;
 
 /* "<worker>.<unix_ns>", worker reduced to [A-Za-z0-9._-] (others -> '_', no
@@ -28,5 +29,11 @@ int sp_outfile_commit(sp_outfile_t *f);  /* close + rename; 0 on success */
  * own message so that a full disk is one line, not one per file. */
 void sp_outfile_fail(sp_outfile_t *f, int err);
 void sp_outfile_abort(sp_outfile_t *f);  /* close + unlink the temporary */
+
+/* The process ends without waiting for the files being written: removes
+ * every temporary open now, and makes later opens and commits fail quietly
+ * (their loss is the caller's one line). Async-signal-safe. */
+void sp_outfile_abandon(void);
+int sp_outfile_abandoned(void);
 
 #endif

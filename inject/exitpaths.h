@@ -17,4 +17,15 @@ void sp_exit_install(double timeout_s);
  * activates itself. */
 void sp_exit_after_fork_child(void);
 
+/* The exit's wait (schedule's atexit handler, after closing the window):
+ * holds the other program threads, waits for every queued trace at most
+ * limit_s (exit_timeout_s) with a progress line every 5 s, finalize_timeout_s
+ * once a terminating signal comes meanwhile (the exit status stays the
+ * program's). 0 when everything was written; else the loss is reported. */
+int sp_exit_wait_exports(double limit_s);
+
+/* A bound (named by its key) was reached with traces still being written:
+ * removes their temporary files and says in one line what was lost. */
+void sp_exit_report_lost(const char *key, double limit_s);
+
 #endif

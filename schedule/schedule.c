@@ -17,6 +17,7 @@
 #include "../collectors/stacks.h"
 #include "../exporters/export.h"
 #include "../exporters/memory_report.h"
+#include "../inject/exitpaths.h"
 #include "../inject/markers.h"
 #include "plan.h"
 
@@ -365,8 +366,10 @@ void sp_sched_activate(void)
  * cut short unless it is the whole-run window, whose natural end is the
  * process's end. With try_lock the schedule lock is only tried until the
  * deadline: on the signal path the interrupted thread may be the one holding
- * it, and it cannot run again before we give up. */
-static int finish(int truncated, double timeout_s, int try_lock, int close_window, int shutdown_cupti)
+ * it, and it cannot run again before we give up. at_exit (return from main,
+ * exit()): the wait is the exit's own (exitpaths.c, exit_timeout_s), and
+ * CUPTI is shut down after it. */
+static int finish(int truncated, double timeout_s, int try_lock, int close_window, int at_exit)
 {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -414,10 +417,13 @@ static int finish(int truncated, double timeout_s, int try_lock, int close_windo
     struct timespec t1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double left = timeout_s - ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
-    int rc = sp_export_drain(left > 0 ? left : 0);
-    if (rc != 0)
-        sp_log(SP_LOG_ERROR, "traces still being written after finalize_timeout_s (%.0f s) are lost", timeout_s);
-    if (shutdown_cupti)
+    int rc;
+    if (at_exit) {
+        rc = sp_exit_wait_exports(active ? (double)cfg.exit_timeout_s : timeout_s);
+    } else if ((rc = sp_export_drain(left > 0 ? left : 0)) != 0) {
+        sp_exit_report_lost("finalize_timeout_s", timeout_s);
+    }
+    if (at_exit)
         sp_cupti_shutdown();
     return locked && rc == 0 ? 0 : -1;
 }

@@ -1,0 +1,68 @@
+/*
+ * rel_exitrace.c — a normal exit that has a large recording to write, for
+ * tests/test_reliability_exit.py. Run without a schedule (the whole run is one window, written at
+ * exit).
+ *
+ * Usage: rel_exitrace MODE LAUNCHES [MS]
+ * main makes LAUNCHES cudaLaunchKernel(race_kernel) calls and prints "launched LAUNCHES" (flushed),
+ * then, by MODE:
+ *   return       returns 0 from main
+ *   exit-thread  starts a thread that calls exit(5) at once, while main goes on for MS ms
+ *                (default 300) launching one kernel per millisecond, then prints "main done" and
+ *                returns 0. Bare, the process ends with status 5 and never prints "main done".
+ *   exit-status  exit(7) from main
+ * Exit codes: as above; 2 on bad arguments.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#define PROG "rel_exitrace"
+#include "cuda_check.h"
+
+volatile int race_kernel_mark;
+void race_kernel(void) { race_kernel_mark = 1; }
+
+static void launches(long n)
+{
+    dim3 g = {1, 1, 1}, b = {32, 1, 1};
+    for (long i = 0; i < n; i++)
+        CHECK(cudaLaunchKernel((const void *)race_kernel, g, b, NULL, 0, 0));
+}
+
+static void *exit_now(void *arg)
+{
+    (void)arg;
+    exit(5);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return 2;
+    const char *mode = argv[1];
+    long n = atol(argv[2]), ms = argc > 3 ? atol(argv[3]) : 300;
+    launches(n);
+    printf("launched %ld\n", n);
+    fflush(stdout);
+    if (!strcmp(mode, "return"))
+        return 0;
+    if (!strcmp(mode, "exit-status"))
+        exit(7);
+    if (strcmp(mode, "exit-thread"))
+        return 2;
+    pthread_t th;
+    pthread_create(&th, NULL, exit_now, NULL);
+    for (long i = 0; i < ms; i++) {
+        struct timespec t = {0, 1000000};
+        launches(1);
+        nanosleep(&t, NULL);
+    }
+    printf("main done\n");
+    return 0;
+}

@@ -1,0 +1,145 @@
+"""tests/test_reliability_exit.py — issue 14 items 1, 4, 7, 8 and issue 10 item 3: the first exit
+wins, a finished recording is never lost at a normal exit, no `.tmp` file is ever left, signals
+during the exit's wait, exec, and one line per output problem. Each test runs a target of
+tests/programs/rel_*.c as a real process, the same program without the preload as the reference,
+and checks what was written; results go to $SP_BUILD/reliability.json like test_reliability.py's
+(rendered into docs/reliability.md with `python3 tests/test_reliability.py --table`)."""
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "lib"))
+import test_reliability as rel  # noqa: E402
+from harness import assert_valid, load, prog  # noqa: E402
+
+# No schedule, no marker: the whole run is one window, written at exit.
+WHOLE_RUN = {"PROF_TABLE_PRINT": "none"}
+BIG = 1000000   # launches of a whole-run recording whose export takes seconds (~280 MB of JSON)
+SIG_BIG = 500000  # the same for the four signal runs (the export still lasts well over the signal's delay)
+
+
+def _cleanup(*procs):
+    for p in procs:
+        shutil.rmtree(p.cwd, ignore_errors=True)
+
+
+def _loss_lines(r, key):
+    return [l for l in r.sp_lines if key in l and "lost" in l]
+
+
+# ---- the first exit wins -----------------------------------------------------------------------
+
+def test_exit_from_thread_while_main_works_first_exit_wins():
+    argv = [prog("rel_exitrace"), "exit-thread", str(BIG), "300"]
+    bare = rel.run(argv, preload=False)
+    r = rel.run(argv, env=WHOLE_RUN, timeout=120)
+    try:
+        assert bare.returncode == 5 and "main done" not in bare.stdout, (bare.returncode, bare.stdout)
+        assert r.returncode == bare.returncode, (rel.status(r.returncode), r.stdout, r.stderr[-2000:])
+        assert r.stdout == bare.stdout, r.stdout
+        assert not r.temporaries(), r.files()
+        (path,) = r.traces()
+        t = load(path)
+        n = len(rel.launches(t, "race_kernel"))
+        # main's launches until the other thread's exit held it: BIG, plus at most the 300 after.
+        assert BIG <= n <= BIG + 300 and t["stepprof_dropped_events"] == 0, n
+        rel.record("exit(5) from a thread while main has 300 ms of work left (whole-run recording of "
+                   f"{BIG} launches written at exit)",
+                   "status 5 and stdout as bare (main held while the trace is written, never prints "
+                   "'main done' nor returns 0); trace complete, no temporary",
+                   (f">= {BIG}", n), (1, len(r.traces())), (rel.status(bare.returncode), rel.status(r.returncode)),
+                   f"{r.seconds:.1f} s")
+    finally:
+        _cleanup(bare, r)
+
+
+# ---- a finished recording is never lost at a normal exit --------------------------------------
+
+def test_long_whole_run_written_at_exit_whatever_finalize_timeout():
+    # finalize_timeout_s bounds signals and _exit only: 0 here would lose everything if exit used it.
+    r = rel.run([prog("rel_exitrace"), "return", str(BIG)], env=dict(WHOLE_RUN, PROF_FINALIZE_TIMEOUT_S=0),
+                timeout=150)
+    try:
+        assert r.returncode == 0, (rel.status(r.returncode), r.stderr[-2000:])
+        assert not r.temporaries(), r.files()
+        assert not [l for l in r.sp_lines if "lost" in l], r.sp_lines
+        (path,) = r.traces()
+        t = load(path)
+        n = len(rel.launches(t, "race_kernel"))
+        assert n == BIG and t["stepprof_dropped_events"] == 0 and t["stepprof_truncated"] is False, n
+        rel.record(f"return from main after a whole-run recording of {BIG} launches, "
+                   "`finalize_timeout_s: 0`", "the exit waits for the whole trace (exit_timeout_s, default "
+                   "600 s), whatever finalize_timeout_s says; no temporary",
+                   (BIG, n), (1, len(r.traces())), ("exit 0", rel.status(r.returncode)),
+                   f"{r.seconds:.1f} s, {os.path.getsize(path) >> 20} MiB")
+    finally:
+        _cleanup(r)
+
+
+def test_exit_timeout_reached_removes_temporary_and_says_what_is_lost():
+    r = rel.run([prog("rel_exitrace"), "exit-status", str(BIG)], env=dict(WHOLE_RUN, PROF_EXIT_TIMEOUT_S=0),
+                timeout=120)
+    try:
+        assert r.returncode == 7, (rel.status(r.returncode), r.stderr[-2000:])
+        assert r.stdout == f"launched {BIG}\n", r.stdout
+        assert not r.temporaries() and not r.traces(), r.files()
+        lost = _loss_lines(r, "exit_timeout_s")
+        assert len(lost) == 1, r.sp_lines
+        m = re.search(r"\((\d+) events\)", lost[0])
+        assert m and int(m.group(1)) >= BIG, lost[0]
+        assert "a larger exit_timeout_s would have kept them" in lost[0], lost[0]
+        rel.record(f"exit(7) with `exit_timeout_s: 0` and {BIG} launches to write",
+                   "the bound is reached: temporary removed, one line with the events lost and the key; "
+                   "status 7", (f"{BIG} lost, said", f"{m.group(1)} lost, said"), (0, len(r.traces())),
+                   ("exit 7", rel.status(r.returncode)), lost[0][:100] + "...")
+    finally:
+        _cleanup(r)
+
+
+def _signal_during_exit_export(sig, env):
+    p = rel.start([prog("rel_exitrace"), "return", str(SIG_BIG)], env=env)
+    rel.read_until(p, f"launched {SIG_BIG}", timeout=120)
+    # The trace's temporary exists: the exit is waiting for it.
+    seen = rel.wait_for(lambda: os.path.isdir(p.sp_outdir) and any(".tmp." in f for f in os.listdir(p.sp_outdir)),
+                        timeout=60)
+    assert seen, "no temporary appeared"
+    p.send_signal(sig)
+    return rel.finish(p, timeout=120)
+
+
+def test_signal_during_exit_export_keeps_exit_status_and_trace():
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+        r = _signal_during_exit_export(sig, WHOLE_RUN)
+        try:
+            # finalize_timeout_s (10 s) from the signal on is enough for the rest of the trace.
+            assert r.returncode == 0, (sig.name, rel.status(r.returncode), r.stderr[-2000:])
+            assert not r.temporaries(), r.files()
+            (path,) = r.traces()
+            n = len(rel.launches(load(path), "race_kernel"))
+            assert n == SIG_BIG, n
+        finally:
+            _cleanup(r)
+    rel.record("SIGTERM, SIGINT, SIGHUP, SIGQUIT each while the exit (return 0) writes a "
+               f"{SIG_BIG}-launch trace", "the exit status stays 0 (not death by the signal); the signal "
+               "shortens the wait to finalize_timeout_s; trace complete, no temporary",
+               (f"{SIG_BIG} x 4", f"{SIG_BIG} x 4"), (4, 4), ("exit 0", rel.status(r.returncode)))
+
+
+def test_signal_during_exit_export_with_zero_finalize_timeout_reports_loss():
+    r = _signal_during_exit_export(signal.SIGTERM, dict(WHOLE_RUN, PROF_FINALIZE_TIMEOUT_S=0))
+    try:
+        assert r.returncode == 0, (rel.status(r.returncode), r.stderr[-2000:])
+        assert not r.temporaries() and not r.traces(), r.files()
+        lost = _loss_lines(r, "finalize_timeout_s")
+        assert len(lost) == 1 and re.search(r"\(\d+ events\)", lost[0]), r.sp_lines
+        rel.record("SIGTERM while the exit writes the trace, `finalize_timeout_s: 0`",
+                   "the wait ends: temporary removed, one line says what was lost; exit status 0",
+                   ("lost, said", "lost, said"), (0, len(r.traces())), ("exit 0", rel.status(r.returncode)),
+                   lost[0][:100] + "...")
+    finally:
+        _cleanup(r)
