@@ -20,6 +20,7 @@
 
 #include "../collectors/events.h"
 #include "../collectors/log.h"
+#include "exitpaths.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -58,6 +59,7 @@ static void on_hold(int sig)
     while (atomic_load(&hold)) {
         struct timespec ts = {0, 100000000};
         syscall(SYS_futex, &hold, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
+        sp_exit_check_deadline();
     }
     atomic_fetch_sub(&parked, 1);
     errno = saved;
@@ -95,7 +97,7 @@ static int blocks(pid_t tid, int sig)
 }
 
 /* The other threads that can take the signal, at most max. */
-static int targets(pid_t *out, int max, int sig)
+static int targets(pid_t *out, int max, int sig, pid_t skip)
 {
     DIR *d = opendir("/proc/self/task");
     if (!d)
@@ -105,7 +107,7 @@ static int targets(pid_t *out, int max, int sig)
     struct dirent *e;
     while ((e = readdir(d)) && n < max) {
         pid_t tid = (pid_t)atoi(e->d_name);
-        if (tid > 0 && tid != self && !blocks(tid, sig))
+        if (tid > 0 && tid != self && tid != skip && !blocks(tid, sig))
             out[n++] = tid;
     }
     closedir(d);
@@ -121,7 +123,7 @@ static int is_held(pid_t tid)
     return 0;
 }
 
-void sp_exit_hold_others(void)
+void sp_exit_hold_others(pid_t skip)
 {
     if (hold_sig)
         return;
@@ -129,7 +131,7 @@ void sp_exit_hold_others(void)
     if (!sig)
         return;
     static pid_t tids[MAX_HELD];
-    int n = targets(tids, MAX_HELD, sig);
+    int n = targets(tids, MAX_HELD, sig, skip);
     if (n == 0)
         return;
     struct sigaction sa;

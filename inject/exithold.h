@@ -3,9 +3,11 @@
 #ifndef SP_EXITHOLD_H
 #define SP_EXITHOLD_H
 
-/* Parks every other thread of the process that can take a signal and is not
- * inside stepprof, waiting at most 200 ms for them. */
-void sp_exit_hold_others(void);
+#include <sys/types.h>
+
+/* Parks every other thread of the process (but skip, 0: none) that can take
+ * a signal, once it is out of stepprof, waiting at most 200 ms for them. */
+void sp_exit_hold_others(pid_t skip);
 
 /* Lets them go. */
 void sp_exit_release_others(void);

@@ -34,6 +34,7 @@
 #define _GNU_SOURCE
 #include "exitpaths.h"
 
+#include "../collectors/events.h"
 #include "../collectors/log.h"
 #include "../exporters/export.h"
 #include "../exporters/outfile.h"
@@ -56,6 +57,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 static const int term_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT};
@@ -71,6 +73,8 @@ static _Atomic int64_t deadline_ns;      /* CLOCK_MONOTONIC; 0: no request yet *
 static _Atomic int request;              /* SP_FINISH_* asked for */
 static _Atomic int done;
 static double timeout_s = 10.0;
+static _Atomic pid_t asker;              /* thread waiting in finish_and_wait, 0: none */
+static _Atomic int deferred;             /* signal the finisher re-raises itself, 0: none */
 static _Atomic int exit_waiting;         /* sp_exit_wait_exports is waiting */
 static _Atomic int64_t hurry_ns;         /* a signal came meanwhile: wait until then */
 #define PROGRESS_NS 5000000000LL         /* a line every 5 s of a long exit wait */
@@ -95,6 +99,7 @@ static void finish_and_wait(int how)
     int64_t none = 0, dl = mono_ns() + (int64_t)(timeout_s * 1e9);
     if (atomic_compare_exchange_strong(&deadline_ns, &none, dl)) {
         atomic_store(&request, how);
+        atomic_store(&asker, (pid_t)syscall(SYS_gettid));
         sem_post(&wake);
     }
     /* The finisher's own wait ends at the deadline and then says what was
@@ -112,14 +117,53 @@ static void finish_and_wait(int how)
     }
 }
 
+/* The emergency end of a deferred signal whose finish did not end by the
+ * deadline (called by a held thread, exithold.c): async-signal-safe. */
+void sp_exit_check_deadline(void)
+{
+    int sig = atomic_load(&deferred);
+    if (!sig || atomic_load(&done) || mono_ns() < atomic_load(&deadline_ns) + 500000000LL)
+        return;
+    if (!sp_outfile_abandoned()) {
+        static const char msg[] = "stepprof: finalize_timeout_s reached: the traces being written are lost, "
+                                  "their temporary files removed\n";
+        sp_outfile_abandon();
+        ssize_t w = write(2, msg, sizeof msg - 1);
+        (void)w;
+    }
+    sigaction(sig, &original[sig], NULL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig);
+}
+
 static void *finisher_main(void *arg)
 {
     (void)arg;
     while (sem_wait(&wake) != 0 && errno == EINTR)
         ;
+    int how = atomic_load(&request);
+    /* Bare, the process would be gone: its other threads stay where they are
+     * (the one waiting in a handler or in _exit is already still). */
+    if (how != SP_FINISH_DRAIN)
+        sp_exit_hold_others(atomic_load(&asker));
     double left = (double)(atomic_load(&deadline_ns) - mono_ns()) * 1e-9;
-    sp_sched_finish_bounded(atomic_load(&request), left > 0 ? left : 0);
+    sp_sched_finish_bounded(how, left > 0 ? left : 0);
     atomic_store(&done, 1);
+    int sig = atomic_load(&deferred);
+    if (sig) {
+        /* The signal hit a thread inside stepprof: it is ended here, with
+         * the original disposition, so the status is still the signal's. */
+        sigaction(sig, &original[sig], NULL);
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+        raise(sig);
+        sp_exit_release_others(); /* the program made it harmless meanwhile */
+    }
     return NULL;
 }
 
@@ -141,6 +185,24 @@ static void on_end_signal(int sig, siginfo_t *si, void *uctx)
          * signal only shortens the wait (async-signal-safe: atomics). */
         int64_t none = 0;
         atomic_compare_exchange_strong(&hurry_ns, &none, mono_ns() + (int64_t)(timeout_s * 1e9));
+        errno = saved;
+        return;
+    }
+    sp_thread_t *self = sp_ev_self;
+    if (!fault && sig != SIGABRT && self && self->in_hook && atomic_load(&owner) == getpid()) {
+        /* Inside stepprof (or a CUDA call under it) this thread may hold a
+         * lock the finisher needs: it goes on, with the terminating signals
+         * blocked, until it is out and held (exithold.c); the finisher then
+         * ends the process by this signal. */
+        ucontext_t *uc = uctx;
+        for (size_t i = 0; i < NTERM; i++)
+            sigaddset(&uc->uc_sigmask, term_sigs[i]);
+        int64_t none = 0, dl = mono_ns() + (int64_t)(timeout_s * 1e9);
+        if (atomic_compare_exchange_strong(&deadline_ns, &none, dl)) {
+            atomic_store(&deferred, sig);
+            atomic_store(&request, SP_FINISH_SIGNAL);
+            sem_post(&wake);
+        }
         errno = saved;
         return;
     }
@@ -259,7 +321,7 @@ int sp_exit_wait_exports(double limit_s)
     int64_t t0 = mono_ns(), note = t0 + PROGRESS_NS;
     atomic_store(&hurry_ns, 0);
     atomic_store(&exit_waiting, 1);
-    sp_exit_hold_others();
+    sp_exit_hold_others(0);
     int rc = 0;
     while (sp_export_drain(0.1) != 0) {
         int64_t now = mono_ns(), hurry = atomic_load(&hurry_ns);

@@ -28,4 +28,8 @@ int sp_exit_wait_exports(double limit_s);
  * removes their temporary files and says in one line what was lost. */
 void sp_exit_report_lost(const char *key, double limit_s);
 
+/* Called by held threads while they wait: ends the process by a deferred
+ * signal whose finish overran finalize_timeout_s. Async-signal-safe. */
+void sp_exit_check_deadline(void);
+
 #endif

@@ -54,6 +54,28 @@ static int whole_run;          /* step marker but no schedule: torch records eve
 
 volatile sig_atomic_t sp_sched_signal_flag;
 
+/* The lock as a program thread takes it: with the terminating signals
+ * blocked, so that their handler (exitpaths.c) never runs on the thread that
+ * holds it while the finisher waits for it (a window close with CUPTI lasts
+ * long enough to be hit). Two syscalls per boundary. */
+static void lock_blocked(sigset_t *old)
+{
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigaddset(&term, SIGINT);
+    sigaddset(&term, SIGHUP);
+    sigaddset(&term, SIGQUIT);
+    pthread_sigmask(SIG_BLOCK, &term, old);
+    pthread_mutex_lock(&lock);
+}
+
+static void unlock_blocked(const sigset_t *old)
+{
+    pthread_mutex_unlock(&lock);
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
 static uint32_t idle_gate(void)
 {
     return idle_gate_count ? SP_WIN_COUNT : 0;
@@ -182,9 +204,10 @@ static void enter_action(sp_action_t next, uint64_t now)
 
 void sp_sched_boundary(void)
 {
-    pthread_mutex_lock(&lock);
+    sigset_t old;
+    lock_blocked(&old);
     if (!active || finished) {
-        pthread_mutex_unlock(&lock);
+        unlock_blocked(&old);
         return;
     }
     uint64_t now = sp_clock_ticks();
@@ -200,12 +223,13 @@ void sp_sched_boundary(void)
     if (!cur_window && (action == SP_ACT_RECORD || action == SP_ACT_RECORD_AND_SAVE))
         action = SP_ACT_NONE;
     enter_action(action_for(step), now);
-    pthread_mutex_unlock(&lock);
+    unlock_blocked(&old);
 }
 
 void sp_sched_profiler_api(int start)
 {
-    pthread_mutex_lock(&lock);
+    sigset_t old;
+    lock_blocked(&old);
     if (active && !finished) {
         uint64_t now = sp_clock_ticks();
         if (start && !cur_window && (cfg.repeat == 0 || cycle < cfg.repeat)) {
@@ -218,14 +242,15 @@ void sp_sched_profiler_api(int start)
             sp_cupti_enable(0);
         }
     }
-    pthread_mutex_unlock(&lock);
+    unlock_blocked(&old);
 }
 
 void sp_sched_poll_signal(void)
 {
     if (!signal_only)
         return; /* with a step marker the flag waits for the next boundary */
-    pthread_mutex_lock(&lock);
+    sigset_t old;
+    lock_blocked(&old);
     if (active && !finished && signal_only && sp_sched_signal_flag) {
         sp_sched_signal_flag = 0;
         uint64_t now = sp_clock_ticks();
@@ -240,7 +265,7 @@ void sp_sched_poll_signal(void)
             sp_cupti_enable(0);
         }
     }
-    pthread_mutex_unlock(&lock);
+    unlock_blocked(&old);
 }
 
 /* The program name as a user would write it: the executable's basename and

@@ -143,3 +143,58 @@ def test_signal_during_exit_export_with_zero_finalize_timeout_reports_loss():
                    lost[0][:100] + "...")
     finally:
         _cleanup(r)
+
+
+# ---- signals with CUPTI on, at several moments -------------------------------------------------
+
+CYCLE_ENV = {"PROF_MARKER": "cudaProfilerApi", "PROF_REPEAT": 0, "PROF_TABLE_PRINT": "none"}
+CYCLE_LAUNCHES = 1000
+
+
+def test_signals_at_several_moments_with_cupti_write_the_cycle_in_progress():
+    """Cycles of 2 x 1000 launches with a 5 ms sleep between the halves, CUPTI stand-in loaded; each
+    terminating signal at 3 moments (so it lands in launches, in the window close under the schedule
+    lock, in sleeps). Every cycle started is on disk: the completed ones whole, the one in progress
+    marked truncated; no temporary, no loss line; death by the signal."""
+    found = []
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+        for delay in (0.05, 0.2, 0.45):
+            p = rel.start([prog("rel_exitrace"), "cycles", str(CYCLE_LAUNCHES), "5"], env=CYCLE_ENV, cupti=True,
+                          preexec=lambda: __import__("resource").setrlimit(__import__("resource").RLIMIT_CORE,
+                                                                            (0, 0)))
+            time.sleep(delay)
+            sent = time.time()
+            p.send_signal(sig)
+            r = rel.finish(p, timeout=60)
+            try:
+                took = time.time() - sent
+                started = r.stdout.count("in cycle")
+                traces = r.traces()
+                what = (sig.name, delay, started, len(traces), r.files()[-3:], r.sp_lines[-3:])
+                assert r.returncode == -sig, (what, rel.status(r.returncode))
+                assert not r.temporaries(), what
+                assert not [l for l in r.sp_lines if "lost" in l], what
+                assert took < 10, (what, took)
+                # The cycle whose "in cycle" line was not printed yet may have started.
+                assert started <= len(traces) <= started + 1 and traces, what
+                last = load(traces[-1])
+                assert_valid(traces[-1])
+                if len(traces) > 1:
+                    prev = load(traces[-2])
+                    assert len(rel.launches(prev, "race_kernel")) == 2 * CYCLE_LAUNCHES, what
+                    assert prev["stepprof_truncated"] is False, what
+                n_last = len(rel.launches(last, "race_kernel"))
+                # In progress: written, truncated. Or the signal came between two cycles: the last is whole.
+                assert (last["stepprof_truncated"] is True and n_last <= 2 * CYCLE_LAUNCHES) or \
+                    (n_last == 2 * CYCLE_LAUNCHES and len(traces) == started), (what, n_last)
+                found.append((len(traces), last["stepprof_truncated"]))
+            finally:
+                _cleanup(r)
+    truncated = sum(1 for _, t in found if t)
+    rel.record("SIGTERM, SIGINT, SIGHUP, SIGQUIT at 50, 200, 450 ms into back-to-back cycles (CUPTI stand-in; "
+               "the signal lands in launches, window closes or sleeps)",
+               "every cycle started is on disk: the completed ones whole, the one in progress truncated; "
+               "no temporary, no loss; death by the signal within finalize_timeout_s",
+               ("12 runs, cycle in progress written", f"{len(found)} runs, {truncated} with a truncated last cycle, "
+                f"{len(found) - truncated} ended between cycles"),
+               ("all cycles", f"{sum(n for n, _ in found)} traces"), ("the signal", "the signal"))

@@ -11,6 +11,10 @@
  *                (default 300) launching one kernel per millisecond, then prints "main done" and
  *                returns 0. Bare, the process ends with status 5 and never prints "main done".
  *   exit-status  exit(7) from main
+ *   cycles       (PROF_MARKER=cudaProfilerApi) up to 10000 cycles, each cudaProfilerStart, LAUNCHES
+ *                launches, "in cycle N" (flushed), a sleep of MS ms, LAUNCHES launches,
+ *                cudaProfilerStop; a signal from the test ends it. LAUNCHES launches happen first,
+ *                outside any cycle, as in every mode.
  * Exit codes: as above; 2 on bad arguments.
  */
 #define _GNU_SOURCE
@@ -20,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #define PROG "rel_exitrace"
@@ -54,6 +59,19 @@ int main(int argc, char **argv)
         return 0;
     if (!strcmp(mode, "exit-status"))
         exit(7);
+    if (!strcmp(mode, "cycles")) {
+        for (int c = 0; c < 10000; c++) {
+            CHECK(cudaProfilerStart());
+            launches(n);
+            printf("in cycle %d\n", c);
+            fflush(stdout);
+            struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+            nanosleep(&t, NULL);
+            launches(n);
+            CHECK(cudaProfilerStop());
+        }
+        return 0;
+    }
     if (strcmp(mode, "exit-thread"))
         return 2;
     pthread_t th;
