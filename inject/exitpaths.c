@@ -275,6 +275,12 @@ void sp_exit_after_fork_child(void)
 void sp_exit_preinit(void)
 {
     real_exit = (exit_fn)dlsym(RTLD_NEXT, "_exit");
+    sp_exec_preinit();
+}
+
+int sp_exit_is_owner(void)
+{
+    return atomic_load(&owner) == getpid();
 }
 
 /* _exit skips atexit, but a process that used CUDA and ends this way (a

@@ -4,8 +4,13 @@
 #ifndef SP_EXITPATHS_H
 #define SP_EXITPATHS_H
 
-/* Constructor: resolves the real _exit while that is still safe. */
+/* Constructor: resolves the real _exit and exec functions while that is
+ * still safe. */
 void sp_exit_preinit(void);
+void sp_exec_preinit(void);   /* exec_hooks.c */
+
+/* This process is the one stepprof activated in (not a fork or vfork child). */
+int sp_exit_is_owner(void);
 
 /* Activation (once per process): starts the finisher thread and installs the
  * end-of-process handlers on the signals whose disposition is SIG_DFL now.

@@ -465,6 +465,14 @@ int sp_sched_finish_bounded(int how, double timeout_s)
     return finish(how == SP_FINISH_SIGNAL, timeout_s, 1, how != SP_FINISH_DRAIN, 0);
 }
 
+/* A successful exec would replace the image without atexit: its recording
+ * is written now, as at exit. */
+void sp_sched_before_exec(void)
+{
+    if (active)
+        finish(0, (double)cfg.finalize_timeout_s, 0, 1, 1);
+}
+
 void sp_sched_exit_handler(void)
 {
     sp_sched_finish(0);

@@ -198,3 +198,31 @@ def test_signals_at_several_moments_with_cupti_write_the_cycle_in_progress():
                ("12 runs, cycle in progress written", f"{len(found)} runs, {truncated} with a truncated last cycle, "
                 f"{len(found) - truncated} ended between cycles"),
                ("all cycles", f"{sum(n for n, _ in found)} traces"), ("the signal", "the signal"))
+
+
+# ---- exec --------------------------------------------------------------------------------------
+
+def test_exec_itself_three_deep_every_image_traced():
+    """execv, execvp, execl, then return: 4 images under one pid, each with its own 1000 launches."""
+    argv = [prog("rel_exitrace"), "exec", "1000", "3"]
+    bare = rel.run(argv, preload=False)
+    r = rel.run(argv, env=WHOLE_RUN)
+    try:
+        same = lambda out: re.sub(r"pid \d+", "pid P", out)  # noqa: E731
+        assert r.returncode == bare.returncode == 0 and same(r.stdout) == same(bare.stdout), (r.stdout, r.stderr)
+        pids = {int(l.split()[-1]) for l in r.stdout.splitlines() if l.startswith("image ")}
+        assert len(pids) == 1, pids
+        counts = []
+        for path in r.traces():
+            assert_valid(path)
+            t = load(path)
+            counts.append(len(rel.launches(t, "race_kernel")))
+            assert t["stepprof_truncated"] is False and {e["pid"] for e in rel.runtime_calls(t)} == pids
+        assert counts == [1000] * 4, counts
+        assert not r.temporaries() and not [l for l in r.sp_lines if "lost" in l], (r.files(), r.sp_lines)
+        rel.record("a program that execs itself 3 deep (execv, execvp, execl), whole-run recording",
+                   "every image's recording is written before its exec: 4 traces under one pid",
+                   ("1000 x 4", " x ".join(map(str, counts)) if len(set(counts)) > 1 else f"{counts[0]} x "
+                    f"{len(counts)}"), (4, len(r.traces())), ("exit 0", rel.status(r.returncode)))
+    finally:
+        _cleanup(bare, r)

@@ -11,6 +11,9 @@
  *                (default 300) launching one kernel per millisecond, then prints "main done" and
  *                returns 0. Bare, the process ends with status 5 and never prints "main done".
  *   exit-status  exit(7) from main
+ *   exec         MS is a depth: while it is above 0 the program execs itself with depth - 1
+ *                (depth 3 by execv, 2 by execvp, 1 by execl, others by execve), so each image
+ *                makes LAUNCHES launches; prints "image DEPTH pid PID" before
  *   cycles       (PROF_MARKER=cudaProfilerApi) up to 10000 cycles, each cudaProfilerStart, LAUNCHES
  *                launches, "in cycle N" (flushed), a sleep of MS ms, LAUNCHES launches,
  *                cudaProfilerStop; a signal from the test ends it. LAUNCHES launches happen first,
@@ -23,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
@@ -59,6 +63,30 @@ int main(int argc, char **argv)
         return 0;
     if (!strcmp(mode, "exit-status"))
         exit(7);
+    if (!strcmp(mode, "exec")) {
+        printf("image %ld pid %d\n", ms, (int)getpid());
+        fflush(stdout);
+        if (ms <= 0)
+            return 0;
+        char depth[32], self[4096];
+        snprintf(depth, sizeof depth, "%ld", ms - 1);
+        ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (k <= 0)
+            return 2;
+        self[k] = 0;
+        char *args[] = {self, "exec", argv[2], depth, NULL};
+        extern char **environ;
+        if (ms == 3)
+            execv(self, args);
+        else if (ms == 2)
+            execvp(self, args);
+        else if (ms == 1)
+            execl(self, self, "exec", argv[2], depth, (char *)NULL);
+        else
+            execve(self, args, environ);
+        perror("exec");
+        return 3;
+    }
     if (!strcmp(mode, "cycles")) {
         for (int c = 0; c < 10000; c++) {
             CHECK(cudaProfilerStart());
