@@ -48,6 +48,7 @@ int sp_export_run(const sp_export_job_t *job_in)
     const sp_export_job_t *job = &capped;
     sp_event_ref_t *ev = NULL;
     size_t n = sp_ev_collect(job->window, &ev);
+    atomic_store(&running_events, (uint64_t)n + job->ngpu);
     sp_clock_recalibrate();
     for (size_t i = 0; i < n; i++) {
         ev[i].ev.t0 = sp_clock_to_ns(ev[i].ev.t0);
@@ -59,7 +60,6 @@ int sp_export_run(const sp_export_job_t *job_in)
         capped.dropped += n - event_limit;
         n = (size_t)event_limit;
     }
-    atomic_store(&running_events, (uint64_t)n + job->ngpu);
     if (capped.dropped && (n == event_limit || sp_ev_window_capped(job->window)))
         capped.truncated |= SP_TRUNC_LIMIT;
     uint64_t base = sp_clock_to_ns(job->t_begin), end = sp_clock_to_ns(job->t_end);

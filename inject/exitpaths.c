@@ -310,6 +310,13 @@ void sp_exit_report_lost(const char *key, double limit_s)
 {
     uint64_t events = 0;
     unsigned jobs = sp_export_pending(&events);
+    /* The job may still be collecting its records: its count comes within
+     * moments, and the line is worth it. */
+    for (int i = 0; i < 100 && jobs && !events; i++) {
+        struct timespec ms10 = {0, 10000000};
+        nanosleep(&ms10, NULL);
+        jobs = sp_export_pending(&events);
+    }
     sp_outfile_abandon();
     if (!jobs)
         return;
@@ -329,7 +336,10 @@ int sp_exit_wait_exports(double limit_s)
     atomic_store(&exit_waiting, 1);
     sp_exit_hold_others(0);
     int rc = 0;
-    while (sp_export_drain(0.1) != 0) {
+    for (;;) {
+        double left = limit_s - (double)(mono_ns() - t0) * 1e-9;
+        if (sp_export_drain(left < 0.1 ? (left > 0 ? left : 0) : 0.1) == 0)
+            break;
         int64_t now = mono_ns(), hurry = atomic_load(&hurry_ns);
         if (hurry && now >= hurry) {
             sp_exit_report_lost("finalize_timeout_s", timeout_s);
