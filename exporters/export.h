@@ -42,6 +42,10 @@ enum { SP_TRUNC_END = 1, SP_TRUNC_LIMIT = 2 };   /* process ended mid-cycle; a s
  * into an event budget (measured ~200-330 for runtime calls with args). */
 #define SP_EXPORT_EVENT_BYTES 512u
 
+/* Traces written per second on average, past a burst (export.c). */
+#define SP_EXPORT_MAX_PER_S 10
+#define SP_EXPORT_BURST 100
+
 /* Events kept per trace (0 = all): past it the latest-starting events are
  * left out, counted as dropped, and the job marked SP_TRUNC_LIMIT. */
 void sp_export_set_limit(uint64_t max_events);

@@ -1,7 +1,9 @@
 /* exporters/outfile.h — output files that readers never see half-written:
  * created as "<final>.tmp.<pid>" with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0644
  * (umask applies), and renamed into place only when complete. A failure is
- * one stepprof: line per distinct problem, not per file. Also owns the
+ * one stepprof: line per distinct problem for the whole run, not per file
+ * or cycle; once the disk refuses (full, quota, RLIMIT_FSIZE) no further
+ * file is written. Also owns the
  * file stem "<worker>.<unix_ns>" with the worker name made safe for a path. */
 #ifndef SP_OUTFILE_H
 #define SP_OUTFILE_H
@@ -19,6 +21,11 @@ typedef struct sp_outfile {
 /* "<worker>.<unix_ns>", worker reduced to [A-Za-z0-9._-] (others -> '_', no
  * leading '.', at most 128 bytes) so it cannot leave the output directory. */
 void sp_outfile_stem(char *out, size_t len, const char *worker, uint64_t unix_ns);
+
+/* At activation: whether files can be created in dir (its nearest existing
+ * ancestor is a writable directory); says so in the same line a failing
+ * write would, so a later failure is not said again. 0 when it can. */
+int sp_outfile_check_dir(const char *dir);
 
 /* Creates dir (and parents) if needed and opens the temporary file for
  * dir/stem+suffix. 0 on success; on failure prints one stepprof: line. */

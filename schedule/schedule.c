@@ -17,6 +17,7 @@
 #include "../collectors/stacks.h"
 #include "../exporters/export.h"
 #include "../exporters/memory_report.h"
+#include "../exporters/outfile.h"
 #include "../inject/exitpaths.h"
 #include "../inject/markers.h"
 #include "plan.h"
@@ -354,6 +355,7 @@ void sp_sched_activate(void)
     char plan[512];
     if (sp_plan_format(&cfg, plan, sizeof plan) > 0)
         sp_log(SP_LOG_INFO, "%s", plan);
+    sp_outfile_check_dir(cfg.output_dir); /* an unwritable directory said now, not after the run */
     active = 1;
     switch (cfg.marker.kind) {
     case SP_MARK_KERNEL:

@@ -8,7 +8,9 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -162,13 +164,14 @@ def test_signals_at_several_moments_with_cupti_write_the_cycle_in_progress():
             p = rel.start([prog("rel_exitrace"), "cycles", str(CYCLE_LAUNCHES), "5"], env=CYCLE_ENV, cupti=True,
                           preexec=lambda: __import__("resource").setrlimit(__import__("resource").RLIMIT_CORE,
                                                                             (0, 0)))
+            head = rel.read_until(p, "in cycle 0")   # activated, first cycle under way
             time.sleep(delay)
             sent = time.time()
             p.send_signal(sig)
             r = rel.finish(p, timeout=60)
             try:
                 took = time.time() - sent
-                started = r.stdout.count("in cycle")
+                started = r.stdout.count("in cycle") + sum("in cycle" in l for l in head)
                 traces = r.traces()
                 what = (sig.name, delay, started, len(traces), r.files()[-3:], r.sp_lines[-3:])
                 assert r.returncode == -sig, (what, rel.status(r.returncode))
@@ -191,7 +194,7 @@ def test_signals_at_several_moments_with_cupti_write_the_cycle_in_progress():
             finally:
                 _cleanup(r)
     truncated = sum(1 for _, t in found if t)
-    rel.record("SIGTERM, SIGINT, SIGHUP, SIGQUIT at 50, 200, 450 ms into back-to-back cycles (CUPTI stand-in; "
+    rel.record("SIGTERM, SIGINT, SIGHUP, SIGQUIT 50, 200, 450 ms after the first of back-to-back cycles (CUPTI stand-in; "
                "the signal lands in launches, window closes or sleeps)",
                "every cycle started is on disk: the completed ones whole, the one in progress truncated; "
                "no temporary, no loss; death by the signal within finalize_timeout_s",
@@ -226,3 +229,79 @@ def test_exec_itself_three_deep_every_image_traced():
                     f"{len(counts)}"), (4, len(r.traces())), ("exit 0", rel.status(r.returncode)))
     finally:
         _cleanup(bare, r)
+
+
+# ---- output problems: one line per problem for the run, a full disk stops writing, a rate bound --
+
+def test_full_disk_one_line_for_the_run_and_no_file_after():
+    """A 1 MiB tmpfs; cycles alternate small (fits) and large (does not): the first refusal is one
+    line, and no file is written after it (before: one line per failure, each small cycle in
+    between saying 'works again')."""
+    d = tempfile.mkdtemp(prefix="sp-rel-tmpfs-")
+    out, listing = os.path.join(d, "mnt"), os.path.join(d, "listing")
+    os.makedirs(out)
+    wrap = ["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o size=1m tmpfs {out} && \"$@\"; rc=$?; "
+            f"ls -l --time-style=+%s.%N {out} > {listing}; exit $rc", "sh"]
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o size=1m tmpfs {out}"],
+                           capture_output=True)
+    assert probe.returncode == 0, probe.stderr   # root and unshare -m: installed and required
+    env = dict(CYCLE_ENV, PROF_OUTPUT_DIR=out, REL_CYCLES=12, REL_ALTERNATE=200)
+    argv = [prog("rel_exitrace"), "cycles", "50", "0"]
+    r = rel.run(argv, env=env, wrap=wrap, cwd=d)
+    try:
+        assert r.returncode == 0, (rel.status(r.returncode), r.stderr[-2000:])
+        errors = [l for l in r.sp_lines if "No space left" in l]
+        assert len(errors) == 1 and "no more files" in errors[0], r.sp_lines
+        assert not [l for l in r.sp_lines if "works again" in l], r.sp_lines
+        names = [l.split()[-1] for l in open(listing).read().splitlines() if ".pt.trace.json" in l]
+        assert not [n for n in names if ".tmp." in n], names
+        # Cycle 0 (small) fits, cycle 1 (large) is refused: nothing after it.
+        assert len(names) == 1, names
+        rel.record("output on a 1 MiB tmpfs, 12 cycles alternating small (fits) and 200x larger (does not)",
+                   "the first refusal is one line for the whole run; no file is written after it; no temporary",
+                   ("cycle 0 written, then none", f"{len(names)} trace(s)"), (1, len(names)),
+                   ("exit 0", rel.status(r.returncode)), f"{len(errors)} line: {errors[0][:80]}...")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_unwritable_output_dir_said_at_start_once():
+    d = tempfile.mkdtemp(prefix="sp-rel-")
+    blocker = os.path.join(d, "blocked")
+    open(blocker, "w").close()
+    out = os.path.join(blocker, "traces")   # under a regular file: ENOTDIR even for root
+    p = rel.start([prog("rel_exitrace"), "cycles", "50", "0"], env=dict(CYCLE_ENV, PROF_OUTPUT_DIR=out, REL_CYCLES=0),
+                  cwd=d)
+    r = rel.finish(p)
+    try:
+        # No cycle at all: the line can only come from the check at activation.
+        assert r.returncode == 0, r.stderr
+        errors = [l for l in r.sp_lines if "cannot create output directory" in l]
+        assert len(errors) == 1 and "checked at start" in errors[0], r.sp_lines
+        r2 = rel.run([prog("rel_exitrace"), "cycles", "50", "0"],
+                     env=dict(CYCLE_ENV, PROF_OUTPUT_DIR=out, REL_CYCLES=20), cwd=d)
+        errors2 = [l for l in r2.sp_lines if "cannot create output directory" in l]
+        assert r2.returncode == 0 and len(errors2) == 1, r2.sp_lines
+        rel.record("output directory under a regular file (ENOTDIR), then 20 cycles",
+                   "said at activation, before any cycle; one line for the whole run",
+                   ("-", "-"), (0, 0), ("exit 0", rel.status(r2.returncode)), f"{len(errors2)} line for 20 cycles")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_repeat_zero_fast_cycles_bounded_with_one_line():
+    env = dict(CYCLE_ENV, REL_CYCLES=400)
+    r = rel.run([prog("rel_exitrace"), "cycles", "10", "0"], env=env)
+    try:
+        assert r.returncode == 0, r.stderr[-2000:]
+        n = len(r.traces())
+        lines = [l for l in r.sp_lines if "per second" in l]
+        # 100 at once, then 10 per second of the run.
+        assert len(lines) == 1 and 100 <= n <= 100 + 10 * r.seconds + 1, (n, r.seconds, r.sp_lines)
+        assert not r.temporaries()
+        rel.record("`repeat: 0` with 400 cycles of 20 launches in a row",
+                   "at most 100 traces, then 10 per second; one line says so",
+                   ("<= 100 + 10/s", n), ("-", "-"), ("exit 0", rel.status(r.returncode)),
+                   f"{r.seconds:.1f} s, {lines[0][:70]}...")
+    finally:
+        _cleanup(r)

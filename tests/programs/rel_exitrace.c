@@ -17,7 +17,8 @@
  *   cycles       (PROF_MARKER=cudaProfilerApi) up to 10000 cycles, each cudaProfilerStart, LAUNCHES
  *                launches, "in cycle N" (flushed), a sleep of MS ms, LAUNCHES launches,
  *                cudaProfilerStop; a signal from the test ends it. LAUNCHES launches happen first,
- *                outside any cycle, as in every mode.
+ *                outside any cycle, as in every mode. REL_CYCLES (env) limits the cycles (then
+ *                returns 0); REL_ALTERNATE=K (env) makes every odd cycle's first half K x LAUNCHES.
  * Exit codes: as above; 2 on bad arguments.
  */
 #define _GNU_SOURCE
@@ -88,10 +89,12 @@ int main(int argc, char **argv)
         return 3;
     }
     if (!strcmp(mode, "cycles")) {
-        for (int c = 0; c < 10000; c++) {
+        const char *lim = getenv("REL_CYCLES"), *alt = getenv("REL_ALTERNATE");
+        long ncycles = lim ? atol(lim) : 10000, k = alt ? atol(alt) : 1;
+        for (long c = 0; c < ncycles; c++) {
             CHECK(cudaProfilerStart());
-            launches(n);
-            printf("in cycle %d\n", c);
+            launches(c % 2 ? n * k : n);
+            printf("in cycle %ld\n", c);
             fflush(stdout);
             struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
             nanosleep(&t, NULL);
