@@ -89,6 +89,31 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The finisher overran the deadline: its temporaries go, one line says so
+ * (async-signal-safe: a fixed message, unlink, write). */
+static void give_up(void)
+{
+    if (sp_outfile_abandoned())
+        return;
+    static const char msg[] = "stepprof: finalize_timeout_s reached: the traces being written are lost, "
+                              "their temporary files removed\n";
+    sp_outfile_abandon();
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+}
+
+/* Ends the process by sig with its original disposition, from the calling
+ * thread (which unblocks it). Async-signal-safe. */
+static void end_by(int sig)
+{
+    sigaction(sig, &original[sig], NULL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig);
+}
+
 /* Async-signal-safe: atomics, sem_post, getpid, clock_gettime, nanosleep.
  * The first caller sets the deadline and wakes the finisher; every caller
  * (two threads may be ending the process at once) waits for the same end. */
@@ -108,13 +133,8 @@ static void finish_and_wait(int how)
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL);
     }
-    if (!atomic_load(&done) && !sp_outfile_abandoned()) {
-        static const char msg[] = "stepprof: finalize_timeout_s reached: the traces being written are lost, "
-                                  "their temporary files removed\n";
-        sp_outfile_abandon();
-        ssize_t w = write(2, msg, sizeof msg - 1);
-        (void)w;
-    }
+    if (!atomic_load(&done))
+        give_up();
 }
 
 /* The emergency end of a deferred signal whose finish did not end by the
@@ -124,19 +144,8 @@ void sp_exit_check_deadline(void)
     int sig = atomic_load(&deferred);
     if (!sig || atomic_load(&done) || mono_ns() < atomic_load(&deadline_ns) + 500000000LL)
         return;
-    if (!sp_outfile_abandoned()) {
-        static const char msg[] = "stepprof: finalize_timeout_s reached: the traces being written are lost, "
-                                  "their temporary files removed\n";
-        sp_outfile_abandon();
-        ssize_t w = write(2, msg, sizeof msg - 1);
-        (void)w;
-    }
-    sigaction(sig, &original[sig], NULL);
-    sigset_t one;
-    sigemptyset(&one);
-    sigaddset(&one, sig);
-    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
-    raise(sig);
+    give_up();
+    end_by(sig);
 }
 
 static void *finisher_main(void *arg)
@@ -156,12 +165,7 @@ static void *finisher_main(void *arg)
     if (sig) {
         /* The signal hit a thread inside stepprof: it is ended here, with
          * the original disposition, so the status is still the signal's. */
-        sigaction(sig, &original[sig], NULL);
-        sigset_t one;
-        sigemptyset(&one);
-        sigaddset(&one, sig);
-        pthread_sigmask(SIG_UNBLOCK, &one, NULL);
-        raise(sig);
+        end_by(sig);
         sp_exit_release_others(); /* the program made it harmless meanwhile */
     }
     return NULL;
