@@ -5,8 +5,7 @@
  * call exit again): "no thread runs user code it would not have run bare".
  *
  * sp_exit_hold_others sends a real-time signal to each other thread of the
- * process that does not block it (stepprof's own threads block everything,
- * so the exporter runs on). Its handler parks the thread in a futex wait
+ * program (not stepprof's own: the exporter runs on). Its handler parks the thread in a futex wait
  * with every signal blocked, unless the thread is inside one of stepprof's
  * interposers (it may hold a lock the exporter needs): then it returns and
  * the signal is sent again a millisecond later, by when it has left. Threads
@@ -76,28 +75,25 @@ static int pick_signal(void)
     return 0;
 }
 
-/* Whether thread tid blocks sig (its SigBlk line in /proc). Unreadable: a
- * thread that is ending; treated as blocking (not waited for). */
-static int blocks(pid_t tid, int sig)
+/* stepprof's own threads (named "stepprof-*" by sp_thread_spawn, every
+ * signal blocked for good) are not held: the exporter must run on. A program
+ * thread that blocks the signal now may unblock it soon (it may be inside
+ * pthread_create, which blocks everything for a moment): it is waited for
+ * like the others, up to HOLD_WAIT_MS. */
+static int ours(pid_t tid)
 {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+    char path[64], name[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
     FILE *f = fopen(path, "re");
     if (!f)
-        return 1;
-    int res = 1;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "SigBlk:", 7)) {
-            unsigned long long m = strtoull(line + 7, NULL, 16);
-            res = (int)((m >> (sig - 1)) & 1);
-            break;
-        }
+        return 1; /* ended meanwhile */
+    int r = fgets(name, sizeof name, f) != NULL && strncmp(name, "stepprof-", 9) == 0;
     fclose(f);
-    return res;
+    return r;
 }
 
-/* The other threads that can take the signal, at most max. */
-static int targets(pid_t *out, int max, int sig, pid_t skip)
+/* The program's other threads, at most max. */
+static int targets(pid_t *out, int max, pid_t skip)
 {
     DIR *d = opendir("/proc/self/task");
     if (!d)
@@ -107,7 +103,7 @@ static int targets(pid_t *out, int max, int sig, pid_t skip)
     struct dirent *e;
     while ((e = readdir(d)) && n < max) {
         pid_t tid = (pid_t)atoi(e->d_name);
-        if (tid > 0 && tid != self && tid != skip && !blocks(tid, sig))
+        if (tid > 0 && tid != self && tid != skip && !ours(tid))
             out[n++] = tid;
     }
     closedir(d);
@@ -131,9 +127,11 @@ void sp_exit_hold_others(pid_t skip)
     if (!sig)
         return;
     static pid_t tids[MAX_HELD];
-    int n = targets(tids, MAX_HELD, sig, skip);
-    if (n == 0)
+    int n = targets(tids, MAX_HELD, skip);
+    if (n == 0) {
+        sp_log(SP_LOG_DEBUG, "exit: no other thread to hold");
         return;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_hold;
@@ -160,8 +158,7 @@ void sp_exit_hold_others(pid_t skip)
         struct timespec ms1 = {0, 1000000};
         nanosleep(&ms1, NULL);
     }
-    if (left > 0)
-        sp_log(SP_LOG_DEBUG, "exit: %d other threads could not be held while the last files are written", left);
+    sp_log(SP_LOG_DEBUG, "exit: %d of %d other threads held while the last files are written", n - left, n);
 }
 
 void sp_exit_release_others(void)
