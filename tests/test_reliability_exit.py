@@ -163,7 +163,7 @@ def test_signals_at_several_moments_with_cupti_write_the_cycle_in_progress():
     marked truncated; no temporary, no loss line; death by the signal."""
     found = []
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
-        for delay in (0.05, 0.2, 0.45):
+        for delay in (0.03, 0.08, 0.15, 0.25, 0.4):
             p = rel.start([prog("rel_exitrace"), "cycles", str(CYCLE_LAUNCHES), "5"], env=CYCLE_ENV, cupti=True,
                           preexec=lambda: __import__("resource").setrlimit(__import__("resource").RLIMIT_CORE,
                                                                             (0, 0)))
@@ -197,11 +197,11 @@ def test_signals_at_several_moments_with_cupti_write_the_cycle_in_progress():
             finally:
                 _cleanup(r)
     truncated = sum(1 for _, t in found if t)
-    rel.record("SIGTERM, SIGINT, SIGHUP, SIGQUIT 50, 200, 450 ms after the first of back-to-back cycles (CUPTI stand-in; "
+    rel.record("SIGTERM, SIGINT, SIGHUP, SIGQUIT 30, 80, 150, 250, 400 ms after the first of back-to-back cycles (CUPTI stand-in; "
                "the signal lands in launches, window closes or sleeps)",
                "every cycle started is on disk: the completed ones whole, the one in progress truncated; "
                "no temporary, no loss; death by the signal within finalize_timeout_s",
-               ("12 runs, cycle in progress written", f"{len(found)} runs, {truncated} with a truncated last cycle, "
+               ("20 runs, cycle in progress written", f"{len(found)} runs, {truncated} with a truncated last cycle, "
                 f"{len(found) - truncated} ended between cycles"),
                ("all cycles", f"{sum(n for n, _ in found)} traces"), ("the signal", "the signal"))
 
