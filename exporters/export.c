@@ -1,12 +1,16 @@
 /* exporters/export.c — one export job from records to files: collect the
  * window's records from the buffer, convert ticks to nanoseconds, sort by
  * start (ties: the longer, enclosing event first, so nesting reads top-down),
- * and hand them to each file writer under one stem. */
+ * and hand them to each file writer under one stem. Also the bound on how
+ * many traces a run writes: cycles that end faster than SP_EXPORT_MAX_PER_S
+ * per second on average (past a burst of SP_EXPORT_BURST, e.g. `repeat: 0`
+ * with very short steps) are dropped, said in one line. */
 #include "export.h"
 
 #include "../collectors/clock.h"
 #include "../collectors/cupti.h"
 #include "../collectors/events.h"
+#include "../collectors/log.h"
 #include "../collectors/memory.h"
 #include "memory_html.h"
 #include "memory_report.h"
@@ -14,7 +18,9 @@
 #include "report_write.h"
 #include "trace.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 static int cmp_start(const void *a, const void *b)
 {
@@ -27,20 +33,69 @@ static int cmp_start(const void *a, const void *b)
 }
 
 static uint64_t event_limit; /* set once at activation, before any job */
+static _Atomic uint64_t running_events; /* events of the job being written (exit's loss line) */
+
+uint64_t sp_export_running_events(void)
+{
+    return atomic_load(&running_events);
+}
 
 void sp_export_set_limit(uint64_t max_events)
 {
     event_limit = max_events;
 }
 
+/* Token bucket on the exporter's thread (jobs run one at a time; the
+ * fallback on a program thread only when that thread could not start). */
+static double tokens = SP_EXPORT_BURST;
+static double tokens_at;
+static unsigned long rate_dropped;
+
+static int over_rate(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double now = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    if (tokens_at > 0) {
+        tokens += (now - tokens_at) * SP_EXPORT_MAX_PER_S;
+        if (tokens > SP_EXPORT_BURST)
+            tokens = SP_EXPORT_BURST;
+    }
+    tokens_at = now;
+    if (tokens >= 1) {
+        tokens -= 1;
+        return 0;
+    }
+    if (rate_dropped++ == 0)
+        sp_log(SP_LOG_WARN, "cycles end faster than %d per second (after %d): only that many traces are written, "
+               "the other cycles are dropped (a longer active phase or a wait between cycles keeps them)",
+               SP_EXPORT_MAX_PER_S, SP_EXPORT_BURST);
+    return 1;
+}
+
+/* A dropped cycle's records are still taken, so their memory is reused. */
+static void discard(const sp_export_job_t *job)
+{
+    sp_event_ref_t *ev = NULL;
+    sp_ev_collect(job->window, &ev);
+    free(ev);
+    free(job->gpu);
+    sp_mem_cycle_free(sp_mem_cycle_take(job->window));
+}
+
 int sp_export_run(const sp_export_job_t *job_in)
 {
+    if (over_rate()) {
+        discard(job_in);
+        return -1;
+    }
     /* A local copy: the size cap changes the dropped count and the
      * truncation mark every writer below reports. */
     sp_export_job_t capped = *job_in;
     const sp_export_job_t *job = &capped;
     sp_event_ref_t *ev = NULL;
     size_t n = sp_ev_collect(job->window, &ev);
+    atomic_store(&running_events, (uint64_t)n + job->ngpu);
     sp_clock_recalibrate();
     for (size_t i = 0; i < n; i++) {
         ev[i].ev.t0 = sp_clock_to_ns(ev[i].ev.t0);
@@ -80,5 +135,6 @@ int sp_export_run(const sp_export_job_t *job_in)
     sp_mem_cycle_free(mem);
     sp_gpuv_free(&gpu);
     free(ev);
+    atomic_store(&running_events, 0);
     return rc;
 }

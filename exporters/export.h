@@ -42,6 +42,10 @@ enum { SP_TRUNC_END = 1, SP_TRUNC_LIMIT = 2 };   /* process ended mid-cycle; a s
  * into an event budget (measured ~200-330 for runtime calls with args). */
 #define SP_EXPORT_EVENT_BYTES 512u
 
+/* Traces written per second on average, past a burst (export.c). */
+#define SP_EXPORT_MAX_PER_S 10
+#define SP_EXPORT_BURST 100
+
 /* Events kept per trace (0 = all): past it the latest-starting events are
  * left out, counted as dropped, and the job marked SP_TRUNC_LIMIT. */
 void sp_export_set_limit(uint64_t max_events);
@@ -53,6 +57,11 @@ void sp_export_submit(const sp_export_job_t *job);
 /* Wait until every queued job is written, at most timeout_s seconds;
  * returns 0 when drained. */
 int sp_export_drain(double timeout_s);
+
+/* Jobs queued or being written, and the events (host records and GPU
+ * records) of the one being written, 0 while it is still collecting. */
+unsigned sp_export_pending(uint64_t *running_events);
+uint64_t sp_export_running_events(void);
 
 /* Write one job's files now, on the calling thread; 0 on success. */
 int sp_export_run(const sp_export_job_t *job);

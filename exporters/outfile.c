@@ -2,7 +2,14 @@
  * writes several files (trace, table, summary, stacks) and a run may have
  * hundreds of cycles, so the same problem (same directory, same errno) is
  * said in one line, repeats are only counted, and the first success
- * afterwards says how many files were lost meanwhile. */
+ * afterwards says how many files were lost meanwhile. Once the disk is full
+ * (ENOSPC, EDQUOT) no more files are written in the run.
+ *
+ * Every temporary file open is also listed in a small lock-free table, so
+ * that an end of the process that cannot wait for a write to finish (a bound
+ * reached at exit, a signal's finalize_timeout_s) removes it with
+ * sp_outfile_abandon, which is async-signal-safe: no `.tmp` file outlives the
+ * process, whatever way it ends but SIGKILL. */
 #define _GNU_SOURCE
 #include "outfile.h"
 
@@ -13,18 +20,77 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Temporaries being written: state 0 free, 1 being filled, 2 listed. */
+#define NLIVE 16
+static struct {
+    _Atomic int state;
+    char path[sizeof ((sp_outfile_t *)0)->tmp];
+} live[NLIVE];
+static _Atomic int abandoned;
+
+static int live_add(const char *tmp)
+{
+    for (int i = 0; i < NLIVE; i++) {
+        int free_ = 0;
+        if (atomic_compare_exchange_strong(&live[i].state, &free_, 1)) {
+            snprintf(live[i].path, sizeof live[i].path, "%s", tmp);
+            atomic_store(&live[i].state, 2);
+            return i;
+        }
+    }
+    return -1; /* more than NLIVE files at once: written unlisted */
+}
+
+static void live_drop(int slot)
+{
+    if (slot >= 0)
+        atomic_store(&live[slot].state, 0);
+}
+
+void sp_outfile_abandon(void)
+{
+    atomic_store(&abandoned, 1);
+    for (int i = 0; i < NLIVE; i++)
+        if (atomic_load(&live[i].state) == 2)
+            unlink(live[i].path);
+}
+
+int sp_outfile_abandoned(void)
+{
+    return atomic_load(&abandoned);
+}
+
 static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
-static char fail_dir[4096];        /* directory of the last reported failure */
-static int fail_errno;
-static unsigned long fail_dropped; /* files dropped since that report */
+/* Problems said so far in this run, by (directory, errno): each is one line
+ * for the whole run, however often it recurs. */
+#define NPROB 16
+static struct {
+    char dir[4096];
+    int err;
+    int open;              /* failing now */
+    int recovered_said;
+    unsigned long dropped; /* files dropped while open */
+} probs[NPROB];
+static int nprob;
+/* The disk refused (full, quota, file size limit): no more files this run. */
+static int refused;
+static unsigned long refused_dropped;
+
+/* EFBIG (RLIMIT_FSIZE) is per file: a smaller trace still fits, so it is
+ * an ordinary problem, said once. */
+static int disk_refusal(int err)
+{
+    return err == ENOSPC || err == EDQUOT;
+}
 
 /* One line for a new problem, a debug line for a repeat. The message names
- * the file and says the cycle's files are dropped and later cycles retry. */
+ * the file and says what happens to this cycle's files and the next ones. */
 static void failed(const char *dir, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void failed(const char *dir, int err, const char *fmt, ...)
 {
@@ -34,30 +100,89 @@ static void failed(const char *dir, int err, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     pthread_mutex_lock(&fail_lock);
-    int repeat = fail_errno == err && strcmp(fail_dir, dir) == 0;
-    if (!repeat) {
-        snprintf(fail_dir, sizeof fail_dir, "%s", dir);
-        fail_errno = err;
-        fail_dropped = 0;
+    int said = 0, stop = disk_refusal(err) && !refused;
+    if (disk_refusal(err)) {
+        said = refused != 0;
+        refused = err;
+        refused_dropped++;
+    } else {
+        int i = 0;
+        while (i < nprob && !(probs[i].err == err && strcmp(probs[i].dir, dir) == 0))
+            i++;
+        said = i < nprob;
+        if (!said && nprob < NPROB) {
+            snprintf(probs[i].dir, sizeof probs[i].dir, "%s", dir);
+            probs[i].err = err;
+            nprob++;
+        }
+        if (i < NPROB) {
+            probs[i].open = 1;
+            probs[i].dropped++;
+        }
     }
-    fail_dropped++;
     pthread_mutex_unlock(&fail_lock);
-    sp_log(repeat ? SP_LOG_DEBUG : SP_LOG_ERROR, "%s: %s; this cycle's files are dropped (later cycles retry)", msg,
-           strerror(err));
+    if (stop)
+        sp_log(SP_LOG_ERROR, "%s: %s; stepprof writes no more files in this run (later cycles are dropped)", msg,
+               strerror(err));
+    else
+        sp_log(said ? SP_LOG_DEBUG : SP_LOG_ERROR, "%s: %s; this cycle's files are dropped (later cycles retry)",
+               msg, strerror(err));
 }
 
 static void succeeded(const char *dir)
 {
+    unsigned long lost = 0;
     pthread_mutex_lock(&fail_lock);
-    unsigned long lost = fail_errno && strcmp(fail_dir, dir) == 0 ? fail_dropped : 0;
-    if (lost) {
-        fail_errno = 0;
-        fail_dir[0] = 0;
-        fail_dropped = 0;
-    }
+    for (int i = 0; i < nprob; i++)
+        if (probs[i].open && strcmp(probs[i].dir, dir) == 0) {
+            probs[i].open = 0;
+            if (!probs[i].recovered_said) {
+                probs[i].recovered_said = 1;
+                lost += probs[i].dropped;
+            }
+            probs[i].dropped = 0;
+        }
     pthread_mutex_unlock(&fail_lock);
     if (lost)
         sp_log(SP_LOG_INFO, "writing to %s works again; %lu files were dropped before", dir, lost);
+}
+
+int sp_outfile_check_dir(const char *dir)
+{
+    /* The nearest existing ancestor must be a directory we can write in;
+     * nothing is created until there is a file to write. */
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+        failed(dir, ENAMETOOLONG, "output path too long in %s", dir);
+        return -1;
+    }
+    for (;;) {
+        struct stat st;
+        if (stat(path, &st) == 0) {
+            int err = !S_ISDIR(st.st_mode) ? ENOTDIR : access(path, W_OK | X_OK) != 0 ? errno : 0;
+            if (err == 0)
+                return 0;
+            failed(dir, err, "cannot create output directory %s (checked at start: cycles are dropped until it "
+                   "works)", dir);
+            return -1;
+        }
+        if (errno == ENOTDIR) {
+            failed(dir, ENOTDIR, "cannot create output directory %s (checked at start: cycles are dropped until "
+                   "it works)", dir);
+            return -1;
+        }
+        char *slash = strrchr(path, '/');
+        if (!slash)
+            return 0; /* relative: the working directory is checked at write time */
+        if (slash == path) {
+            path[1] = 0;
+            if (strcmp(path, "/") == 0 && stat(path, &st) == 0)
+                return 0;
+        }
+        *slash = 0;
+        if (!path[0])
+            return 0;
+    }
 }
 
 /* The directory part of path (as given to sp_outfile_open). */
@@ -116,6 +241,15 @@ static int mkdir_p(const char *dir)
 int sp_outfile_open(sp_outfile_t *f, const char *dir, const char *stem, const char *suffix)
 {
     f->fd = -1;
+    f->slot = -1;
+    if (atomic_load(&abandoned))
+        return -1; /* the process is ending without this file: said once already */
+    pthread_mutex_lock(&fail_lock);
+    int stop = refused != 0;
+    refused_dropped += stop ? 1u : 0u;
+    pthread_mutex_unlock(&fail_lock);
+    if (stop)
+        return -1; /* the disk refused: said once */
     if (snprintf(f->final, sizeof f->final, "%s/%s%s", dir, stem, suffix) >= (int)sizeof f->final) {
         failed(dir, ENAMETOOLONG, "output path too long in %s", dir);
         return -1;
@@ -127,9 +261,18 @@ int sp_outfile_open(sp_outfile_t *f, const char *dir, const char *stem, const ch
     }
     /* O_EXCL|O_NOFOLLOW: a file or symlink planted at the temporary name in
      * a shared directory makes this fail instead of writing through it. */
+    f->slot = live_add(f->tmp);
     f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (f->fd < 0) {
-        failed(dir, errno, "cannot create %s", f->tmp);
+        int err = errno;
+        live_drop(f->slot);
+        failed(dir, err, "cannot create %s", f->tmp);
+        return -1;
+    }
+    /* Listed before it exists, checked after: an abandon either sees it
+     * listed (and removes it) or is seen here. */
+    if (atomic_load(&abandoned)) {
+        sp_outfile_abort(f);
         return -1;
     }
     return 0;
@@ -137,6 +280,10 @@ int sp_outfile_open(sp_outfile_t *f, const char *dir, const char *stem, const ch
 
 int sp_outfile_commit(sp_outfile_t *f)
 {
+    if (atomic_load(&abandoned)) {
+        sp_outfile_abort(f); /* its loss is already reported */
+        return -1;
+    }
     int rc = close(f->fd);
     f->fd = -1;
     /* rename replaces whatever is at the final name, a symlink included,
@@ -144,10 +291,14 @@ int sp_outfile_commit(sp_outfile_t *f)
     if (rc != 0 || rename(f->tmp, f->final) != 0) {
         int err = errno;
         unlink(f->tmp);
+        live_drop(f->slot);
+        f->slot = -1;
         char dir[4096];
         failed(dir_of(f->final, dir, sizeof dir), err, "cannot write %s", f->final);
         return -1;
     }
+    live_drop(f->slot);
+    f->slot = -1;
     char dir[4096];
     succeeded(dir_of(f->final, dir, sizeof dir));
     return 0;
@@ -159,4 +310,6 @@ void sp_outfile_abort(sp_outfile_t *f)
         close(f->fd);
     f->fd = -1;
     unlink(f->tmp);
+    live_drop(f->slot);
+    f->slot = -1;
 }

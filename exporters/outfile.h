@@ -1,7 +1,9 @@
 /* exporters/outfile.h — output files that readers never see half-written:
  * created as "<final>.tmp.<pid>" with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0644
  * (umask applies), and renamed into place only when complete. A failure is
- * one stepprof: line per distinct problem, not per file. Also owns the
+ * one stepprof: line per distinct problem for the whole run, not per file
+ * or cycle; once the disk refuses (full, quota, RLIMIT_FSIZE) no further
+ * file is written. Also owns the
  * file stem "<worker>.<unix_ns>" with the worker name made safe for a path. */
 #ifndef SP_OUTFILE_H
 #define SP_OUTFILE_H
@@ -13,11 +15,17 @@ typedef struct sp_outfile {
     char final[4096];
     char tmp[4200];
     int fd;
+    int slot;        /* entry in the table of live temporaries, -1: none */
 } sp_outfile_t;
 
 /* "<worker>.<unix_ns>", worker reduced to [A-Za-z0-9._-] (others -> '_', no
  * leading '.', at most 128 bytes) so it cannot leave the output directory. */
 void sp_outfile_stem(char *out, size_t len, const char *worker, uint64_t unix_ns);
+
+/* At activation: whether files can be created in dir (its nearest existing
+ * ancestor is a writable directory); says so in the same line a failing
+ * write would, so a later failure is not said again. 0 when it can. */
+int sp_outfile_check_dir(const char *dir);
 
 /* Creates dir (and parents) if needed and opens the temporary file for
  * dir/stem+suffix. 0 on success; on failure prints one stepprof: line. */
@@ -28,5 +36,11 @@ int sp_outfile_commit(sp_outfile_t *f);  /* close + rename; 0 on success */
  * own message so that a full disk is one line, not one per file. */
 void sp_outfile_fail(sp_outfile_t *f, int err);
 void sp_outfile_abort(sp_outfile_t *f);  /* close + unlink the temporary */
+
+/* The process ends without waiting for the files being written: removes
+ * every temporary open now, and makes later opens and commits fail quietly
+ * (their loss is the caller's one line). Async-signal-safe. */
+void sp_outfile_abandon(void);
+int sp_outfile_abandoned(void);
 
 #endif

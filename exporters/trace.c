@@ -279,8 +279,7 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
     int err = sp_jw_finish(w) != 0 ? w->err : 0;
     free(w);
     if (err) {
-        sp_log(SP_LOG_ERROR, "cannot write %s: %s; this cycle's trace is dropped", f.final, strerror(err));
-        sp_outfile_abort(&f);
+        sp_outfile_fail(&f, err); /* one line per problem for the run (outfile.c) */
         return -1;
     }
     return sp_outfile_commit(&f);

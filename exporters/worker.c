@@ -126,6 +126,19 @@ int sp_export_drain(double timeout_s)
     return drained ? 0 : -1;
 }
 
+unsigned sp_export_pending(uint64_t *events)
+{
+    unsigned k = 0;
+    pthread_mutex_lock(&lock);
+    for (node_t *n = head; n; n = n->next)
+        k++;
+    k += busy ? 1u : 0u;
+    pthread_mutex_unlock(&lock);
+    if (events)
+        *events = sp_export_running_events();
+    return k;
+}
+
 void sp_export_after_fork_child(void)
 {
     pthread_mutex_init(&lock, NULL);

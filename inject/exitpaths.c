@@ -21,27 +21,43 @@
  * complete, then returns with SIG_DFL restored so the faulting instruction
  * runs again and the core shows the real fault. In a fork child, and in a
  * vfork child sharing our memory, the pid differs from the owner's and the
- * handlers and _exit act as if stepprof were not there. */
+ * handlers and _exit act as if stepprof were not there.
+ *
+ * It also owns the wait of a normal exit (return from main, exit() on any
+ * thread: the schedule's atexit handler calls sp_exit_wait_exports): the
+ * other program threads are held (exithold.c), the exporter is waited for
+ * up to exit_timeout_s with a progress line every few seconds, and a
+ * terminating signal that comes meanwhile does not end the process by that
+ * signal: it only shortens the wait to finalize_timeout_s, and the exit
+ * status stays the one the program chose. Whenever a bound is reached the
+ * temporary files are removed and one line says what was lost. */
 #define _GNU_SOURCE
 #include "exitpaths.h"
 
+#include "../collectors/events.h"
 #include "../collectors/log.h"
+#include "../exporters/export.h"
+#include "../exporters/outfile.h"
 #include "../schedule/schedule.h"
+#include "exithold.h"
 #include "hook.h"
 
 #include "../collectors/threads.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 static const int term_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT};
@@ -57,6 +73,11 @@ static _Atomic int64_t deadline_ns;      /* CLOCK_MONOTONIC; 0: no request yet *
 static _Atomic int request;              /* SP_FINISH_* asked for */
 static _Atomic int done;
 static double timeout_s = 10.0;
+static _Atomic pid_t asker;              /* thread waiting in finish_and_wait, 0: none */
+static _Atomic int deferred;             /* signal the finisher re-raises itself, 0: none */
+static _Atomic int exit_waiting;         /* sp_exit_wait_exports is waiting */
+static _Atomic int64_t hurry_ns;         /* a signal came meanwhile: wait until then */
+#define PROGRESS_NS 5000000000LL         /* a line every 5 s of a long exit wait */
 
 typedef void (*exit_fn)(int);
 static exit_fn real_exit;
@@ -66,6 +87,31 @@ static int64_t mono_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The finisher overran the deadline: its temporaries go, one line says so
+ * (async-signal-safe: a fixed message, unlink, write). */
+static void give_up(void)
+{
+    if (sp_outfile_abandoned())
+        return;
+    static const char msg[] = "stepprof: finalize_timeout_s reached: the traces being written are lost, "
+                              "their temporary files removed\n";
+    sp_outfile_abandon();
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+}
+
+/* Ends the process by sig with its original disposition, from the calling
+ * thread (which unblocks it). Async-signal-safe. */
+static void end_by(int sig)
+{
+    sigaction(sig, &original[sig], NULL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig);
 }
 
 /* Async-signal-safe: atomics, sem_post, getpid, clock_gettime, nanosleep.
@@ -78,12 +124,28 @@ static void finish_and_wait(int how)
     int64_t none = 0, dl = mono_ns() + (int64_t)(timeout_s * 1e9);
     if (atomic_compare_exchange_strong(&deadline_ns, &none, dl)) {
         atomic_store(&request, how);
+        atomic_store(&asker, (pid_t)syscall(SYS_gettid));
         sem_post(&wake);
     }
-    while (!atomic_load(&done) && mono_ns() < atomic_load(&deadline_ns)) {
+    /* The finisher's own wait ends at the deadline and then says what was
+     * lost: a moment's grace to let it. */
+    while (!atomic_load(&done) && mono_ns() < atomic_load(&deadline_ns) + 500000000LL) {
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL);
     }
+    if (!atomic_load(&done))
+        give_up();
+}
+
+/* The emergency end of a deferred signal whose finish did not end by the
+ * deadline (called by a held thread, exithold.c): async-signal-safe. */
+void sp_exit_check_deadline(void)
+{
+    int sig = atomic_load(&deferred);
+    if (!sig || atomic_load(&done) || mono_ns() < atomic_load(&deadline_ns) + 500000000LL)
+        return;
+    give_up();
+    end_by(sig);
 }
 
 static void *finisher_main(void *arg)
@@ -91,9 +153,21 @@ static void *finisher_main(void *arg)
     (void)arg;
     while (sem_wait(&wake) != 0 && errno == EINTR)
         ;
+    int how = atomic_load(&request);
+    /* Bare, the process would be gone: its other threads stay where they are
+     * (the one waiting in a handler or in _exit is already still). */
+    if (how != SP_FINISH_DRAIN)
+        sp_exit_hold_others(atomic_load(&asker));
     double left = (double)(atomic_load(&deadline_ns) - mono_ns()) * 1e-9;
-    sp_sched_finish_bounded(atomic_load(&request), left > 0 ? left : 0);
+    sp_sched_finish_bounded(how, left > 0 ? left : 0);
     atomic_store(&done, 1);
+    int sig = atomic_load(&deferred);
+    if (sig) {
+        /* The signal hit a thread inside stepprof: it is ended here, with
+         * the original disposition, so the status is still the signal's. */
+        end_by(sig);
+        sp_exit_release_others(); /* the program made it harmless meanwhile */
+    }
     return NULL;
 }
 
@@ -110,6 +184,32 @@ static void on_end_signal(int sig, siginfo_t *si, void *uctx)
     (void)uctx;
     int saved = errno;
     int fault = is_fault(sig) && si && si->si_code > 0;
+    if (!fault && atomic_load(&exit_waiting) && atomic_load(&owner) == getpid()) {
+        /* The program is already exiting with a status of its own: the
+         * signal only shortens the wait (async-signal-safe: atomics). */
+        int64_t none = 0;
+        atomic_compare_exchange_strong(&hurry_ns, &none, mono_ns() + (int64_t)(timeout_s * 1e9));
+        errno = saved;
+        return;
+    }
+    sp_thread_t *self = sp_ev_self;
+    if (!fault && sig != SIGABRT && self && self->in_hook && atomic_load(&owner) == getpid()) {
+        /* Inside stepprof (or a CUDA call under it) this thread may hold a
+         * lock the finisher needs: it goes on, with the terminating signals
+         * blocked, until it is out and held (exithold.c); the finisher then
+         * ends the process by this signal. */
+        ucontext_t *uc = uctx;
+        for (size_t i = 0; i < NTERM; i++)
+            sigaddset(&uc->uc_sigmask, term_sigs[i]);
+        int64_t none = 0, dl = mono_ns() + (int64_t)(timeout_s * 1e9);
+        if (atomic_compare_exchange_strong(&deadline_ns, &none, dl)) {
+            atomic_store(&deferred, sig);
+            atomic_store(&request, SP_FINISH_SIGNAL);
+            sem_post(&wake);
+        }
+        errno = saved;
+        return;
+    }
     finish_and_wait(fault ? SP_FINISH_DRAIN : SP_FINISH_SIGNAL);
     sigaction(sig, &original[sig], NULL);
     /* Blocked while we run (no SA_NODEFER): delivered, now with the
@@ -179,6 +279,12 @@ void sp_exit_after_fork_child(void)
 void sp_exit_preinit(void)
 {
     real_exit = (exit_fn)dlsym(RTLD_NEXT, "_exit");
+    sp_exec_preinit();
+}
+
+int sp_exit_is_owner(void)
+{
+    return atomic_load(&owner) == getpid();
 }
 
 /* _exit skips atexit, but a process that used CUDA and ends this way (a
@@ -186,7 +292,8 @@ void sp_exit_preinit(void)
  * also what signal handlers call, hence the same signal-safe path. */
 static _Noreturn void end_now(int status)
 {
-    finish_and_wait(SP_FINISH_EXIT);
+    if (!sp_outfile_abandoned()) /* an exit that gave up waiting does not wait again */
+        finish_and_wait(SP_FINISH_EXIT);
     if (real_exit)
         real_exit(status);
     for (;;)
@@ -201,4 +308,63 @@ SP_EXPORT void _exit(int status)
 SP_EXPORT void _Exit(int status)
 {
     end_now(status);
+}
+
+void sp_exit_report_lost(const char *key, double limit_s)
+{
+    uint64_t events = 0;
+    unsigned jobs = sp_export_pending(&events);
+    /* The job may still be collecting its records: its count comes within
+     * moments, and the line is worth it. */
+    for (int i = 0; i < 100 && jobs && !events; i++) {
+        struct timespec ms10 = {0, 10000000};
+        nanosleep(&ms10, NULL);
+        jobs = sp_export_pending(&events);
+    }
+    sp_outfile_abandon();
+    if (!jobs)
+        return;
+    char more[96] = "";
+    if (jobs > 1)
+        snprintf(more, sizeof more, " and %u queued trace%s", jobs - 1, jobs > 2 ? "s" : "");
+    sp_log(SP_LOG_ERROR,
+           "%s (%.0f s) reached at the end of the process: the trace being written (%" PRIu64 " events)%s%s "
+           "lost, temporary files removed; a larger %s would have kept them",
+           key, limit_s, events, more, jobs > 1 ? " are" : " is", key);
+}
+
+int sp_exit_wait_exports(double limit_s)
+{
+    int64_t t0 = mono_ns(), note = t0 + PROGRESS_NS;
+    atomic_store(&hurry_ns, 0);
+    atomic_store(&exit_waiting, 1);
+    sp_exit_hold_others(0);
+    int rc = 0;
+    for (;;) {
+        double left = limit_s - (double)(mono_ns() - t0) * 1e-9;
+        if (sp_export_drain(left < 0.1 ? (left > 0 ? left : 0) : 0.1) == 0)
+            break;
+        int64_t now = mono_ns(), hurry = atomic_load(&hurry_ns);
+        if (hurry && now >= hurry) {
+            sp_exit_report_lost("finalize_timeout_s", timeout_s);
+            rc = -1;
+            break;
+        }
+        if ((double)(now - t0) >= limit_s * 1e9) {
+            sp_exit_report_lost("exit_timeout_s", limit_s);
+            rc = -1;
+            break;
+        }
+        if (now >= note) {
+            uint64_t events = 0;
+            unsigned jobs = sp_export_pending(&events);
+            sp_log(SP_LOG_WARN, "still writing traces at exit: %.0f s so far, %u left, %" PRIu64
+                   " events in the current one (exit_timeout_s: %.0f)", (double)(now - t0) * 1e-9, jobs, events,
+                   limit_s);
+            note += PROGRESS_NS;
+        }
+    }
+    atomic_store(&exit_waiting, 0);
+    sp_exit_release_others();
+    return rc;
 }

@@ -4,8 +4,13 @@
 #ifndef SP_EXITPATHS_H
 #define SP_EXITPATHS_H
 
-/* Constructor: resolves the real _exit while that is still safe. */
+/* Constructor: resolves the real _exit and exec functions while that is
+ * still safe. */
 void sp_exit_preinit(void);
+void sp_exec_preinit(void);   /* exec_hooks.c */
+
+/* This process is the one stepprof activated in (not a fork or vfork child). */
+int sp_exit_is_owner(void);
 
 /* Activation (once per process): starts the finisher thread and installs the
  * end-of-process handlers on the signals whose disposition is SIG_DFL now.
@@ -16,5 +21,20 @@ void sp_exit_install(double timeout_s);
  * inherited handlers act exactly as the default action until the child
  * activates itself. */
 void sp_exit_after_fork_child(void);
+
+/* The exit's wait (schedule's atexit handler, after closing the window):
+ * holds the other program threads, waits for every queued trace at most
+ * limit_s (exit_timeout_s) with a progress line every 5 s, finalize_timeout_s
+ * once a terminating signal comes meanwhile (the exit status stays the
+ * program's). 0 when everything was written; else the loss is reported. */
+int sp_exit_wait_exports(double limit_s);
+
+/* A bound (named by its key) was reached with traces still being written:
+ * removes their temporary files and says in one line what was lost. */
+void sp_exit_report_lost(const char *key, double limit_s);
+
+/* Called by held threads while they wait: ends the process by a deferred
+ * signal whose finish overran finalize_timeout_s. Async-signal-safe. */
+void sp_exit_check_deadline(void);
 
 #endif

@@ -73,7 +73,8 @@ typedef struct sp_config {
     long buffer_mb;
     char processes[512];         /* comma-separated fnmatch globs on the program name */
     char ranks[512];             /* rank list "0,8-15"; "" = every rank */
-    long finalize_timeout_s;     /* bound on the exit / fatal-signal flush */
+    long finalize_timeout_s;     /* bound on the fatal-signal / _exit flush */
+    long exit_timeout_s;         /* bound on the normal exit's flush */
     long max_events_per_cycle;   /* 0 = unlimited */
     long max_trace_mb;           /* 0 = unlimited */
     int log_level;               /* SP_LOG_INFO; quiet = SP_LOG_WARN (errors and warnings); debug = SP_LOG_DEBUG */

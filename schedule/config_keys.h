@@ -61,7 +61,9 @@
       "comma-separated globs on the program name (basename of the executable or of argv[0]); "     \
       "other processes stay inert; empty means every process")                                     \
     X(FINALIZE_TIMEOUT_S, "finalize_timeout_s", LONG, finalize_timeout_s, "10", 0, 3600, NULL,     \
-      "seconds the exit or a fatal signal waits for the last files to be written")                 \
+      "seconds a terminating signal or _exit waits for the last files to be written")              \
+    X(EXIT_TIMEOUT_S, "exit_timeout_s", LONG, exit_timeout_s, "600", 0, 86400, NULL,              \
+      "seconds a normal exit (return from main, exit()) waits for the last files to be written")   \
     X(MAX_EVENTS_PER_CYCLE, "max_events_per_cycle", LONG, max_events_per_cycle, "0", 0, SP_CFG_BIG, \
       NULL, "events kept per cycle; past it recording stops and the trace is marked truncated; "   \
       "0 = unlimited")                                                                             \

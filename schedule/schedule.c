@@ -19,6 +19,8 @@
 #include "../collectors/stacks.h"
 #include "../exporters/export.h"
 #include "../exporters/memory_report.h"
+#include "../exporters/outfile.h"
+#include "../inject/exitpaths.h"
 #include "../inject/markers.h"
 #include "plan.h"
 
@@ -54,6 +56,28 @@ static long arm_step = -1;     /* step where the armed cycle began, -1 when disa
 static int whole_run;          /* step marker but no schedule: torch records every step, written at exit */
 
 volatile sig_atomic_t sp_sched_signal_flag;
+
+/* The lock as a program thread takes it: with the terminating signals
+ * blocked, so that their handler (exitpaths.c) never runs on the thread that
+ * holds it while the finisher waits for it (a window close with CUPTI lasts
+ * long enough to be hit). Two syscalls per boundary. */
+static void lock_blocked(sigset_t *old)
+{
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigaddset(&term, SIGINT);
+    sigaddset(&term, SIGHUP);
+    sigaddset(&term, SIGQUIT);
+    pthread_sigmask(SIG_BLOCK, &term, old);
+    pthread_mutex_lock(&lock);
+}
+
+static void unlock_blocked(const sigset_t *old)
+{
+    pthread_mutex_unlock(&lock);
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+}
 
 static uint32_t idle_gate(void)
 {
@@ -201,9 +225,10 @@ static void enter_action(sp_action_t next, uint64_t now)
 
 void sp_sched_boundary(void)
 {
-    pthread_mutex_lock(&lock);
+    sigset_t old;
+    lock_blocked(&old);
     if (!active || finished) {
-        pthread_mutex_unlock(&lock);
+        unlock_blocked(&old);
         return;
     }
     uint64_t now = sp_clock_ticks();
@@ -219,12 +244,13 @@ void sp_sched_boundary(void)
     if (!cur_window && (action == SP_ACT_RECORD || action == SP_ACT_RECORD_AND_SAVE))
         action = SP_ACT_NONE;
     enter_action(action_for(step), now);
-    pthread_mutex_unlock(&lock);
+    unlock_blocked(&old);
 }
 
 void sp_sched_profiler_api(int start)
 {
-    pthread_mutex_lock(&lock);
+    sigset_t old;
+    lock_blocked(&old);
     if (active && !finished) {
         uint64_t now = sp_clock_ticks();
         if (start && !cur_window && (cfg.repeat == 0 || cycle < cfg.repeat)) {
@@ -237,14 +263,15 @@ void sp_sched_profiler_api(int start)
             sp_cupti_enable(0);
         }
     }
-    pthread_mutex_unlock(&lock);
+    unlock_blocked(&old);
 }
 
 void sp_sched_poll_signal(void)
 {
     if (!signal_only)
         return; /* with a step marker the flag waits for the next boundary */
-    pthread_mutex_lock(&lock);
+    sigset_t old;
+    lock_blocked(&old);
     if (active && !finished && signal_only && sp_sched_signal_flag) {
         sp_sched_signal_flag = 0;
         uint64_t now = sp_clock_ticks();
@@ -259,7 +286,7 @@ void sp_sched_poll_signal(void)
             sp_cupti_enable(0);
         }
     }
-    pthread_mutex_unlock(&lock);
+    unlock_blocked(&old);
 }
 
 /* The program name as a user would write it: the executable's basename and
@@ -358,6 +385,7 @@ void sp_sched_activate(void)
     char plan[512];
     if (sp_plan_format(&cfg, plan, sizeof plan) > 0)
         sp_log(SP_LOG_INFO, "%s", plan);
+    sp_outfile_check_dir(cfg.output_dir); /* an unwritable directory said now, not after the run */
     active = 1;
     switch (cfg.marker.kind) {
     case SP_MARK_KERNEL:
@@ -396,8 +424,10 @@ void sp_sched_activate(void)
  * cut short unless it is the whole-run window, whose natural end is the
  * process's end. With try_lock the schedule lock is only tried until the
  * deadline: on the signal path the interrupted thread may be the one holding
- * it, and it cannot run again before we give up. */
-static int finish(int truncated, double timeout_s, int try_lock, int close_window, int shutdown_cupti)
+ * it, and it cannot run again before we give up. at_exit (return from main,
+ * exit()): the wait is the exit's own (exitpaths.c, exit_timeout_s), and
+ * CUPTI is shut down after it. */
+static int finish(int truncated, double timeout_s, int try_lock, int close_window, int at_exit)
 {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -445,10 +475,13 @@ static int finish(int truncated, double timeout_s, int try_lock, int close_windo
     struct timespec t1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double left = timeout_s - ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
-    int rc = sp_export_drain(left > 0 ? left : 0);
-    if (rc != 0)
-        sp_log(SP_LOG_ERROR, "traces still being written after finalize_timeout_s (%.0f s) are lost", timeout_s);
-    if (shutdown_cupti)
+    int rc;
+    if (at_exit) {
+        rc = sp_exit_wait_exports(active ? (double)cfg.exit_timeout_s : timeout_s);
+    } else if ((rc = sp_export_drain(left > 0 ? left : 0)) != 0) {
+        sp_exit_report_lost("finalize_timeout_s", timeout_s);
+    }
+    if (at_exit)
         sp_cupti_shutdown();
     return locked && rc == 0 ? 0 : -1;
 }
@@ -463,6 +496,14 @@ void sp_sched_finish(int truncated)
 int sp_sched_finish_bounded(int how, double timeout_s)
 {
     return finish(how == SP_FINISH_SIGNAL, timeout_s, 1, how != SP_FINISH_DRAIN, 0);
+}
+
+/* A successful exec would replace the image without atexit: its recording
+ * is written now, as at exit. */
+void sp_sched_before_exec(void)
+{
+    if (active)
+        finish(0, (double)cfg.finalize_timeout_s, 0, 1, 1);
 }
 
 void sp_sched_exit_handler(void)

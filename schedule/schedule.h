@@ -26,6 +26,7 @@ enum { SP_FINISH_EXIT = 'E', SP_FINISH_SIGNAL = 'S', SP_FINISH_DRAIN = 'D' };
 int sp_sched_finish_bounded(int how, double timeout_s);
 void sp_sched_after_fork_child(void);
 void sp_sched_exit_handler(void);    /* atexit */
+void sp_sched_before_exec(void);     /* exec: the image's recording written first */
 const sp_config_t *sp_sched_config(void); /* NULL before activation */
 
 #endif

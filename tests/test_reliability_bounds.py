@@ -158,7 +158,7 @@ def test_config_deep_nesting_stops_the_parse():
 def test_summary_json_is_valid_with_invalid_utf8_names():
     r = run([prog("rel_bounds"), "names", "3"])
     assert r.returncode == 0 and r.stdout == "names done\n", (r.returncode, r.stdout, r.stderr)
-    found = [f for f in r.files() if f.endswith(".summary.json")]
+    found = [f for f in r.files() if f.endswith(".summary.json.txt")]
     assert len(found) == 1, r.files()
     with open(os.path.join(r.outdir, found[0]), "rb") as f:
         raw = f.read()
@@ -236,7 +236,7 @@ def test_max_events_per_cycle_applies_to_cupti_records_with_exact_counts():
         kept, dropped, cdropped = len(_intercepted(t)), t["stepprof_dropped_events"], t["stepprof_cupti_dropped_records"]
         assert kept == cap and kept + dropped == 5 * n + 1, (kept, dropped, n)   # 4 launches + 1 range a step, 1 sync
         assert 0 < len(kernels) <= cap and t["stepprof_truncated"] is True, (len(kernels), t["stepprof_truncated"])
-        summary = [f for f in r.files() if f.endswith(".summary.json")]
+        summary = [f for f in r.files() if f.endswith(".summary.json.txt")]
         s = json.load(open(os.path.join(r.outdir, summary[0])))
         assert s["dropped_events"] == dropped + cdropped, (s["dropped_events"], dropped, cdropped)
         counts.append(cdropped)

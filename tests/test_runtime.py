@@ -27,6 +27,8 @@ def test_exports_only_interposed_symbols():
     allowed = set(api_names()) | {"__cudaRegisterFunction", "__cudaGetKernel", "InitializeInjectionNvtx2",
                                   "stepprof_torch",  # the PyTorch bootstrap calls back (inject/torch.c)
                                   "InitializeInjection", "dlopen", "_exit", "_Exit",
+                                  # exec writes the image's recording first (inject/exec_hooks.c)
+                                  "execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle", "fexecve",
                                   # driver allocation calls and the device tracker of profile_memory
                                   "cudaSetDevice", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAllocAsync",
                                   "cuMemAllocAsync_ptsz", "cuMemFreeAsync", "cuMemFreeAsync_ptsz", "cuMemCreate",
@@ -225,13 +227,13 @@ def test_names_escaped_and_rewritten():
 
 
 def test_finalize_timeout_expiry_loses_only_the_last_cycle():
-    """An export still running when finalize_timeout_s expires is given up:
-    the program exits with its own status, one line says so, and nothing that
-    looks like a trace is left half-written."""
+    """An export still running when the exit's bound (exit_timeout_s; finalize_timeout_s is the
+    signals') expires is given up: the program exits with its own status, one line says so, and
+    nothing that looks like a trace is left half-written."""
     r = run([prog("threads"), "8", "20000"], env={"FAKECUDA_KERNEL_NS": 0, "PROF_CUPTI": 0,
-                                                  "PROF_FINALIZE_TIMEOUT_S": 0})
+                                                  "PROF_EXIT_TIMEOUT_S": 0})
     assert r.returncode == 0 and "total_launches 160000" in r.stdout, r.stderr
-    lost = [l for l in r.sp_lines if "finalize_timeout_s" in l]
+    lost = [l for l in r.sp_lines if "exit_timeout_s" in l]
     assert len(lost) == 1 and "lost" in lost[0], r.sp_lines
     for path in r.traces():   # if the writer won the race, its file is complete
         assert_valid(path)

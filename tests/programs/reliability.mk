@@ -10,9 +10,11 @@ REL_SRC := tests/programs
 REL_OUT := $(BUILD)/programs
 CXX ?= g++
 
-PROGRAMS_REL := $(addprefix $(REL_OUT)/,rel_ends rel_throw rel_fork rel_exec rel_threads rel_sigcuda rel_outfile)
+PROGRAMS_REL := $(addprefix $(REL_OUT)/,rel_ends rel_throw rel_fork rel_exec rel_threads rel_sigcuda rel_outfile \
+                rel_exitrace)
 
-$(REL_OUT)/rel_ends $(REL_OUT)/rel_fork $(REL_OUT)/rel_exec $(REL_OUT)/rel_threads $(REL_OUT)/rel_sigcuda: \
+$(REL_OUT)/rel_ends $(REL_OUT)/rel_fork $(REL_OUT)/rel_exec $(REL_OUT)/rel_threads $(REL_OUT)/rel_sigcuda \
+$(REL_OUT)/rel_exitrace: \
 $(REL_OUT)/%: $(REL_SRC)/%.c $(PROG_DEPS) $(REL_SRC)/reliability.mk
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -pthread -o $@ $< $(PROG_CUDA_LIBS)

@@ -272,7 +272,7 @@ static void test_values(void)
                        "  warmup: 2\n  active: \"4\"\n  repeat: 0\n  marker: nvtx:train_step@my.domain, signal:USR1\n"
                        "  output_dir: /tmp/traces\n  worker_name: 'rank 0'\n  use_gzip: true\n  record_shapes: 1\n"
                        "  profile_memory: On\n  with_stack: TRUE\n  stack_depth: 16\n  cupti: off\n  cupti_buffer_mb: 8\n  buffer_mb: 64\n  log: quiet\n"
-                       "  processes: 'train*,python3*'\n  finalize_timeout_s: 3\n  max_events_per_cycle: 1000\n"
+                       "  processes: 'train*,python3*'\n  finalize_timeout_s: 3\n  exit_timeout_s: 30\n  max_events_per_cycle: 1000\n"
                        "  max_trace_mb: 50\n  ranks: ' 0, 8-15'\n"
                        "  table:\n    sort_by: self_cuda_time_total\n    row_limit: -1\n"
                        "    group_by_input_shape: true\n    group_by_stack_n: 5\n    print: both\n";
@@ -287,7 +287,7 @@ static void test_values(void)
     CHECK(c.use_gzip && c.record_shapes && c.profile_memory && c.with_stack && c.stack_depth == 16 && !c.cupti && c.cupti_buffer_mb == 8 &&
           c.buffer_mb == 64 &&
           c.log_level == SP_LOG_WARN, "full file: flags");
-    CHECK(strcmp(c.processes, "train*,python3*") == 0 && c.finalize_timeout_s == 3 &&
+    CHECK(strcmp(c.processes, "train*,python3*") == 0 && c.finalize_timeout_s == 3 && c.exit_timeout_s == 30 &&
           c.max_events_per_cycle == 1000 && c.max_trace_mb == 50 && strcmp(c.ranks, " 0, 8-15") == 0,
           "full file: processes and limits");
     CHECK(strcmp(c.table.sort_by, "self_cuda_time_total") == 0 && c.table.row_limit == -1 &&

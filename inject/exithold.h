@@ -1,0 +1,15 @@
+/* inject/exithold.h — the program's other threads held still while the exit
+ * waits for stepprof's files (see exithold.c). */
+#ifndef SP_EXITHOLD_H
+#define SP_EXITHOLD_H
+
+#include <sys/types.h>
+
+/* Parks every other thread of the process (but skip, 0: none) that can take
+ * a signal, once it is out of stepprof, waiting at most 200 ms for them. */
+void sp_exit_hold_others(pid_t skip);
+
+/* Lets them go. */
+void sp_exit_release_others(void);
+
+#endif

@@ -1,0 +1,117 @@
+/*
+ * rel_exitrace.c — a normal exit that has a large recording to write, for
+ * tests/test_reliability_exit.py. Run without a schedule (the whole run is one window, written at
+ * exit).
+ *
+ * Usage: rel_exitrace MODE LAUNCHES [MS]
+ * main makes LAUNCHES cudaLaunchKernel(race_kernel) calls and prints "launched LAUNCHES" (flushed),
+ * then, by MODE:
+ *   return       returns 0 from main
+ *   exit-thread  starts a thread that calls exit(5) at once, while main goes on for MS ms
+ *                (default 300) launching one kernel per millisecond, then prints "main done" and
+ *                returns 0. Bare, the process ends with status 5 and never prints "main done".
+ *   exit-status  exit(7) from main
+ *   exec         MS is a depth: while it is above 0 the program execs itself with depth - 1
+ *                (depth 3 by execv, 2 by execvp, 1 by execl, others by execve), so each image
+ *                makes LAUNCHES launches; prints "image DEPTH pid PID" before
+ *   cycles       (PROF_MARKER=cudaProfilerApi) up to 10000 cycles, each cudaProfilerStart, LAUNCHES
+ *                launches, "in cycle N" (flushed), a sleep of MS ms, LAUNCHES launches,
+ *                cudaProfilerStop; a signal from the test ends it. LAUNCHES launches happen first,
+ *                outside any cycle, as in every mode. REL_CYCLES (env) limits the cycles (then
+ *                returns 0); REL_ALTERNATE=K (env) makes every odd cycle's first half K x LAUNCHES.
+ * Exit codes: as above; 2 on bad arguments.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_profiler_api.h>
+#include <cuda_runtime_api.h>
+
+#define PROG "rel_exitrace"
+#include "cuda_check.h"
+
+volatile int race_kernel_mark;
+void race_kernel(void) { race_kernel_mark = 1; }
+
+static void launches(long n)
+{
+    dim3 g = {1, 1, 1}, b = {32, 1, 1};
+    for (long i = 0; i < n; i++)
+        CHECK(cudaLaunchKernel((const void *)race_kernel, g, b, NULL, 0, 0));
+}
+
+static void *exit_now(void *arg)
+{
+    (void)arg;
+    exit(5);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return 2;
+    const char *mode = argv[1];
+    long n = atol(argv[2]), ms = argc > 3 ? atol(argv[3]) : 300;
+    launches(n);
+    printf("launched %ld\n", n);
+    fflush(stdout);
+    if (!strcmp(mode, "return"))
+        return 0;
+    if (!strcmp(mode, "exit-status"))
+        exit(7);
+    if (!strcmp(mode, "exec")) {
+        printf("image %ld pid %d\n", ms, (int)getpid());
+        fflush(stdout);
+        if (ms <= 0)
+            return 0;
+        char depth[32], self[4096];
+        snprintf(depth, sizeof depth, "%ld", ms - 1);
+        ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (k <= 0)
+            return 2;
+        self[k] = 0;
+        char *args[] = {self, "exec", argv[2], depth, NULL};
+        extern char **environ;
+        if (ms == 3)
+            execv(self, args);
+        else if (ms == 2)
+            execvp(self, args);
+        else if (ms == 1)
+            execl(self, self, "exec", argv[2], depth, (char *)NULL);
+        else
+            execve(self, args, environ);
+        perror("exec");
+        return 3;
+    }
+    if (!strcmp(mode, "cycles")) {
+        const char *lim = getenv("REL_CYCLES"), *alt = getenv("REL_ALTERNATE");
+        long ncycles = lim ? atol(lim) : 10000, k = alt ? atol(alt) : 1;
+        for (long c = 0; c < ncycles; c++) {
+            CHECK(cudaProfilerStart());
+            launches(c % 2 ? n * k : n);
+            printf("in cycle %ld\n", c);
+            fflush(stdout);
+            struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+            nanosleep(&t, NULL);
+            launches(n);
+            CHECK(cudaProfilerStop());
+        }
+        return 0;
+    }
+    if (strcmp(mode, "exit-thread"))
+        return 2;
+    pthread_t th;
+    pthread_create(&th, NULL, exit_now, NULL);
+    for (long i = 0; i < ms; i++) {
+        struct timespec t = {0, 1000000};
+        launches(1);
+        nanosleep(&t, NULL);
+    }
+    printf("main done\n");
+    return 0;
+}
