@@ -63,6 +63,7 @@ static size_t rec_limit = SIZE_MAX; /* bound on nrecs: cupti_buffer_mb and the c
 static size_t rec_by_bytes = SIZE_MAX; /* cupti_buffer_mb's part of it */
 static uint64_t recs_dropped;  /* parsed records past rec_limit, cumulative */
 static uint64_t drops_pending; /* of those, since the last take or window open */
+static uint64_t window_begin;  /* CLOCK_MONOTONIC ns when the last window opened */
 /* stepprof's own device queries, on CUPTI's clock: their API records are not
  * the program's calls. own_end is UINT64_MAX while the queries run. */
 static struct {
@@ -173,11 +174,17 @@ static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_r
     *max_records = 0;
 }
 
-static sp_gpu_event_t *new_rec(void)
+/* A record past rec_limit is counted as dropped unless it began before the
+ * window opened: CUPTI may deliver a warmup step's records after that (a
+ * buffer with work still in flight is held back), and those are not the
+ * window's, as the warmup's kept records are not. */
+static sp_gpu_event_t *new_rec(uint64_t start_mono)
 {
     if (nrecs >= rec_limit) {
-        recs_dropped++;
-        drops_pending++;
+        if (start_mono >= window_begin) {
+            recs_dropped++;
+            drops_pending++;
+        }
         return NULL;
     }
     if (nrecs == caprecs) {
@@ -200,7 +207,7 @@ static sp_gpu_event_t *new_rec(void)
 static sp_gpu_event_t *gpu_rec(uint32_t kind, uint64_t start, uint64_t end, uint32_t device, uint32_t context,
                                uint32_t stream, uint32_t corr)
 {
-    sp_gpu_event_t *e = new_rec();
+    sp_gpu_event_t *e = new_rec(to_mono(start));
     if (e) {
         e->kind = kind;
         e->start = to_mono(start);
@@ -485,6 +492,7 @@ void sp_cupti_window_open(void)
         return;
     api.flush_all(0);
     pthread_mutex_lock(&lock);
+    window_begin = sp_clock_mono_ns();
     nrecs = 0;
     /* Records past the bound before the window (warmup) were not the
      * window's: no longer counted, as those kept are discarded. */
