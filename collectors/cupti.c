@@ -417,6 +417,7 @@ void sp_cupti_window_open(void)
     pthread_mutex_unlock(&lock);
 }
 
+void *sp_real(const char *name); /* inject/lookup.c: also RTLD_LOCAL runtimes */
 static void query_devices(void);
 volatile int sp_cupti_devices_pending;
 
@@ -428,9 +429,9 @@ void sp_cupti_query_devices(void)
 
 static void query_devices(void)
 {
-    cudaError_t (*count_fn)(int *) = (cudaError_t(*)(int *))dlsym(RTLD_NEXT, "cudaGetDeviceCount");
+    cudaError_t (*count_fn)(int *) = (cudaError_t(*)(int *))sp_real("cudaGetDeviceCount");
     cudaError_t (*prop_fn)(struct cudaDeviceProp *, int) =
-        (cudaError_t(*)(struct cudaDeviceProp *, int))dlsym(RTLD_NEXT, "cudaGetDeviceProperties");
+        (cudaError_t(*)(struct cudaDeviceProp *, int))sp_real("cudaGetDeviceProperties");
     int n = 0;
     if (!count_fn || !prop_fn || count_fn(&n) != cudaSuccess)
         return;
@@ -462,7 +463,7 @@ void sp_cupti_window_close(int sync)
         return;
     if (sync) {
         /* The runtime's own sync, not our interposer: this is not the program's call. */
-        cudaError_t (*dev_sync)(void) = (cudaError_t(*)(void))dlsym(RTLD_NEXT, "cudaDeviceSynchronize");
+        cudaError_t (*dev_sync)(void) = (cudaError_t(*)(void))sp_real("cudaDeviceSynchronize");
         if (dev_sync)
             dev_sync();
     }

@@ -1,0 +1,27 @@
+# tests/programs/loading.mk — the programs of tests/test_loading.py: every way a process can load CUDA
+# and stepprof (RTLD_LOCAL plugins, libraries loaded late, dlopen of libstepprof itself).
+#
+# Included by the top Makefile (BUILD, CUDA_HOME, CC, CFLAGS_COMMON). Defines PROGRAMS_LOAD. Names
+# start with LOAD_. The plugin links NVIDIA's libcudart with a RUNPATH, like programs.mk's programs, so
+# LD_LIBRARY_PATH=build/fakecuda swaps in the stand-in.
+#
+#   libcudaplugin.so   links libcudart; dlopen'ed RTLD_LOCAL by plugin_host
+#   plugin_host        does not link CUDA; loads the plugin (modes local, late)
+
+LOAD_SRC := tests/programs
+LOAD_OUT := $(BUILD)/programs
+LOAD_CFLAGS := $(CFLAGS_COMMON) -I$(LOAD_SRC) -isystem $(CUDA_HOME)/include
+LOAD_CUDA := -L$(CUDA_HOME)/lib64 -Wl,--enable-new-dtags,-rpath,$(CUDA_HOME)/lib64 -lcudart
+
+PROGRAMS_LOAD := $(addprefix $(LOAD_OUT)/,libcudaplugin.so plugin_host)
+
+$(LOAD_OUT)/libcudaplugin.so: $(LOAD_SRC)/libcudaplugin.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -shared -fvisibility=hidden -o $@ $< $(LOAD_CUDA)
+
+$(LOAD_OUT)/plugin_host: $(LOAD_SRC)/plugin_host.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -o $@ $< -ldl
+
+.PHONY: programs-load
+programs-load: $(PROGRAMS_LOAD)
