@@ -1,5 +1,8 @@
-/* collectors/ranges.c — see ranges.h. The push/pop stack lives in TLS (depth
- * 256; deeper pushes are counted so pops stay paired but are not stored).
+/* collectors/ranges.c — see ranges.h. The push/pop stack (depth 256; deeper
+ * pushes are counted so pops stay paired but are not stored) is a per-thread
+ * page mapped at the thread's first push and unmapped at its exit: only a
+ * pointer and the depth live in initial-exec TLS, so the library stays small
+ * enough in static TLS to be loaded by dlopen (CUDA / NVTX injection).
  * Start/end ranges go through a 4096-slot table indexed by id, each slot
  * claimed with an atomic id so a stale end cannot close a newer range. */
 #include "ranges.h"
@@ -7,7 +10,9 @@
 #include "clock.h"
 #include "events.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 
 #define STACK_MAX 256
 #define SLOTS 4096u
@@ -18,8 +23,35 @@ typedef struct open_range {
     uint32_t window;
 } open_range_t;
 
-static __thread open_range_t stack[STACK_MAX];
+#define STACK_BYTES (STACK_MAX * sizeof(open_range_t))
+
+static __thread open_range_t *stack;
 static __thread int depth;
+static pthread_key_t stack_key;
+static pthread_once_t stack_key_once = PTHREAD_ONCE_INIT;
+
+static void unmap_stack(void *p)
+{
+    munmap(p, STACK_BYTES);
+}
+
+static void make_stack_key(void)
+{
+    pthread_key_create(&stack_key, unmap_stack);
+}
+
+/* mmap rather than malloc: an NVTX push may come from a signal handler. */
+static open_range_t *thread_stack(void)
+{
+    if (__builtin_expect(stack != NULL, 1))
+        return stack;
+    void *p = mmap(NULL, STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    pthread_once(&stack_key_once, make_stack_key);
+    pthread_setspecific(stack_key, p);
+    return stack = p;
+}
 
 static struct {
     _Atomic uint64_t id;
@@ -61,8 +93,9 @@ static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_a
 
 void sp_range_push(uint32_t name)
 {
-    if (depth < STACK_MAX)
-        stack[depth] = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load()};
+    open_range_t *s = thread_stack();
+    if (depth < STACK_MAX && s)
+        s[depth] = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load()};
     depth++;
 }
 
@@ -71,7 +104,7 @@ int sp_range_pop(void)
     if (depth == 0)
         return -1;
     int level = depth--;
-    if (depth < STACK_MAX)
+    if (depth < STACK_MAX && stack)
         store(&stack[depth], sp_clock_ticks(), SP_EV_RANGE, (uint64_t)depth);
     return level - 1;
 }

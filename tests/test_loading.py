@@ -3,8 +3,9 @@ CUDA from, and records the calls it can see. Real processes: plugin_host (no CUD
 libcudaplugin.so (links libcudart) with dlopen(RTLD_LOCAL), on the stand-in and on NVIDIA's real
 libcudart without a driver; each run is compared line by line with the same run without stepprof."""
 import os
+import subprocess
 
-from harness import CUDA_HOME, Skip, assert_valid, load, prog, run, runtime_events
+from harness import CUDA_HOME, LIB, Skip, assert_valid, load, prog, run, runtime_events
 
 PLUGIN_CALLS = ["cudaMalloc", "cudaMemset", "cudaLaunchKernel", "cudaMemcpy", "cudaDeviceSynchronize", "cudaFree"]
 
@@ -76,3 +77,46 @@ def test_library_loaded_after_failed_lookup():
 def test_library_loaded_after_failed_lookup_real_cudart():
     _real_cudart()
     _late(False, "35")
+
+
+def test_dlopen_library():
+    """No large initial-exec TLS: the library loads into a process that did not preload it."""
+    r = run([prog("dlopen_lib"), LIB], preload=False)
+    assert r.returncode == 0 and r.stdout == "loaded\n", (r.returncode, r.stderr)
+    flags = subprocess.run(["readelf", "-d", LIB], capture_output=True, text=True, check=True).stdout
+    assert "STATIC_TLS" not in flags, "libstepprof.so asks for static TLS, which dlopen may not have"
+
+
+def _injection_trace(env):
+    r = run([prog("train"), "3"], preload=False, env=env)
+    assert r.returncode == 0, r.stderr
+    path = r.trace()
+    assert_valid(path)
+    return load(path)["traceEvents"]
+
+
+KERNELS = {"model::forward_kernel(float const*, float const*, float*, int)",
+           "loss_kernel(float const*, float const*, float*, int)",
+           "model::backward_kernel(float const*, float const*, float const*, float*, int)",
+           "void axpy_kernel<float, 4>(float, float const*, float*, int)"}
+
+
+def test_cuda_injection_only():
+    """No LD_PRELOAD: the driver (here the stand-in runtime, which does what cuInit does) loads stepprof
+    from CUDA_INJECTION64_PATH; GPU work comes from CUPTI, NVTX ranges through the NVTX injection
+    variable stepprof then claims for itself."""
+    ev = _injection_trace({"CUDA_INJECTION64_PATH": LIB})
+    kernels = [e["name"] for e in ev if e.get("cat") == "kernel"]
+    assert sorted(kernels) == sorted(sorted(KERNELS) * 3), kernels
+    api = [e for e in ev if e.get("cat") == "cuda_runtime" and e.get("ph") == "X"]
+    assert api and all(e["args"].get("stepprof_source") == "cupti" for e in api), "no interposer without preload"
+    ranges = sorted(e["name"] for e in ev if e.get("cat") == "user_annotation")
+    assert ranges == sorted(["train_step", "forward", "backward", "optimizer"] * 3), ranges
+
+
+def test_cuda_and_nvtx_injection():
+    lib_env = {"CUDA_INJECTION64_PATH": LIB, "NVTX_INJECTION64_PATH": LIB}
+    ev = _injection_trace(lib_env)
+    assert len([e for e in ev if e.get("cat") == "kernel"]) == 12
+    ranges = sorted(e["name"] for e in ev if e.get("cat") == "user_annotation")
+    assert ranges == sorted(["train_step", "forward", "backward", "optimizer"] * 3), ranges

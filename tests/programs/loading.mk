@@ -7,19 +7,20 @@
 #
 #   libcudaplugin.so   links libcudart; dlopen'ed RTLD_LOCAL by plugin_host
 #   plugin_host        does not link CUDA; loads the plugin (modes local, late)
+#   dlopen_lib         dlopens a library given on its command line (libstepprof.so)
 
 LOAD_SRC := tests/programs
 LOAD_OUT := $(BUILD)/programs
 LOAD_CFLAGS := $(CFLAGS_COMMON) -I$(LOAD_SRC) -isystem $(CUDA_HOME)/include
 LOAD_CUDA := -L$(CUDA_HOME)/lib64 -Wl,--enable-new-dtags,-rpath,$(CUDA_HOME)/lib64 -lcudart
 
-PROGRAMS_LOAD := $(addprefix $(LOAD_OUT)/,libcudaplugin.so plugin_host)
+PROGRAMS_LOAD := $(addprefix $(LOAD_OUT)/,libcudaplugin.so plugin_host dlopen_lib)
 
 $(LOAD_OUT)/libcudaplugin.so: $(LOAD_SRC)/libcudaplugin.c $(LOAD_SRC)/loading.mk
 	@mkdir -p $(@D)
 	$(CC) $(LOAD_CFLAGS) -shared -fvisibility=hidden -o $@ $< $(LOAD_CUDA)
 
-$(LOAD_OUT)/plugin_host: $(LOAD_SRC)/plugin_host.c $(LOAD_SRC)/loading.mk
+$(LOAD_OUT)/plugin_host $(LOAD_OUT)/dlopen_lib: $(LOAD_OUT)/%: $(LOAD_SRC)/%.c $(LOAD_SRC)/loading.mk
 	@mkdir -p $(@D)
 	$(CC) $(LOAD_CFLAGS) -o $@ $< -ldl
 
