@@ -122,7 +122,7 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
         /* With CUPTI's record of the same call, its correlation id is the
          * one GPU events carry. External id: the enclosing range's, as Kineto. */
         const sp_gpu_event_t *m = sp_gpuv_match(c->gpu, index);
-        slice_head(c, "cuda_runtime", sp_api_table[e->name].name, r);
+        slice_head(c, sp_api_table[e->name].driver ? "cuda_driver" : "cuda_runtime", sp_api_table[e->name].name, r);
         sp_jw_printf(w, ", \"args\": {\"cbid\": %d, \"correlation\": %" PRIu64, sp_api_table[e->name].cbid,
                      m ? (uint64_t)m->correlation : correlation(r));
         if (ext)

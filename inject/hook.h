@@ -32,6 +32,10 @@ void *sp_real(const char *name);
  * cudaErrorUnknown / CUDA_ERROR_UNKNOWN. */
 #define SP_MISSING_RESULT 999
 
+/* glibc's dlsym, never stepprof's (inject/driver_proc.c exports one). */
+typedef void *(*sp_dlsym_fn)(void *, const char *);
+sp_dlsym_fn sp_glibc_dlsym(void);
+
 /* Says once per process that `name` had no definition; SP_MISSING_RESULT. */
 int sp_real_missing(const char *name);
 

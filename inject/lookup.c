@@ -19,6 +19,19 @@
 
 static char self_anchor;
 
+sp_dlsym_fn sp_glibc_dlsym(void)
+{
+    static sp_dlsym_fn real;
+    sp_dlsym_fn f = __atomic_load_n(&real, __ATOMIC_RELAXED);
+    if (!f) {
+        f = (sp_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+        if (!f)
+            f = (sp_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+        __atomic_store_n(&real, f, __ATOMIC_RELAXED);
+    }
+    return f;
+}
+
 static void *self_base(void)
 {
     Dl_info me;
@@ -69,7 +82,7 @@ static void *search_loaded(const char *name)
         if (!f) {
             void *h = dlopen(o.paths[i], RTLD_NOLOAD | RTLD_LAZY);
             if (h) {
-                void *g = dlsym(h, name);
+                void *g = sp_glibc_dlsym()(h, name);
                 if (g && !is_self(g))
                     f = g; /* the handle stays open: the function must outlive a dlclose by its user */
                 else
@@ -84,7 +97,7 @@ static void *search_loaded(const char *name)
 
 void *sp_real(const char *name)
 {
-    void *f = dlsym(RTLD_NEXT, name);
+    void *f = sp_glibc_dlsym()(RTLD_NEXT, name);
     return f && !is_self(f) ? f : search_loaded(name);
 }
 

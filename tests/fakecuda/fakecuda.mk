@@ -94,3 +94,10 @@ fakecuda: $(FAKECUDA_LIB) $(FAKECUDA_OUT)/libcudart.so $(FAKECUPTI_LIB)
 -include $(FAKECUDA_OBJS:.o=.d) $(FAKECUPTI_OBJS:.o=.d)
 
 .DEFAULT_GOAL := $(fakecuda_saved_goal)
+
+# ---- libcuda.so.1: the driver stand-in over the runtime stand-in (fakedriver.c) ----
+FAKEDRIVER_LIB := $(FAKECUDA_OUT)/libcuda.so.1
+$(FAKEDRIVER_LIB): $(FAKECUDA_DIR)/fakedriver.c $(FAKECUDA_DIR)/fakecuda.h | $(FAKECUDA_LIB)
+	$(CC) $(FAKECUDA_CFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,-z,defs -o $@ $< -ldl -lpthread
+	ln -sf libcuda.so.1 $(FAKECUDA_OUT)/libcuda.so
+fakecuda: $(FAKEDRIVER_LIB)

@@ -24,5 +24,22 @@ $(LOAD_OUT)/plugin_host $(LOAD_OUT)/dlopen_lib: $(LOAD_OUT)/%: $(LOAD_SRC)/%.c $
 	@mkdir -p $(@D)
 	$(CC) $(LOAD_CFLAGS) -o $@ $< -ldl
 
+# The driver API programs (drv_work.c; tests/test_driver.py), on the libcuda.so.1 stand-in. Linking uses
+# the toolkit's stub libcuda.so; at run time LD_LIBRARY_PATH=build/fakecuda supplies libcuda.so.1.
+#   drv_linked      links libcuda (modes direct, proc, dlopen)
+#   drv_static      does not link libcuda: dlopen + cuGetProcAddress only, as static cudart
+#   libdrvblas.so   links libcuda; plugin_host drv dlopens it RTLD_LOCAL (cuBLAS-style launches)
+LOAD_DRV := -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl
+PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,drv_linked drv_static libdrvblas.so)
+$(LOAD_OUT)/drv_linked: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -DDRV_MAIN -DDRV_LINKED -o $@ $< $(LOAD_DRV)
+$(LOAD_OUT)/drv_static: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -DDRV_MAIN -o $@ $< -ldl
+$(LOAD_OUT)/libdrvblas.so: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -DDRV_LINKED -shared -fvisibility=hidden -o $@ $< $(LOAD_DRV)
+
 .PHONY: programs-load
 programs-load: $(PROGRAMS_LOAD)
