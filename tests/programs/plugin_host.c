@@ -8,6 +8,9 @@
  *                            printing `early=RESULT` (or `early=none`); then load the plugin and run it;
  *                            then call the same pointer again: `late=RESULT` must be what the runtime
  *                            now says, not a failure remembered from before.
+ *        plugin_host drv     dlopen libdrvblas.so (links libcuda.so.1, like cuBLAS) and run
+ *                            drv_work("direct") in it: driver launches from a library the program did
+ *                            not link.
  * Exit 0; 1 when the plugin cannot be loaded.
  */
 #define _GNU_SOURCE
@@ -20,14 +23,14 @@
 typedef int (*malloc_fn)(void **, size_t);
 typedef int (*free_fn)(void *);
 
-static void *load_plugin(void)
+static void *load_plugin(const char *file)
 {
     char path[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
     if (n <= 0)
         return NULL;
     path[n] = 0;
-    strcpy(strrchr(path, '/') + 1, "libcudaplugin.so");
+    strcpy(strrchr(path, '/') + 1, file);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h)
         fprintf(stderr, "plugin_host: %s\n", dlerror());
@@ -38,6 +41,11 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int late = argc > 1 && strcmp(argv[1], "late") == 0;
+    if (argc > 1 && strcmp(argv[1], "drv") == 0) {
+        void *blas = load_plugin("libdrvblas.so");
+        int (*work)(const char *) = blas ? (int (*)(const char *))dlsym(blas, "drv_work") : NULL;
+        return work ? work("direct") : 1;
+    }
     malloc_fn early = late ? (malloc_fn)dlsym(RTLD_DEFAULT, "cudaMalloc") : NULL;
     void *p = NULL;
     if (late) {
@@ -46,7 +54,7 @@ int main(int argc, char **argv)
         else
             printf("early=none\n");
     }
-    void *h = load_plugin();
+    void *h = load_plugin("libcudaplugin.so");
     if (!h)
         return 1;
     int (*run)(void) = (int (*)(void))dlsym(h, "plugin_run");
