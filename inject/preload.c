@@ -121,8 +121,9 @@ static void warn_static_cudart(void)
     if (!found && exe_has_fatbin())
         sp_log(SP_LOG_WARN,
                "this program links the CUDA runtime statically (nvcc's default -cudart static): its runtime calls "
-               "never pass through a shared libcudart, so stepprof cannot intercept them; rebuild with "
-               "'nvcc -cudart shared' (on a GPU machine CUPTI still records its GPU work)");
+               "never pass through a shared libcudart, so stepprof cannot intercept them (it sees the driver calls "
+               "they make, and on a GPU machine CUPTI records the GPU work); rebuild with 'nvcc -cudart shared' "
+               "to see them");
 }
 
 /* The driver calls this inside cuInit when CUDA_INJECTION64_PATH names us:
