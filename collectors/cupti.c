@@ -482,8 +482,10 @@ const char *sp_cupti_api_name(int driver, uint32_t cbid)
         !name)
         return NULL;
     snprintf(buf, sizeof buf, "%s", name);
-    char *v = strstr(buf, "_v");
-    if (v && v[2] >= '0' && v[2] <= '9')
+    /* Only the runtime's version suffix ("cudaLaunchKernel_v7000"): a driver
+     * name's "_v2" is part of the exported symbol (cuMemAlloc_v2). */
+    char *v = strrchr(buf, '_');
+    if (v && v[1] == 'v' && strlen(v + 2) >= 4 && strspn(v + 2, "0123456789") == strlen(v + 2))
         *v = 0;
     return buf;
 }

@@ -5,7 +5,7 @@ cuGetProcAddress_v2 only (static cudart's way), and from a library the program d
 RTLD_LOCAL. Each run must print what it prints without stepprof, and record every driver call once as
 a cuda_driver event with its CUPTI driver cbid, every launch with its kernel name and shape, paired
 (same correlation id) with CUPTI's kernel record."""
-from harness import assert_valid, load, prog, run
+from harness import LIB, assert_valid, load, prog, run
 
 CALLS = (["cuMemAlloc_v2", "cuMemcpyHtoD_v2"] + ["cuLaunchKernel"] * 5 +
          ["cuMemsetD8_v2", "cuMemcpyDtoH_v2", "cuStreamSynchronize", "cuCtxSynchronize", "cuMemFree_v2"])
@@ -71,3 +71,22 @@ def test_driver_memory():
     t = load(r.trace())
     mem = [e for e in t["traceEvents"] if e.get("name") == "[memory]"]
     assert [e["args"]["Bytes"] for e in mem] == [4096, -4096], mem
+
+
+def test_driver_injection_only():
+    """Static cudart's case on a GPU machine without LD_PRELOAD: the driver loads stepprof from
+    CUDA_INJECTION64_PATH; every driver call comes from CUPTI's DRIVER records (named as the driver
+    exports them), on a thread stepprof never saw, and its kernels are paired with them."""
+    r = run([prog("drv_static"), "dlopen"], preload=False, env={"CUDA_INJECTION64_PATH": LIB})
+    assert r.returncode == 0 and "launches=5" in r.stdout, r.stderr
+    path = r.trace()
+    assert_valid(path)  # the CUPTI-only thread has its thread_name
+    ev = load(path)["traceEvents"]
+    drv = [e for e in ev if e.get("cat") == "cuda_driver"]
+    assert all(e["args"].get("stepprof_source") == "cupti" for e in drv)
+    names = [e["name"] for e in drv]
+    for name in CBIDS:
+        assert names.count(name) == (5 if name == "cuLaunchKernel" else 1), (name, names)
+    launches = [e["args"]["correlation"] for e in drv if e["name"] == "cuLaunchKernel"]
+    kernels = [e for e in ev if e.get("cat") == "kernel"]
+    assert sorted(k["args"]["correlation"] for k in kernels) == sorted(launches)
