@@ -120,3 +120,20 @@ def test_cuda_and_nvtx_injection():
     assert len([e for e in ev if e.get("cat") == "kernel"]) == 12
     ranges = sorted(e["name"] for e in ev if e.get("cat") == "user_annotation")
     assert ranges == sorted(["train_step", "forward", "backward", "optimizer"] * 3), ranges
+
+
+def test_dlsym_rtld_next_keeps_its_meaning():
+    """stepprof exports dlsym (to catch driver entry points); RTLD_NEXT must still be relative to the
+    library that asked, not to stepprof: libnext_a's lookup finds libnext_b's definition."""
+    prog("libnext_b.so")
+    for preload in (False, True):
+        r = run([prog("dlsym_next")], preload=preload)
+        assert r.returncode == 0 and r.stdout == "next=b\n", (preload, r.stdout, r.stderr)
+
+
+def test_driver_program_disabled():
+    """enabled: false: a driver-only program (dlopen + cuGetProcAddress) runs as without stepprof."""
+    bare = run([prog("drv_static"), "dlopen"], preload=False)
+    off = run([prog("drv_static"), "dlopen"], env={"PROF_ENABLED": "false"})
+    assert bare.returncode == off.returncode == 0 and off.stdout == bare.stdout, (off.stdout, off.stderr)
+    assert off.sp_lines == [] and off.traces() == []

@@ -41,5 +41,16 @@ $(LOAD_OUT)/libdrvblas.so: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
 	@mkdir -p $(@D)
 	$(CC) $(LOAD_CFLAGS) -DDRV_LINKED -shared -fvisibility=hidden -o $@ $< $(LOAD_DRV)
 
+# dlsym(RTLD_NEXT) through stepprof's dlsym (dlsym_next.c): libnext_a.so, libnext_b.so, dlsym_next.
+PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,libnext_a.so libnext_b.so dlsym_next)
+$(LOAD_OUT)/libnext_a.so: $(LOAD_SRC)/dlsym_next.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -DDLSYM_A -shared -o $@ $< -ldl
+$(LOAD_OUT)/libnext_b.so: $(LOAD_SRC)/dlsym_next.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -DDLSYM_B -shared -o $@ $<
+$(LOAD_OUT)/dlsym_next: $(LOAD_SRC)/dlsym_next.c $(LOAD_OUT)/libnext_a.so $(LOAD_OUT)/libnext_b.so
+	$(CC) $(LOAD_CFLAGS) -o $@ $< -L$(LOAD_OUT) -Wl,--no-as-needed -lnext_a -lnext_b -Wl,--as-needed -Wl,--enable-new-dtags,-rpath,'$$ORIGIN' -ldl
+
 .PHONY: programs-load
 programs-load: $(PROGRAMS_LOAD)
