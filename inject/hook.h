@@ -32,9 +32,13 @@ void *sp_real(const char *name);
  * cudaErrorUnknown / CUDA_ERROR_UNKNOWN. */
 #define SP_MISSING_RESULT 999
 
-/* glibc's dlsym, never stepprof's (inject/driver_proc.c exports one). */
+/* glibc's dlsym, never stepprof's (inject/driver_proc.c exports one). Like
+ * that dlsym it may run before any constructor, even inside a sanitizer
+ * runtime's own start-up (its shadow memory not mapped yet): neither is
+ * instrumented. */
+#define SP_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
 typedef void *(*sp_dlsym_fn)(void *, const char *);
-sp_dlsym_fn sp_glibc_dlsym(void);
+SP_NO_SANITIZE sp_dlsym_fn sp_glibc_dlsym(void);
 
 /* Says once per process that `name` had no definition; SP_MISSING_RESULT. */
 int sp_real_missing(const char *name);

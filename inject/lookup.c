@@ -19,7 +19,7 @@
 
 static char self_anchor;
 
-sp_dlsym_fn sp_glibc_dlsym(void)
+SP_NO_SANITIZE sp_dlsym_fn sp_glibc_dlsym(void)
 {
     static sp_dlsym_fn real;
     sp_dlsym_fn f = __atomic_load_n(&real, __ATOMIC_RELAXED);
