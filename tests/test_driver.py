@@ -90,3 +90,19 @@ def test_driver_injection_only():
     launches = [e["args"]["correlation"] for e in drv if e["name"] == "cuLaunchKernel"]
     kernels = [e for e in ev if e.get("cat") == "kernel"]
     assert sorted(k["args"]["correlation"] for k in kernels) == sorted(launches)
+
+
+def test_runtime_kernel_launched_through_driver():
+    """An nvcc kernel (registered by the runtime) launched with cuLaunchKernel on the CUfunction from
+    cudaGetFuncBySymbol: each launch once, named, paired with its kernel."""
+    bare = run([prog("drv_bysym")], preload=False)
+    r = run([prog("drv_bysym")])
+    assert bare.returncode == r.returncode == 0 and r.stdout == bare.stdout and "launches=3" in r.stdout, r.stderr
+    path = r.trace()
+    assert_valid(path)
+    ev = load(path)["traceEvents"]
+    launches = [e for e in ev if e.get("name") == "cuLaunchKernel"]
+    assert len(launches) == 3 and all(e["args"].get("stepprof_source") != "cupti" for e in launches)
+    assert {e["args"]["kernel"] for e in launches} == {"drv::scale_kernel(float*, float)"}
+    kernels = [e for e in ev if e.get("cat") == "kernel"]
+    assert sorted(k["args"]["correlation"] for k in kernels) == sorted(e["args"]["correlation"] for e in launches)

@@ -52,5 +52,13 @@ $(LOAD_OUT)/libnext_b.so: $(LOAD_SRC)/dlsym_next.c $(LOAD_SRC)/loading.mk
 $(LOAD_OUT)/dlsym_next: $(LOAD_SRC)/dlsym_next.c $(LOAD_OUT)/libnext_a.so $(LOAD_OUT)/libnext_b.so
 	$(CC) $(LOAD_CFLAGS) -o $@ $< -L$(LOAD_OUT) -Wl,--no-as-needed -lnext_a -lnext_b -Wl,--as-needed -Wl,--enable-new-dtags,-rpath,'$$ORIGIN' -ldl
 
+# drv_bysym: an nvcc kernel launched through the driver (cudaGetFuncBySymbol + cuLaunchKernel); needs nvcc.
+LOAD_NVCC := $(CUDA_HOME)/bin/nvcc
+PROGRAMS_LOAD += $(if $(wildcard $(LOAD_NVCC)),$(LOAD_OUT)/drv_bysym)
+$(LOAD_OUT)/drv_bysym: $(LOAD_SRC)/drv_bysym.cu $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(LOAD_NVCC) -O2 -cudart shared -Xlinker --enable-new-dtags -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64 \
+	  -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda
+
 .PHONY: programs-load
 programs-load: $(PROGRAMS_LOAD)
