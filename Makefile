@@ -13,7 +13,9 @@ PYTHON ?= python3
 CFLAGS_COMMON := -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC
 EXTRA_CFLAGS ?=
 EXTRA_LDFLAGS ?=
-LIB_CFLAGS := $(CFLAGS_COMMON) -fvisibility=hidden -ftls-model=initial-exec -isystem $(CUDA_HOME)/include \
+# TLS through TLS descriptors (gnu2), never initial-exec: the library must load with dlopen (CUDA / NVTX
+# injection), and a preloaded one still reads its TLS with one load behind _dl_tlsdesc_return.
+LIB_CFLAGS := $(CFLAGS_COMMON) -fvisibility=hidden -mtls-dialect=gnu2 -isystem $(CUDA_HOME)/include \
               -MMD -MP $(EXTRA_CFLAGS)
 LIBYAML_A ?= $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libyaml.a /usr/lib/libyaml.a /usr/lib64/libyaml.a))
 
@@ -55,9 +57,10 @@ include tests/programs/reliability.mk
 include tests/programs/rel_bounds.mk
 include tests/programs/torch.mk
 include tests/fuzz/fuzz.mk
+include tests/programs/loading.mk
 
 HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
-programs: $(PROGRAMS_C) $(PROGRAMS_TORCH) $(PROGRAMS_REL) $(PROGRAMS_MARKERS) $(PROGRAMS_REPORTS) $(PROGRAMS_MEM) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
+programs: $(PROGRAMS_C) $(PROGRAMS_TORCH) $(PROGRAMS_REL) $(PROGRAMS_MARKERS) $(PROGRAMS_REPORTS) $(PROGRAMS_MEM) $(PROGRAMS_LOAD) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
 
 # The offline report tool reuses the exporters' aggregation; cJSON is for it
 # only, never for the preloaded library.

@@ -1,6 +1,7 @@
 /* collectors/api.h — the table of interposed CUDA runtime entry points: one
  * row per symbol with its CUPTI runtime callback id (cupti_runtime_cbid.h,
- * CUDA 13.0) and its shape, which says what the record's payload holds and
+ * CUDA 13.0) and its shape, then the driver API's (SP_DRIVER_API_LIST, CUPTI
+ * driver callback ids from cupti_driver_cbid.h, written as cuda_driver), which says what the record's payload holds and
  * how the exporter prints it. Interposers (inject/) and exporters share it so
  * a symbol is named in exactly one place. */
 #ifndef SP_API_H
@@ -74,9 +75,30 @@ enum sp_api_shape {
     X(cudaProfilerStart, 171, PLAIN, 0)                           \
     X(cudaProfilerStop, 172, PLAIN, 0)
 
+/* DRV(symbol, driver cbid, shape, takes a stream argument) */
+#define SP_DRIVER_API_LIST(DRV)                                \
+    DRV(cuLaunchKernel, 307, LAUNCH, 1)                           \
+    DRV(cuLaunchKernelEx, 652, LAUNCH, 1)                         \
+    DRV(cuLaunchCooperativeKernel, 477, LAUNCH, 1)                \
+    DRV(cuGraphLaunch, 514, GRAPH, 1)                             \
+    DRV(cuMemAlloc_v2, 243, ALLOC, 0)                             \
+    DRV(cuMemAllocAsync, 598, ALLOC, 1)                           \
+    DRV(cuMemAllocAsync_ptsz, 599, ALLOC, 1)                      \
+    DRV(cuMemFree_v2, 245, FREE, 0)                               \
+    DRV(cuMemFreeAsync, 600, FREE, 1)                             \
+    DRV(cuMemFreeAsync_ptsz, 601, FREE, 1)                        \
+    DRV(cuMemcpyHtoD_v2, 276, COPY, 0)                            \
+    DRV(cuMemcpyDtoH_v2, 278, COPY, 0)                            \
+    DRV(cuMemcpyHtoDAsync_v2, 277, COPY, 1)                       \
+    DRV(cuMemcpyDtoHAsync_v2, 279, COPY, 1)                       \
+    DRV(cuMemsetD8_v2, 249, SET, 0)                               \
+    DRV(cuStreamSynchronize, 126, SYNC, 1)                        \
+    DRV(cuCtxSynchronize, 17, SYNC, 0)
+
 enum sp_api_id {
 #define SP_API_ENUM(sym, cbid, shape, stream) SP_API_##sym,
     SP_API_LIST(SP_API_ENUM)
+    SP_DRIVER_API_LIST(SP_API_ENUM)
 #undef SP_API_ENUM
     SP_API_COUNT
 };
@@ -86,6 +108,7 @@ typedef struct sp_api_info {
     int cbid;
     enum sp_api_shape shape;
     int has_stream;
+    int driver; /* a driver API entry point (cuda_driver, driver cbid) */
 } sp_api_info_t;
 
 extern const sp_api_info_t sp_api_table[SP_API_COUNT];

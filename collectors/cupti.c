@@ -47,6 +47,8 @@ static struct {
     CUptiResult (*set_thread_id_type)(CUpti_ActivityThreadIdType);
 } api;
 
+void *sp_real(const char *name); /* inject/lookup.c: also RTLD_LOCAL runtimes */
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int state;              /* 0 not tried, 1 active, -1 degraded, 2 a fork child of an active process */
 static int want_on, is_on, with_memory;
@@ -525,7 +527,7 @@ void sp_cupti_window_close(int sync)
         return;
     if (sync) {
         /* The runtime's own sync, not our interposer: this is not the program's call. */
-        cudaError_t (*dev_sync)(void) = (cudaError_t(*)(void))dlsym(RTLD_NEXT, "cudaDeviceSynchronize");
+        cudaError_t (*dev_sync)(void) = (cudaError_t(*)(void))sp_real("cudaDeviceSynchronize");
         if (dev_sync)
             dev_sync();
     }
@@ -544,8 +546,10 @@ const char *sp_cupti_api_name(int driver, uint32_t cbid)
         !name)
         return NULL;
     snprintf(buf, sizeof buf, "%s", name);
-    char *v = strstr(buf, "_v");
-    if (v && v[2] >= '0' && v[2] <= '9')
+    /* Only the runtime's version suffix ("cudaLaunchKernel_v7000"): a driver
+     * name's "_v2" is part of the exported symbol (cuMemAlloc_v2). */
+    char *v = strrchr(buf, '_');
+    if (v && v[1] == 'v' && strlen(v + 2) >= 4 && strspn(v + 2, "0123456789") == strlen(v + 2))
         *v = 0;
     return buf;
 }

@@ -10,6 +10,8 @@
 #include <dlfcn.h>
 #include <stdio.h>
 
+void *sp_real(const char *name); /* inject/lookup.c: also RTLD_LOCAL runtimes */
+
 static sp_devprop_t devices[SP_MAX_DEVICES];
 volatile int sp_cupti_devices_pending;
 
@@ -39,9 +41,9 @@ static void query_each(cudaError_t (*prop_fn)(struct cudaDeviceProp *, int), int
 
 static void query_devices(void)
 {
-    cudaError_t (*count_fn)(int *) = (cudaError_t(*)(int *))dlsym(RTLD_NEXT, "cudaGetDeviceCount");
+    cudaError_t (*count_fn)(int *) = (cudaError_t(*)(int *))sp_real("cudaGetDeviceCount");
     cudaError_t (*prop_fn)(struct cudaDeviceProp *, int) =
-        (cudaError_t(*)(struct cudaDeviceProp *, int))dlsym(RTLD_NEXT, "cudaGetDeviceProperties");
+        (cudaError_t(*)(struct cudaDeviceProp *, int))sp_real("cudaGetDeviceProperties");
     int n = 0;
     sp_cupti_own_calls(1);
     if (count_fn && prop_fn && count_fn(&n) == cudaSuccess)

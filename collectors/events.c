@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 _Atomic uint32_t sp_ev_gate = SP_GATE_UNINIT;
-__thread sp_thread_t *sp_ev_self __attribute__((tls_model("initial-exec")));
+__thread sp_thread_t *sp_ev_self;
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned char *pool_base;

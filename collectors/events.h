@@ -69,7 +69,7 @@ typedef struct sp_thread {
 } sp_thread_t;
 
 extern _Atomic uint32_t sp_ev_gate;
-extern __thread sp_thread_t *sp_ev_self __attribute__((tls_model("initial-exec")));
+extern __thread sp_thread_t *sp_ev_self;
 
 /* A gate value under which calls are timed: a warmup or record window. */
 static inline int sp_win_timed(uint32_t w)

@@ -35,7 +35,7 @@
 #define MATCH_HORIZON_NS 100000000ull   /* how far past a record to look for a long call */
 
 int sp_mem_on;
-static __thread int cur_device __attribute__((tls_model("initial-exec")));
+static __thread int cur_device;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static sp_memmap_t map;

@@ -1,5 +1,8 @@
-/* collectors/ranges.c — see ranges.h. The push/pop stack lives in TLS (depth
- * 256; deeper pushes are counted so pops stay paired but are not stored).
+/* collectors/ranges.c — see ranges.h. The push/pop stack (depth 256; deeper
+ * pushes are counted so pops stay paired but are not stored) is a per-thread
+ * page mapped at the thread's first push and unmapped at its exit: only a
+ * pointer and the depth live in initial-exec TLS, so the library stays small
+ * enough in static TLS to be loaded by dlopen (CUDA / NVTX injection).
  * Start/end ranges go through a 4096-slot table indexed by id, each slot
  * claimed with an atomic id so a stale end cannot close a newer range.
  * A range opened before the first CUDA call (gate SP_GATE_UNINIT, its start
@@ -11,7 +14,9 @@
 #include "clock.h"
 #include "events.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 
 #define STACK_MAX 256
 #define SLOTS 4096u
@@ -23,8 +28,35 @@ typedef struct open_range {
     sp_range_op_t op; /* PyTorch operator fields, zero for plain ranges */
 } open_range_t;
 
-static __thread open_range_t stack[STACK_MAX];
+#define STACK_BYTES (STACK_MAX * sizeof(open_range_t))
+
+static __thread open_range_t *stack;
 static __thread int depth;
+static pthread_key_t stack_key;
+static pthread_once_t stack_key_once = PTHREAD_ONCE_INIT;
+
+static void unmap_stack(void *p)
+{
+    munmap(p, STACK_BYTES);
+}
+
+static void make_stack_key(void)
+{
+    pthread_key_create(&stack_key, unmap_stack);
+}
+
+/* mmap rather than malloc: an NVTX push may come from a signal handler. */
+static open_range_t *thread_stack(void)
+{
+    if (__builtin_expect(stack != NULL, 1))
+        return stack;
+    void *p = mmap(NULL, STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    pthread_once(&stack_key_once, make_stack_key);
+    pthread_setspecific(stack_key, p);
+    return stack = p;
+}
 
 static struct {
     _Atomic uint64_t id;
@@ -84,14 +116,15 @@ static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_a
 
 void sp_range_push_op(uint32_t name, const sp_range_op_t *op)
 {
-    if (depth < STACK_MAX)
-        stack[depth] = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load(), *op};
+    open_range_t *s = thread_stack();
+    if (depth < STACK_MAX && s)
+        s[depth] = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load(), *op};
     depth++;
 }
 
 sp_range_op_t *sp_range_top_op(uint32_t *name)
 {
-    if (depth <= 0 || depth > STACK_MAX)
+    if (depth <= 0 || depth > STACK_MAX || !stack)
         return NULL;
     *name = stack[depth - 1].name;
     return &stack[depth - 1].op;
@@ -108,7 +141,7 @@ int sp_range_pop(void)
     if (depth == 0)
         return -1;
     int level = depth--;
-    if (depth < STACK_MAX)
+    if (depth < STACK_MAX && stack)
         store(&stack[depth], sp_clock_ticks(), SP_EV_RANGE, (uint64_t)depth);
     return level - 1;
 }

@@ -126,7 +126,7 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
          * one GPU events carry. External id: the enclosing range's, as Kineto. */
         const sp_gpu_event_t *m = sp_gpuv_match(c->gpu, index);
         const char *real = sp_api_table[e->name].name, *shown = sp_gpuv_api_name(real, name, sizeof name);
-        slice_head(c, "cuda_runtime", shown, r);
+        slice_head(c, sp_api_table[e->name].driver ? "cuda_driver" : "cuda_runtime", shown, r);
         sp_jw_printf(w, ", \"args\": {\"cbid\": %d, \"correlation\": %" PRIu64, sp_api_table[e->name].cbid,
                      m ? (uint64_t)m->correlation : correlation(r));
         if (ext)
@@ -182,6 +182,37 @@ static int cmp_thread(const void *a, const void *b)
     return (x->tid > y->tid) - (x->tid < y->tid);
 }
 
+/* Threads whose calls only CUPTI saw (CUDA injection without preload, a
+ * static cudart): their API records need a thread_name too. One pass; a
+ * thread is looked up only when the tid changes between records. */
+static void write_cupti_only_threads(ctx_t *c, const sp_thread_t **ts, size_t nt)
+{
+    const sp_gpu_view_t *g = c->gpu;
+    uint32_t named[256], last = 0;
+    size_t nn = 0;
+    char comm[64], path[64], label[128];
+    for (size_t i = 0; g && i < g->n; i++) {
+        const sp_gpu_event_t *e = &g->gpu[i];
+        if ((e->kind != SP_GPU_RUNTIME && e->kind != SP_GPU_DRIVER) || (g->api_used && g->api_used[i]) ||
+            e->tid == last)
+            continue;
+        last = e->tid;
+        int seen = 0;
+        for (size_t k = 0; k < nt && !seen; k++)
+            seen = (uint32_t)ts[k]->tid == e->tid;
+        for (size_t k = 0; k < nn && !seen; k++)
+            seen = named[k] == e->tid;
+        if (seen || nn == sizeof named / sizeof named[0])
+            continue;
+        named[nn++] = e->tid;
+        snprintf(path, sizeof path, "/proc/self/task/%u/comm", e->tid);
+        read_comm(path, comm, sizeof comm, "thread");
+        snprintf(label, sizeof label, "thread %u (%s)", e->tid, comm);
+        sp_jw_meta(c->w, "thread_name", c->pid, (int)e->tid, "name", label, 0);
+        sp_jw_meta(c->w, "thread_sort_index", c->pid, (int)e->tid, "sort_index", NULL, e->tid);
+    }
+}
+
 static void write_metadata(ctx_t *c, const sp_event_ref_t *ev, size_t n)
 {
     char comm[64], path[64], label[128];
@@ -209,6 +240,7 @@ static void write_metadata(ctx_t *c, const sp_event_ref_t *ev, size_t n)
         sp_jw_meta(c->w, "thread_name", c->pid, ts[i]->tid, "name", label, 0);
         sp_jw_meta(c->w, "thread_sort_index", c->pid, ts[i]->tid, "sort_index", NULL, ts[i]->tid);
     }
+    write_cupti_only_threads(c, ts, nt);
     free(ts);
 }
 

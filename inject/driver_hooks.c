@@ -4,12 +4,12 @@
  * memory calls behind PyTorch's expandable segments: cuMemCreate /
  * cuMemRelease (physical memory, counted by handle) and cuMemMap /
  * cuMemUnmap (virtual ranges, tracked but not counted again). They reach
- * programs that call the driver through its exported symbols; a library that
- * fetches driver entry points with cuGetProcAddress is seen by CUPTI only.
- * These calls have no row in collectors/api.h, so nothing is stored in the
- * event buffer: the memory collector is their only consumer, and the gate
- * still routes them through the slow path so the first one can activate
- * stepprof. The device of a block is the thread's cudaSetDevice device
+ * programs that call the driver through its exported symbols, and through
+ * cuGetProcAddress / dlsym (inject/driver_proc.c hands these out).
+ * The allocation and free calls have rows in collectors/api.h (cuda_driver
+ * events); the virtual memory calls have none: the memory collector is their
+ * only consumer, and the gate still routes them through the slow path so the
+ * first one can activate stepprof. The device of a block is the thread's cudaSetDevice device
  * (driver context switches are not followed); cuMemCreate names its own. */
 #include <cuda.h>
 
@@ -21,11 +21,13 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 #define P(x) ((uint64_t)(uintptr_t)(x))
 #define OUT(pp) (r == CUDA_SUCCESS && (pp) ? (uint64_t)*(pp) : 0)
 
-#define DRV_ALLOC_HOOK(sym, params, call, pp, bytes, s) \
-    SP_INTERPOSE_MEM(CUresult, sym, params, call,       \
-                     sp_mem_alloc(&mc, OUT(pp), bytes, P(s), SP_MEM_DEVICE, sp_mem_device()), (void)0)
-#define DRV_FREE_HOOK(sym, params, call, ptr, s) \
-    SP_INTERPOSE_MEM(CUresult, sym, params, call, sp_mem_free(&mc, (uint64_t)(ptr), P(s)), (void)0)
+#define DRV_ALLOC_HOOK(sym, params, call, pp, bytes, s)                                          \
+    SP_INTERPOSE_MEM(CUresult, sym, params, call,                                                \
+                     sp_mem_alloc(&mc, OUT(pp), bytes, P(s), SP_MEM_DEVICE, sp_mem_device()),   \
+                     SP_RECORD_API(sym, (e->a[0] = OUT(pp), e->a[1] = bytes, e->a[3] = P(s))))
+#define DRV_FREE_HOOK(sym, params, call, ptr, s)                                                    \
+    SP_INTERPOSE_MEM(CUresult, sym, params, call, mem_bytes = sp_mem_free(&mc, (uint64_t)(ptr), P(s)), \
+                     SP_RECORD_API(sym, (e->a[0] = (uint64_t)(ptr), e->a[1] = mem_bytes, e->a[3] = P(s))))
 
 DRV_ALLOC_HOOK(cuMemAlloc_v2, (CUdeviceptr * p, size_t n), (p, n), p, n, 0)
 DRV_ALLOC_HOOK(cuMemAllocAsync, (CUdeviceptr * p, size_t n, CUstream s), (p, n, s), p, n, s)

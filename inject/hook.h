@@ -24,9 +24,25 @@
 #define SP_LIKELY(x) __builtin_expect(!!(x), 1)
 #define SP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* The real definition of `name` further down the search order; never NULL
- * (a missing symbol resolves to a stub returning cudaErrorUnknown). */
+/* The real definition of `name` wherever its library was loaded (RTLD_NEXT,
+ * then every loaded object, RTLD_LOCAL ones included; inject/lookup.c), or
+ * NULL while none defines it. Callers never cache a NULL. */
 void *sp_real(const char *name);
+
+/* What a call returns while no loaded library defines its function:
+ * cudaErrorUnknown / CUDA_ERROR_UNKNOWN. */
+#define SP_MISSING_RESULT 999
+
+/* glibc's dlsym, never stepprof's (inject/driver_proc.c exports one). Like
+ * that dlsym it may run before any constructor, even inside a sanitizer
+ * runtime's own start-up (its shadow memory not mapped yet): neither is
+ * instrumented. */
+#define SP_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+typedef void *(*sp_dlsym_fn)(void *, const char *);
+SP_NO_SANITIZE sp_dlsym_fn sp_glibc_dlsym(void);
+
+/* Says once per process that `name` had no definition; SP_MISSING_RESULT. */
+int sp_real_missing(const char *name);
 
 /* Slow path when the gate is open: activates stepprof on first use, returns
  * the calling thread's state with the recursion guard taken, or NULL when this
@@ -70,7 +86,8 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
     e->stack = sp_stack_capture_if_on(); /* after the real call: its time is not charged to the call */
 }
 
-/* real_##sym: the real function, resolved on its first call. */
+/* real_##sym: the real function, resolved on its first call; a miss is not
+ * stored, so the next call looks again (the library may be loaded later). */
 #define SP_REAL_FN(ret, sym, params, call)                                         \
     typedef ret(*sp_fn_##sym) params;                                              \
     static ret sp_resolve_##sym params;                                            \
@@ -78,6 +95,8 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
     static ret sp_resolve_##sym params                                             \
     {                                                                              \
         sp_fn_##sym fp_ = (sp_fn_##sym)sp_real(#sym);                              \
+        if (SP_UNLIKELY(!fp_))                                                     \
+            return (ret)sp_real_missing(#sym);                                     \
         __atomic_store_n(&real_##sym, fp_, __ATOMIC_RELAXED);                      \
         return fp_ call;                                                           \
     }

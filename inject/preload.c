@@ -1,7 +1,7 @@
 /* inject/preload.c — what runs because the process loaded us: the
  * constructor (cheap checks only: a process that never calls CUDA must pay
  * nothing and write nothing), activation at the first intercepted CUDA call,
- * real-symbol resolution for the interposers, the statically-linked-cudart
+ * the statically-linked-cudart
  * warning, and the fork handler. The ends of the process that atexit does not
  * see are exitpaths.c's. */
 #define _GNU_SOURCE
@@ -77,22 +77,6 @@ sp_thread_t *sp_hook_enter(uint32_t *window)
     return t;
 }
 
-static int missing_symbol(void)
-{
-    return 999; /* cudaErrorUnknown */
-}
-
-void *sp_real(const char *name)
-{
-    void *f = dlsym(RTLD_NEXT, name);
-    if (!f) {
-        sp_log(SP_LOG_ERROR, "%s is not defined by any library after stepprof; the call returns cudaErrorUnknown",
-               name);
-        f = (void *)missing_symbol;
-    }
-    return f;
-}
-
 static int find_cudart(struct dl_phdr_info *info, size_t size, void *found)
 {
     (void)size;
@@ -138,8 +122,9 @@ static void warn_static_cudart(void)
     if (!found && exe_has_fatbin())
         sp_log(SP_LOG_WARN,
                "this program links the CUDA runtime statically (nvcc's default -cudart static): its runtime calls "
-               "never pass through a shared libcudart, so stepprof cannot intercept them; rebuild with "
-               "'nvcc -cudart shared' (on a GPU machine CUPTI still records its GPU work)");
+               "never pass through a shared libcudart, so stepprof cannot intercept them (it sees the driver calls "
+               "they make, and on a GPU machine CUPTI records the GPU work); rebuild with 'nvcc -cudart shared' "
+               "to see them");
 }
 
 /* The driver calls this inside cuInit when CUDA_INJECTION64_PATH names us:

@@ -186,13 +186,10 @@ SP_INTERPOSE_EX(cudaError_t, cudaProfilerStop, (void), (), sp_mark_profiler_api(
 /* Not an event either: the memory collector's per-thread current device,
  * which names the device of each allocation without a runtime call of ours
  * (CUPTI would record it in the program's trace). */
-typedef cudaError_t (*set_device_fn)(int);
+SP_REAL_FN(cudaError_t, cudaSetDevice, (int device), (device))
 SP_EXPORT cudaError_t cudaSetDevice(int device)
 {
-    static set_device_fn real;
-    if (!real)
-        real = (set_device_fn)sp_real("cudaSetDevice");
-    cudaError_t r = real(device);
+    cudaError_t r = real_cudaSetDevice(device);
     if (r == cudaSuccess)
         sp_mem_set_device(device);
     return r;
@@ -209,16 +206,14 @@ SP_EXPORT void __cudaRegisterFunction(void **fatbin, const char *host_fun, char 
     if (!real)
         real = (register_fn)sp_real("__cudaRegisterFunction");
     sp_kern_register(host_fun, device_fun ? device_fun : device_name);
-    real(fatbin, host_fun, device_fun, device_name, thread_limit, tid, bid, bdim, gdim, wsize);
+    if (real)
+        real(fatbin, host_fun, device_fun, device_name, thread_limit, tid, bid, bdim, gdim, wsize);
 }
 
-typedef cudaError_t (*get_kernel_fn)(cudaKernel_t *, const void *);
+SP_REAL_FN(cudaError_t, __cudaGetKernel, (cudaKernel_t * handle, const void *host_fun), (handle, host_fun))
 SP_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *handle, const void *host_fun)
 {
-    static get_kernel_fn real;
-    if (!real)
-        real = (get_kernel_fn)sp_real("__cudaGetKernel");
-    cudaError_t r = real(handle, host_fun);
+    cudaError_t r = real___cudaGetKernel(handle, host_fun);
     if (r == cudaSuccess && handle)
         sp_kern_map_handle(*handle, host_fun);
     return r;

@@ -111,6 +111,10 @@ unsigned long long fakecuda_stream_id(void *stream);
 /* The calling thread's current device (cudaSetDevice), without making an observed runtime call. */
 int fakecuda_current_device(void);
 
+/* For the libcuda.so.1 stand-in: until the next call with NULL, the calling thread's runtime calls are
+ * reported to the observer under the driver entry point `api` (same pointer on every call). */
+void fakecuda_driver_call(const char *api);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
 # tests/fakecuda/fakecuda.mk - builds the fakecuda CUDA-runtime stand-in, $(FAKECUDA_LIB), and the
-# CUPTI stand-in beside it, $(FAKECUPTI_LIB) (libcupti.so.13; building $(FAKECUDA_LIB) builds it too).
+# CUPTI and driver stand-ins beside it, $(FAKECUPTI_LIB) (libcupti.so.13) and $(FAKEDRIVER_LIB)
+# (libcuda.so.1); building $(FAKECUDA_LIB) builds them too.
 #
 # Included by the top-level Makefile, which provides BUILD, CUDA_HOME, CC and CFLAGS_COMMON.  Run
 # programs on it with LD_LIBRARY_PATH=$(BUILD)/fakecuda.  When nvcc is available, abi_check.cu first
@@ -42,8 +43,10 @@ $(FAKECUDA_OBJS): $(FAKECUDA_OUT)/%.o: $(FAKECUDA_DIR)/%.c
 	@mkdir -p $(@D)
 	$(CC) $(FAKECUDA_CFLAGS) -MMD -MP -c $< -o $@
 
-# Order-only: whoever builds the runtime gets CUPTI too, without relinking one when the other changes.
-$(FAKECUDA_LIB): $(FAKECUDA_OBJS) $(FAKECUDA_DIR)/fakecuda.map $(FAKECUDA_ABI_OK) | $(FAKECUPTI_LIB)
+# Order-only: whoever builds the runtime gets CUPTI and the driver too, without relinking one when another
+# changes.
+FAKEDRIVER_LIB := $(FAKECUDA_OUT)/libcuda.so.1
+$(FAKECUDA_LIB): $(FAKECUDA_OBJS) $(FAKECUDA_DIR)/fakecuda.map $(FAKECUDA_ABI_OK) | $(FAKECUPTI_LIB) $(FAKEDRIVER_LIB)
 	$(CC) $(FAKECUDA_CFLAGS) -shared -Wl,-soname,libcudart.so.13 \
 	  -Wl,--version-script=$(FAKECUDA_DIR)/fakecuda.map -Wl,-z,defs -o $@ $(FAKECUDA_OBJS) -ldl -lpthread
 	ln -sf libcudart.so.13 $(FAKECUDA_OUT)/libcudart.so
@@ -90,6 +93,13 @@ fakecupti-check: $(FAKECUPTI_LIB) $(FAKECUPTI_INJECT) $(FAKECUPTI_SELFTEST)
 
 .PHONY: fakecuda
 fakecuda: $(FAKECUDA_LIB) $(FAKECUDA_OUT)/libcudart.so $(FAKECUPTI_LIB)
+
+# ---- libcuda.so.1: the driver stand-in over the runtime stand-in (fakedriver.c; loads it at run time) ----
+$(FAKEDRIVER_LIB): $(FAKECUDA_DIR)/fakedriver.c $(FAKECUDA_DIR)/fakecuda.h
+	@mkdir -p $(@D)
+	$(CC) $(FAKECUDA_CFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,-z,defs -o $@ $< -ldl -lpthread
+	ln -sf libcuda.so.1 $(FAKECUDA_OUT)/libcuda.so
+fakecuda: $(FAKEDRIVER_LIB)
 
 -include $(FAKECUDA_OBJS:.o=.d) $(FAKECUPTI_OBJS:.o=.d)
 

@@ -181,12 +181,14 @@ static cudaError_t injected_failure(const char *api) {
 void fc_note_enter(const char *api) {
   const fakecuda_observer_t *o = atomic_load(&fc_observer);
   if (!o) return;
+  if (fc_tls.driver_api) api = fc_tls.driver_api;
   fc_tls.api_start_ns = fc_now();
   if (o->api_enter) o->api_enter(api, o->ctx);
 }
 
 void fc_note_exit(const char *api, int result) {
   const fakecuda_observer_t *o = atomic_load(&fc_observer);
+  if (fc_tls.driver_api) api = fc_tls.driver_api;
   if (o && o->api_exit) o->api_exit(api, result, o->ctx);
 }
 
@@ -208,7 +210,16 @@ void fc_emit(fakecuda_op_t *op) {
   const fakecuda_observer_t *o = atomic_load(&fc_observer);
   if (!o || !o->gpu_op) return;
   op->api_start_ns = fc_tls.api_start_ns;
+  if (fc_tls.driver_api) op->api = fc_tls.driver_api;
   o->gpu_op(op, o->ctx);
+}
+
+/* The libcuda.so.1 stand-in (fakecuda_driver.c) runs each driver call on one runtime entry point,
+ * reached through dlsym on this library so no interposer sees it; between fakecuda_driver_call(name)
+ * and fakecuda_driver_call(NULL) the observer sees `name` (a pointer that stays the same per entry
+ * point) instead of the runtime's. */
+FC_EXPORT void fakecuda_driver_call(const char *api) {
+  fc_tls.driver_api = api;
 }
 
 /* ---- errors ---- */

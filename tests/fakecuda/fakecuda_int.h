@@ -58,6 +58,7 @@ struct fc_thread {
   unsigned long long api_start_ns;
   struct fc_launch_cfg cfg[FC_CFG_DEPTH];
   struct CUstream_st *per_thread[FAKECUDA_MAX_DEVICES]; /* lazily created default streams */
+  const char *driver_api; /* set by the libcuda.so.1 stand-in around the runtime call it runs on */
 };
 extern __thread struct fc_thread fc_tls;
 

@@ -190,6 +190,16 @@ static cudaError_t func_name(const char **name, const void *func) {
   return cudaSuccess;
 }
 
+/* The driver's handle of a registered kernel (what cuLaunchKernel takes): its registry entry, which
+ * fc_kernel() maps to itself. Like NVIDIA's, unregistered symbols are refused. */
+static cudaError_t func_by_symbol(cudaFunction_t *out, const void *symbol) {
+  if (!out || !symbol) return cudaErrorInvalidValue;
+  struct CUkern_st *k = fc_kernel(symbol);
+  if (!k || !k->name) return cudaErrorInvalidDeviceFunction;
+  *out = (cudaFunction_t)(void *)k;
+  return cudaSuccess;
+}
+
 /* Values of a small sm_90 kernel: enough for code that sizes launches from them. */
 static cudaError_t func_attributes(struct cudaFuncAttributes *a, const void *func) {
   if (!a) return cudaErrorInvalidValue;
@@ -213,6 +223,7 @@ static cudaError_t occupancy(int *blocks, const void *func, int block_size) {
 }
 
 FC_API(cudaFuncGetName, (const char **name, const void *func), func_name(name, func))
+FC_API(cudaGetFuncBySymbol, (cudaFunction_t * functionPtr, const void *symbolPtr), func_by_symbol(functionPtr, symbolPtr))
 FC_API(cudaFuncGetAttributes, (struct cudaFuncAttributes * attr, const void *func), func_attributes(attr, func))
 FC_API(cudaFuncSetAttribute, (const void *func, enum cudaFuncAttribute attr FC_UNUSED, int value FC_UNUSED),
        func ? cudaSuccess : cudaErrorInvalidDeviceFunction)

@@ -1,6 +1,7 @@
 #!/bin/sh
 # fakecupti_gen.sh INCLUDE_DIR - prints fakecupti_gen.h, the tables that tie the CUPTI stand-in to the
 # toolkit it is built against, so they can never drift from the real headers:
+#   fcp_driver_cbids[]  driver API name -> CUPTI_DRIVER_TRACE_CBID_<name> (exact names, sorted);
 #   fcp_cbids[]    runtime API name -> CUPTI_RUNTIME_TRACE_CBID_<name>_v<N> from cupti_runtime_cbid.h,
 #                  keeping the highest _v<N> of each name (what the current runtime reports), sorted by
 #                  name in byte order for bsearch with strcmp;
@@ -25,6 +26,11 @@ sed -n "s/^${sp}CUPTI_RUNTIME_TRACE_CBID_\([A-Za-z0-9_]*\)_v$num$sp=$sp$num.*/\1
   LC_ALL=C sort -k1,1 -k2,2n |
   awk '$1 != name && NR > 1 { printf "    {\"%s\", %s},\n", name, cbid } { name = $1; cbid = $3 }
        END { if (NR) printf "    {\"%s\", %s},\n", name, cbid }'
+echo "};"
+# Driver callbacks keep their exact names ("cuMemAlloc_v2", "cuLaunchKernel_ptsz"), as the driver exports them.
+echo "static const struct fcp_cbid fcp_driver_cbids[] = {"
+sed -n "s/^${sp}CUPTI_DRIVER_TRACE_CBID_\([A-Za-z0-9_]*\)$sp=$sp$num.*/\1 \2/p" "$inc/cupti_driver_cbid.h" |
+  grep -v '^SIZE ' | LC_ALL=C sort -k1,1 | awk '{ printf "    {\"%s\", %s},\n", $1, $2 }'
 echo "};"
 echo "#endif"
 

@@ -77,14 +77,24 @@ static int cmp_cbid(const void *key, const void *entry) {
   return strcmp(key, ((const struct fcp_cbid *)entry)->name);
 }
 
+/* Marks a driver cbid in struct call and the cbid cache (runtime and driver cbids overlap). */
+#define FCP_DRIVER_CBID 0x80000000u
+
+/* Driver entry points (fakecuda_driver_call names: "cu" + capital) look in the driver table. */
+static uint32_t lookup_cbid(const char *api) {
+  bool driver = api[0] == 'c' && api[1] == 'u' && api[2] >= 'A' && api[2] <= 'Z';
+  const struct fcp_cbid *tab = driver ? fcp_driver_cbids : fcp_cbids;
+  size_t n = driver ? sizeof fcp_driver_cbids / sizeof fcp_driver_cbids[0] : sizeof fcp_cbids / sizeof fcp_cbids[0];
+  const struct fcp_cbid *e = bsearch(api, tab, n, sizeof tab[0], cmp_cbid);
+  return !e ? CUPTI_RUNTIME_TRACE_CBID_INVALID : driver ? e->cbid | FCP_DRIVER_CBID : e->cbid;
+}
+
 /* 0 (CUPTI_RUNTIME_TRACE_CBID_INVALID) for names CUPTI does not trace: they get no API record. */
 static uint32_t cbid_of(const char *api) {
   struct cache_slot *s = cache_slot(cbid_cache, api);
   uintptr_t v = s ? atomic_load_explicit(&s->val, memory_order_acquire) : 0;
   if (FCP_LIKELY(v)) return (uint32_t)(v - 1);
-  const struct fcp_cbid *e =
-      bsearch(api, fcp_cbids, sizeof fcp_cbids / sizeof fcp_cbids[0], sizeof fcp_cbids[0], cmp_cbid);
-  uint32_t cbid = e ? e->cbid : CUPTI_RUNTIME_TRACE_CBID_INVALID;
+  uint32_t cbid = lookup_cbid(api);
   if (s) atomic_store_explicit(&s->val, (uintptr_t)cbid + 1, memory_order_release);
   return cbid;
 }
@@ -242,11 +252,13 @@ static void observe_exit(const char *api, int result, void *ctx) {
     fcp_record(&r, sizeof r, 0);
   }
   lazy_module_load(c, end);
-  if (c->cbid && fcp_on(CUPTI_ACTIVITY_KIND_RUNTIME)) {
+  bool driver = (c->cbid & FCP_DRIVER_CBID) != 0;
+  CUpti_ActivityKind kind = driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
+  if (c->cbid && fcp_on(kind)) {
     /* "the activity API record will be preceded by a CUpti_ActivityExternalCorrelation record" */
     if (fcp_on(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) emit_external(c, t);
-    CUpti_ActivityAPI r = {.kind = CUPTI_ACTIVITY_KIND_RUNTIME,
-                           .cbid = c->cbid,
+    CUpti_ActivityAPI r = {.kind = kind,
+                           .cbid = c->cbid & ~FCP_DRIVER_CBID,
                            .start = fcp_ts(c->start),
                            .end = fcp_ts(end),
                            .processId = process_id(),
@@ -407,9 +419,9 @@ static void memory_record(const fakecuda_op_t *op, uint32_t corr) {
 static void note_sync(struct call *c, const fakecuda_op_t *op) {
   const uint32_t none = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
   CUpti_ActivitySynchronizationType type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_UNKNOWN;
-  if (has_prefix(op->api, "cudaStreamSynchronize"))
+  if (has_prefix(op->api, "cudaStreamSynchronize") || has_prefix(op->api, "cuStreamSynchronize"))
     type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
-  else if (has_prefix(op->api, "cudaDeviceSynchronize"))
+  else if (has_prefix(op->api, "cudaDeviceSynchronize") || has_prefix(op->api, "cuCtxSynchronize"))
     type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
   else if (has_prefix(op->api, "cudaEventSynchronize"))
     type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE;

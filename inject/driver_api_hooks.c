@@ -1,0 +1,87 @@
+/* inject/driver_api_hooks.c — the CUDA driver API interposers beside the
+ * allocation ones of driver_hooks.c: launches (cuLaunchKernel, Ex,
+ * Cooperative, cuGraphLaunch), copies, sets and synchronization, one row each
+ * in collectors/api.h's SP_DRIVER_API_LIST, written as cuda_driver events. A
+ * launched CUfunction is named once through cuFuncGetName (the registry keeps
+ * the name), so the exporter names its kernel like a runtime launch's. A
+ * runtime call that the runtime implements with these (NVIDIA's does) is
+ * recorded once: the recursion guard taken by the runtime interposer makes
+ * the nested driver call pass through unrecorded. */
+#include <cuda.h>
+
+#include "../collectors/kernels.h"
+#include "hook.h"
+#include "markers.h"
+
+#define P(x) ((uint64_t)(uintptr_t)(x))
+
+typedef CUresult (*func_name_fn)(const char **, CUfunction);
+
+/* Registers f's name on its first recorded launch; the last one named is
+ * remembered so a loop over one kernel skips the registry's lock. */
+static void name_function(CUfunction f)
+{
+    static CUfunction last;
+    static func_name_fn get_name;
+    if (!f || __atomic_load_n(&last, __ATOMIC_RELAXED) == f)
+        return;
+    if (!sp_kern_mangled(f, 0)) {
+        if (!get_name)
+            get_name = (func_name_fn)sp_real("cuFuncGetName");
+        const char *n = NULL;
+        if (get_name && get_name(&n, f) == CUDA_SUCCESS && n)
+            sp_kern_register(f, n);
+    }
+    __atomic_store_n(&last, f, __ATOMIC_RELAXED);
+}
+
+static inline void fill_drv_launch(sp_event_t *e, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                   unsigned by, unsigned bz, unsigned shm, CUstream s)
+{
+    name_function(f);
+    e->a[0] = P(f);
+    e->a[1] = gx | (uint64_t)gy << 32;
+    e->a[2] = bx | (uint64_t)by << 32;
+    e->a[3] = P(s);
+    e->a[4] = gz | (uint64_t)bz << 32;
+    e->aux = shm;
+}
+
+static inline void fill4(sp_event_t *e, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3)
+{
+    e->a[0] = a0;
+    e->a[1] = a1;
+    e->a[2] = a2;
+    e->a[3] = a3;
+}
+
+SP_INTERPOSE_EX(CUresult, cuLaunchKernel,
+                (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                 unsigned shm, CUstream s, void **params, void **extra),
+                (f, gx, gy, gz, bx, by, bz, shm, s, params, extra), sp_mark_launch(f, 0, &w),
+                fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
+SP_INTERPOSE_EX(CUresult, cuLaunchCooperativeKernel,
+                (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                 unsigned shm, CUstream s, void **params),
+                (f, gx, gy, gz, bx, by, bz, shm, s, params), sp_mark_launch(f, 0, &w),
+                fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
+SP_INTERPOSE_EX(CUresult, cuLaunchKernelEx, (const CUlaunchConfig *c, CUfunction f, void **params, void **extra),
+                (c, f, params, extra), sp_mark_launch(f, 0, &w),
+                c ? fill_drv_launch(e, f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                                    c->blockDimZ, c->sharedMemBytes, c->hStream)
+                  : (void)(e->a[0] = P(f)))
+SP_INTERPOSE(CUresult, cuGraphLaunch, (CUgraphExec g, CUstream s), (g, s), fill4(e, P(g), 0, 0, P(s)))
+
+/* Copy kinds as collectors/api.h's COPY shape records them (cudaMemcpyKind). */
+enum { H2D = 1, D2H = 2 };
+SP_INTERPOSE(CUresult, cuMemcpyHtoD_v2, (CUdeviceptr d, const void *h, size_t n), (d, h, n),
+             (fill4(e, d, n, H2D, 0), e->a[4] = P(h)))
+SP_INTERPOSE(CUresult, cuMemcpyDtoH_v2, (void *h, CUdeviceptr d, size_t n), (h, d, n),
+             (fill4(e, P(h), n, D2H, 0), e->a[4] = d))
+SP_INTERPOSE(CUresult, cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void *h, size_t n, CUstream s), (d, h, n, s),
+             (fill4(e, d, n, H2D, P(s)), e->a[4] = P(h)))
+SP_INTERPOSE(CUresult, cuMemcpyDtoHAsync_v2, (void *h, CUdeviceptr d, size_t n, CUstream s), (h, d, n, s),
+             (fill4(e, P(h), n, D2H, P(s)), e->a[4] = d))
+SP_INTERPOSE(CUresult, cuMemsetD8_v2, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n), fill4(e, d, n, v, 0))
+SP_INTERPOSE(CUresult, cuStreamSynchronize, (CUstream s), (s), fill4(e, 0, 0, 0, P(s)))
+SP_INTERPOSE(CUresult, cuCtxSynchronize, (void), (), (void)0)

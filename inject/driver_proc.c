@@ -1,0 +1,103 @@
+/* inject/driver_proc.c — driver entry points that never pass through the
+ * PLT. Statically linked cudart, Triton and JAX fetch the driver with
+ * dlopen("libcuda.so.1") + dlsym("cuGetProcAddress_v2") and then ask
+ * cuGetProcAddress for everything else. So stepprof exports cuGetProcAddress,
+ * cuGetProcAddress_v2 and dlsym, and hands back its own interposer wherever
+ * the real answer is exactly the function that interposer forwards to (any
+ * version or flags: a different answer, such as an old-ABI or _ptsz variant
+ * stepprof does not interpose, passes through untouched), including for
+ * cuGetProcAddress itself. dlsym: only cu[A-Z]* names with a real handle take
+ * that path; everything else, RTLD_NEXT included, is a tail call to glibc's
+ * dlsym (bootstrapped with dlvsym), so the caller's handle and return address
+ * mean what they meant. */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
+#include <string.h>
+
+#include "hook.h"
+
+#undef cuGetProcAddress
+CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
+
+typedef struct {
+    const char *name;
+    void *ours;
+} wrap_t;
+
+#define W(sym) {#sym, (void *)sym}
+static const wrap_t wraps[] = {
+    W(cuGetProcAddress_v2), W(cuGetProcAddress), W(cuLaunchKernel), W(cuLaunchKernelEx),
+    W(cuLaunchCooperativeKernel), W(cuGraphLaunch), W(cuMemAlloc_v2), W(cuMemAllocAsync), W(cuMemAllocAsync_ptsz),
+    W(cuMemFree_v2), W(cuMemFreeAsync), W(cuMemFreeAsync_ptsz), W(cuMemcpyHtoD_v2), W(cuMemcpyDtoH_v2),
+    W(cuMemcpyHtoDAsync_v2), W(cuMemcpyDtoHAsync_v2), W(cuMemsetD8_v2), W(cuStreamSynchronize),
+    W(cuCtxSynchronize), W(cuMemCreate), W(cuMemRelease), W(cuMemMap), W(cuMemUnmap),
+};
+#define NWRAPS (sizeof wraps / sizeof wraps[0])
+static void *reals[NWRAPS];
+
+/* Is `name` what a caller asks for when it wants `full` (cuMemAlloc for
+ * cuMemAlloc_v2)? */
+static int asks_for(const char *name, const char *full)
+{
+    size_t n = strlen(name);
+    if (strncmp(name, full, n) != 0)
+        return 0;
+    const char *rest = full + n;
+    return !*rest || !strcmp(rest, "_v2") || !strcmp(rest, "_ptsz") || !strcmp(rest, "_v2_ptsz");
+}
+
+/* Our interposer for `real`, which the caller got under `name`, or real. */
+static void *wrap(const char *name, void *real)
+{
+    if (!real || !name || name[0] != 'c' || name[1] != 'u' || name[2] < 'A' || name[2] > 'Z')
+        return real;
+    for (size_t i = 0; i < NWRAPS; i++) {
+        if (!asks_for(name, wraps[i].name))
+            continue;
+        void *r = __atomic_load_n(&reals[i], __ATOMIC_RELAXED);
+        if (!r) {
+            r = sp_real(wraps[i].name);
+            __atomic_store_n(&reals[i], r, __ATOMIC_RELAXED);
+        }
+        if (r == real)
+            return wraps[i].ours;
+    }
+    return real;
+}
+
+typedef CUresult (*gpa2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t);
+
+SP_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                       CUdriverProcAddressQueryResult *status)
+{
+    gpa2_fn real = (gpa2_fn)sp_real("cuGetProcAddress_v2");
+    if (!real)
+        return (CUresult)sp_real_missing("cuGetProcAddress_v2");
+    CUresult r = real(symbol, pfn, version, flags, status);
+    if (r == CUDA_SUCCESS && pfn)
+        *pfn = wrap(symbol, *pfn);
+    return r;
+}
+
+SP_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    gpa_fn real = (gpa_fn)sp_real("cuGetProcAddress");
+    if (!real)
+        return (CUresult)sp_real_missing("cuGetProcAddress");
+    CUresult r = real(symbol, pfn, version, flags);
+    if (r == CUDA_SUCCESS && pfn)
+        *pfn = wrap(symbol, *pfn);
+    return r;
+}
+
+SP_EXPORT SP_NO_SANITIZE void *dlsym(void *handle, const char *name)
+{
+    sp_dlsym_fn f = sp_glibc_dlsym();
+    if (handle == RTLD_NEXT || name[0] != 'c' || name[1] != 'u' || name[2] < 'A' || name[2] > 'Z')
+        return f(handle, name); /* a sibling call: glibc sees the caller's return address */
+    return wrap(name, f(handle, name));
+}

@@ -1,0 +1,279 @@
+/*
+ * fakedriver.c - build/fakecuda/libcuda.so.1: a stand-in for NVIDIA's driver library (soname
+ * libcuda.so.1, the signatures of the toolkit's cuda.h) over the fakecuda runtime stand-in.
+ *
+ * NVIDIA's runtime is built on the driver; here it is the other way round: each driver entry point runs
+ * one runtime entry point of libcudart.so.13 (the stand-in), fetched with dlsym on the runtime's own
+ * handle, so no interposer sees that inner call, and fakecuda_driver_call() makes the observer (and so
+ * the CUPTI stand-in) see the driver entry point's name instead of the runtime's. Kernels come from
+ * cuModuleLoadData (any image) + cuModuleGetFunction(name): each name is registered with the runtime
+ * like nvcc's __cudaRegisterFunction, so the CUPTI stand-in names its kernels. cuGetProcAddress(_v2)
+ * hands out this library's own functions (the name as given, else with _v2 appended); its flags and
+ * version are not looked at. Error codes: the runtime's, mapped to the driver's where they differ.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakecuda.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static void *rt;
+static void (*as_driver)(const char *);
+
+/* At load, as the real driver is there before any runtime (and so the runtime's folder is known to a
+ * profiler looking for libcupti beside it). */
+__attribute__((constructor)) static void load_runtime(void) {
+  rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (rt) as_driver = (void (*)(const char *))dlsym(rt, "fakecuda_driver_call");
+}
+
+static void *rt_fn(const char *name) {
+  return rt && as_driver ? dlsym(rt, name) : NULL;
+}
+
+static CUresult drv_result(cudaError_t r) {
+  switch (r) {
+  case cudaSuccess: return CUDA_SUCCESS;
+  case cudaErrorInvalidValue: return CUDA_ERROR_INVALID_VALUE;
+  case cudaErrorMemoryAllocation: return CUDA_ERROR_OUT_OF_MEMORY;
+  case cudaErrorInvalidDevice: return CUDA_ERROR_INVALID_DEVICE;
+  case cudaErrorInvalidDeviceFunction: return CUDA_ERROR_INVALID_HANDLE;
+  case cudaErrorInvalidConfiguration: return CUDA_ERROR_INVALID_VALUE;
+  case cudaErrorNotReady: return CUDA_ERROR_NOT_READY;
+  default: return CUDA_ERROR_UNKNOWN;
+  }
+}
+
+/* Runs the runtime's `rsym` with `args` as the driver call `api` (this function's name). */
+#define RT_CALL(api, rsym, proto, args)                                          \
+  do {                                                                           \
+    cudaError_t(*f_) proto = (cudaError_t(*) proto)rt_fn(#rsym);                 \
+    if (!f_) return CUDA_ERROR_NOT_INITIALIZED;                                  \
+    as_driver(api);                                                              \
+    cudaError_t r_ = f_ args;                                                    \
+    as_driver(NULL);                                                             \
+    return drv_result(r_);                                                       \
+  } while (0)
+
+static dim3 d3(unsigned x, unsigned y, unsigned z) {
+  dim3 d = {x, y, z};
+  return d;
+}
+
+/* ---- initialization, versions, devices, contexts ---- */
+
+EXPORT CUresult cuInit(unsigned int flags) {
+  if (flags) return CUDA_ERROR_INVALID_VALUE;
+  int n;
+  RT_CALL(__func__, cudaGetDeviceCount, (int *), (&n)); /* the runtime's first call loads CUDA_INJECTION64_PATH */
+}
+
+EXPORT CUresult cuDriverGetVersion(int *v) {
+  if (!v) return CUDA_ERROR_INVALID_VALUE;
+  *v = CUDA_VERSION;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetCount(int *n) {
+  RT_CALL(__func__, cudaGetDeviceCount, (int *), (n));
+}
+
+EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+  int n = 0;
+  cudaError_t (*count)(int *) = (cudaError_t(*)(int *))rt_fn("cudaGetDeviceCount");
+  if (!count) return CUDA_ERROR_NOT_INITIALIZED;
+  as_driver(__func__);
+  cudaError_t r = count(&n);
+  as_driver(NULL);
+  if (r != cudaSuccess) return drv_result(r);
+  if (!d || ordinal < 0 || ordinal >= n) return CUDA_ERROR_INVALID_DEVICE;
+  *d = ordinal;
+  return CUDA_SUCCESS;
+}
+
+/* A primary context is a token per device: CUcontext values 1..FAKECUDA_MAX_DEVICES as pointers. */
+static char ctx_tokens[FAKECUDA_MAX_DEVICES];
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d) {
+  if (!ctx || d < 0 || d >= FAKECUDA_MAX_DEVICES) return CUDA_ERROR_INVALID_VALUE;
+  *ctx = (CUcontext)(void *)&ctx_tokens[d];
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
+  return d < 0 || d >= FAKECUDA_MAX_DEVICES ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+  char *c = (char *)(void *)ctx;
+  if (c < ctx_tokens || c >= ctx_tokens + FAKECUDA_MAX_DEVICES) return CUDA_ERROR_INVALID_CONTEXT;
+  RT_CALL(__func__, cudaSetDevice, (int), ((int)(c - ctx_tokens)));
+}
+
+EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx) {
+  if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+  int (*dev)(void) = (int (*)(void))rt_fn("fakecuda_current_device");
+  if (!dev) return CUDA_ERROR_NOT_INITIALIZED;
+  *ctx = (CUcontext)(void *)&ctx_tokens[dev()];
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSynchronize(void) {
+  RT_CALL(__func__, cudaDeviceSynchronize, (void), ());
+}
+
+EXPORT CUresult cuStreamSynchronize(CUstream s) {
+  RT_CALL(__func__, cudaStreamSynchronize, (cudaStream_t), ((cudaStream_t)s));
+}
+
+/* ---- modules and functions ---- */
+
+struct fake_module {
+  void **fatbin; /* the runtime's registration handle */
+};
+
+EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
+  void **(*reg)(void *) = (void **(*)(void *))rt_fn("__cudaRegisterFatBinary");
+  if (!m || !image) return CUDA_ERROR_INVALID_VALUE;
+  if (!reg) return CUDA_ERROR_NOT_INITIALIZED;
+  struct fake_module *fm = calloc(1, sizeof *fm);
+  if (!fm) return CUDA_ERROR_OUT_OF_MEMORY;
+  as_driver(__func__);
+  fm->fatbin = reg((void *)image);
+  as_driver(NULL);
+  *m = (CUmodule)(void *)fm;
+  return CUDA_SUCCESS;
+}
+
+/* A CUfunction is a small block whose address the runtime registers as the host stub of `name`. */
+EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+  typedef void (*reg_fn)(void **, const char *, char *, const char *, int, uint3 *, uint3 *, dim3 *, dim3 *,
+                         int *);
+  reg_fn reg = (reg_fn)rt_fn("__cudaRegisterFunction");
+  if (!f || !m || !name) return CUDA_ERROR_INVALID_VALUE;
+  if (!reg) return CUDA_ERROR_NOT_INITIALIZED;
+  char *key = strdup(name); /* unique address, kept for the life of the process like a module's code */
+  if (!key) return CUDA_ERROR_OUT_OF_MEMORY;
+  as_driver(__func__);
+  reg(((struct fake_module *)(void *)m)->fatbin, key, key, key, -1, NULL, NULL, NULL, NULL, NULL);
+  as_driver(NULL);
+  *f = (CUfunction)(void *)key;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuFuncGetName(const char **name, CUfunction f) {
+  RT_CALL(__func__, cudaFuncGetName, (const char **, const void *), (name, (const void *)f));
+}
+
+/* ---- launches ---- */
+
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned shm, CUstream s, void **params, void **extra) {
+  (void)extra;
+  RT_CALL(__func__, cudaLaunchKernel, (const void *, dim3, dim3, void **, size_t, cudaStream_t),
+          ((const void *)f, d3(gx, gy, gz), d3(bx, by, bz), params, shm, (cudaStream_t)s));
+}
+
+EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
+  (void)extra;
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  RT_CALL(__func__, cudaLaunchKernel, (const void *, dim3, dim3, void **, size_t, cudaStream_t),
+          ((const void *)f, d3(c->gridDimX, c->gridDimY, c->gridDimZ), d3(c->blockDimX, c->blockDimY, c->blockDimZ),
+           params, c->sharedMemBytes, (cudaStream_t)c->hStream));
+}
+
+EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                          unsigned by, unsigned bz, unsigned shm, CUstream s, void **params) {
+  RT_CALL(__func__, cudaLaunchCooperativeKernel, (const void *, dim3, dim3, void **, size_t, cudaStream_t),
+          ((const void *)f, d3(gx, gy, gz), d3(bx, by, bz), params, shm, (cudaStream_t)s));
+}
+
+EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream s) {
+  RT_CALL(__func__, cudaGraphLaunch, (cudaGraphExec_t, cudaStream_t), ((cudaGraphExec_t)g, (cudaStream_t)s));
+}
+
+/* ---- memory ---- */
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
+  RT_CALL(__func__, cudaMalloc, (void **, size_t), ((void **)p, n));
+}
+
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) {
+  RT_CALL(__func__, cudaMallocAsync, (void **, size_t, cudaStream_t), ((void **)p, n, (cudaStream_t)s));
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
+  RT_CALL(__func__, cudaFree, (void *), ((void *)p));
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) {
+  RT_CALL(__func__, cudaFreeAsync, (void *, cudaStream_t), ((void *)p, (cudaStream_t)s));
+}
+
+#define COPY_PROTO (void *, const void *, size_t, enum cudaMemcpyKind)
+#define COPY_ASYNC_PROTO (void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t)
+
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n) {
+  RT_CALL(__func__, cudaMemcpy, COPY_PROTO, ((void *)d, h, n, cudaMemcpyHostToDevice));
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *h, CUdeviceptr d, size_t n) {
+  RT_CALL(__func__, cudaMemcpy, COPY_PROTO, (h, (const void *)d, n, cudaMemcpyDeviceToHost));
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *h, size_t n, CUstream s) {
+  RT_CALL(__func__, cudaMemcpyAsync, COPY_ASYNC_PROTO, ((void *)d, h, n, cudaMemcpyHostToDevice, (cudaStream_t)s));
+}
+
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *h, CUdeviceptr d, size_t n, CUstream s) {
+  RT_CALL(__func__, cudaMemcpyAsync, COPY_ASYNC_PROTO, (h, (const void *)d, n, cudaMemcpyDeviceToHost, (cudaStream_t)s));
+}
+
+EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) {
+  RT_CALL(__func__, cudaMemset, (void *, int, size_t), ((void *)d, v, n));
+}
+
+/* ---- cuGetProcAddress ---- */
+
+#undef cuGetProcAddress
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *status);
+
+static char self_anchor; /* not a function: a function's address here could be a preloaded interposer's */
+
+static CUresult proc_address(const char *symbol, void **pfn, CUdriverProcAddressQueryResult *status) {
+  static void *self;
+  if (!self) {
+    Dl_info info;
+    if (dladdr(&self_anchor, &info)) self = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+  }
+  if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+  char v2[256];
+  void *f = NULL;
+  if (self && strncmp(symbol, "cu", 2) == 0) {
+    snprintf(v2, sizeof v2, "%s_v2", symbol);
+    f = dlsym(self, v2); /* the version a current toolkit asks for: cuMemAlloc -> cuMemAlloc_v2 */
+    if (!f) f = dlsym(self, symbol);
+  }
+  *pfn = f;
+  if (status) *status = f ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return f ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *status) {
+  (void)version, (void)flags;
+  return proc_address(symbol, pfn, status);
+}
+
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags) {
+  (void)version, (void)flags;
+  return proc_address(symbol, pfn, NULL);
+}

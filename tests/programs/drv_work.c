@@ -1,0 +1,164 @@
+/*
+ * drv_work.c — GPU work through the CUDA driver API only, the way Triton, JAX, cuBLAS internals and
+ * statically linked cudart reach it. drv_work(mode) initializes the driver, loads a module (any image:
+ * the driver stand-in accepts it), gets the kernel "_Z10drv_kernelPf", allocates, copies, launches
+ * LAUNCHES times, sets, copies back, synchronizes and frees, printing `NAME=RESULT` per call kind and
+ * `launches=N`. Where the entry points come from:
+ *   direct   the program's own imports of libcuda.so.1 (built with DRV_LINKED)
+ *   proc     cuGetProcAddress_v2, itself fetched through cuGetProcAddress (built with DRV_LINKED)
+ *   dlopen   dlopen("libcuda.so.1") + dlsym("cuGetProcAddress_v2"), then cuGetProcAddress for the
+ *            rest: what statically linked cudart does (any build)
+ * Built three ways (drv.mk): drv_linked (links libcuda), drv_static (does not link libcuda) and
+ * libdrvblas.so (links libcuda; plugin_host drv loads it with RTLD_LOCAL and calls drv_work("direct")).
+ * Exit status 0 when every call succeeded.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#undef cuGetProcAddress
+enum { LAUNCHES = 5, N = 1024 };
+
+typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+
+static struct {
+    CUresult (*init)(unsigned);
+    CUresult (*device_get)(CUdevice *, int);
+    CUresult (*retain)(CUcontext *, CUdevice);
+    CUresult (*set_current)(CUcontext);
+    CUresult (*load)(CUmodule *, const void *);
+    CUresult (*get_function)(CUfunction *, CUmodule, const char *);
+    CUresult (*alloc)(CUdeviceptr *, size_t);
+    CUresult (*htod)(CUdeviceptr, const void *, size_t);
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                       void **, void **);
+    CUresult (*memset8)(CUdeviceptr, unsigned char, size_t);
+    CUresult (*dtoh)(void *, CUdeviceptr, size_t);
+    CUresult (*stream_sync)(CUstream);
+    CUresult (*ctx_sync)(void);
+    CUresult (*free)(CUdeviceptr);
+} cu;
+
+static int get(gpa_fn gpa, const char *name, void *slot)
+{
+    CUdriverProcAddressQueryResult st;
+    CUresult r = gpa(name, (void **)slot, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st);
+    if (r != CUDA_SUCCESS || !*(void **)slot) {
+        fprintf(stderr, "drv_work: cuGetProcAddress(%s) = %d\n", name, (int)r);
+        return -1;
+    }
+    return 0;
+}
+
+static int fill_from(gpa_fn gpa)
+{
+    return get(gpa, "cuInit", &cu.init) | get(gpa, "cuDeviceGet", &cu.device_get) |
+           get(gpa, "cuDevicePrimaryCtxRetain", &cu.retain) | get(gpa, "cuCtxSetCurrent", &cu.set_current) |
+           get(gpa, "cuModuleLoadData", &cu.load) | get(gpa, "cuModuleGetFunction", &cu.get_function) |
+           get(gpa, "cuMemAlloc", &cu.alloc) | get(gpa, "cuMemcpyHtoD", &cu.htod) |
+           get(gpa, "cuLaunchKernel", &cu.launch) | get(gpa, "cuMemsetD8", &cu.memset8) |
+           get(gpa, "cuMemcpyDtoH", &cu.dtoh) | get(gpa, "cuStreamSynchronize", &cu.stream_sync) |
+           get(gpa, "cuCtxSynchronize", &cu.ctx_sync) | get(gpa, "cuMemFree", &cu.free);
+}
+
+#ifdef DRV_LINKED
+static int fill_linked(void)
+{
+    cu.init = cuInit;
+    cu.device_get = cuDeviceGet;
+    cu.retain = cuDevicePrimaryCtxRetain;
+    cu.set_current = cuCtxSetCurrent;
+    cu.load = cuModuleLoadData;
+    cu.get_function = cuModuleGetFunction;
+    cu.alloc = cuMemAlloc_v2;
+    cu.htod = cuMemcpyHtoD_v2;
+    cu.launch = cuLaunchKernel;
+    cu.memset8 = cuMemsetD8_v2;
+    cu.dtoh = cuMemcpyDtoH_v2;
+    cu.stream_sync = cuStreamSynchronize;
+    cu.ctx_sync = cuCtxSynchronize;
+    cu.free = cuMemFree_v2;
+    return 0;
+}
+
+/* cuGetProcAddress_v2 as the driver hands it out for "cuGetProcAddress". */
+static gpa_fn proc_of_proc(void)
+{
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st;
+    return cuGetProcAddress_v2("cuGetProcAddress", &p, CUDA_VERSION, 0, &st) == CUDA_SUCCESS ? (gpa_fn)p : NULL;
+}
+#endif
+
+static int fill_dlopen(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    gpa_fn gpa = h ? (gpa_fn)dlsym(h, "cuGetProcAddress_v2") : NULL;
+    return gpa ? fill_from(gpa) : -1;
+}
+
+#define RUN(name, call)                                              \
+    do {                                                             \
+        CUresult r_ = (call);                                        \
+        printf("%s=%d\n", name, (int)r_);                            \
+        failed |= r_ != CUDA_SUCCESS;                                \
+    } while (0)
+
+__attribute__((visibility("default"))) int drv_work(const char *mode)
+{
+    int ok = -1;
+#ifdef DRV_LINKED
+    if (!strcmp(mode, "direct"))
+        ok = fill_linked();
+    else if (!strcmp(mode, "proc")) {
+        gpa_fn gpa = proc_of_proc();
+        ok = gpa ? fill_from(gpa) : -1;
+    }
+#endif
+    if (!strcmp(mode, "dlopen"))
+        ok = fill_dlopen();
+    if (ok != 0) {
+        fprintf(stderr, "drv_work: no driver entry points for mode %s\n", mode);
+        return 1;
+    }
+    int failed = 0;
+    CUdevice dev = 0;
+    CUcontext ctx = NULL;
+    CUmodule mod = NULL;
+    CUfunction f = NULL;
+    CUdeviceptr d = 0;
+    static float host[N];
+    static const char image[] = "fake module image";
+    RUN("cuInit", cu.init(0));
+    RUN("cuDeviceGet", cu.device_get(&dev, 0));
+    RUN("cuDevicePrimaryCtxRetain", cu.retain(&ctx, dev));
+    RUN("cuCtxSetCurrent", cu.set_current(ctx));
+    RUN("cuModuleLoadData", cu.load(&mod, image));
+    RUN("cuModuleGetFunction", cu.get_function(&f, mod, "_Z10drv_kernelPf"));
+    RUN("cuMemAlloc", cu.alloc(&d, sizeof host));
+    RUN("cuMemcpyHtoD", cu.htod(d, host, sizeof host));
+    void *args[] = {&d};
+    int launched = 0;
+    for (int i = 0; i < LAUNCHES; i++) {
+        CUresult r = cu.launch(f, 4, 1, 1, 256, 1, 1, 128, NULL, args, NULL);
+        launched += r == CUDA_SUCCESS;
+        failed |= r != CUDA_SUCCESS;
+    }
+    printf("launches=%d\n", launched);
+    RUN("cuMemsetD8", cu.memset8(d, 0, sizeof host));
+    RUN("cuMemcpyDtoH", cu.dtoh(host, d, sizeof host));
+    RUN("cuStreamSynchronize", cu.stream_sync(NULL));
+    RUN("cuCtxSynchronize", cu.ctx_sync());
+    RUN("cuMemFree", cu.free(d));
+    return failed;
+}
+
+#ifdef DRV_MAIN
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    return drv_work(argc > 1 ? argv[1] : "dlopen");
+}
+#endif

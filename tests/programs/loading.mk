@@ -1,0 +1,64 @@
+# tests/programs/loading.mk — the programs of tests/test_loading.py: every way a process can load CUDA
+# and stepprof (RTLD_LOCAL plugins, libraries loaded late, dlopen of libstepprof itself).
+#
+# Included by the top Makefile (BUILD, CUDA_HOME, CC, CFLAGS_COMMON). Defines PROGRAMS_LOAD. Names
+# start with LOAD_. The plugin links NVIDIA's libcudart with a RUNPATH, like programs.mk's programs, so
+# LD_LIBRARY_PATH=build/fakecuda swaps in the stand-in.
+#
+#   libcudaplugin.so   links libcudart; dlopen'ed RTLD_LOCAL by plugin_host
+#   plugin_host        does not link CUDA; loads the plugin (modes local, late)
+#   dlopen_lib         dlopens a library given on its command line (libstepprof.so)
+
+LOAD_SRC := tests/programs
+LOAD_OUT := $(BUILD)/programs
+LOAD_CFLAGS := $(CFLAGS_COMMON) -I$(LOAD_SRC) -isystem $(CUDA_HOME)/include
+LOAD_CUDA := -L$(CUDA_HOME)/lib64 -Wl,--enable-new-dtags,-rpath,$(CUDA_HOME)/lib64 -lcudart
+
+PROGRAMS_LOAD := $(addprefix $(LOAD_OUT)/,libcudaplugin.so plugin_host dlopen_lib)
+
+$(LOAD_OUT)/libcudaplugin.so: $(LOAD_SRC)/libcudaplugin.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -shared -fvisibility=hidden -o $@ $< $(LOAD_CUDA)
+
+$(LOAD_OUT)/plugin_host $(LOAD_OUT)/dlopen_lib: $(LOAD_OUT)/%: $(LOAD_SRC)/%.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -o $@ $< -ldl
+
+# The driver API programs (drv_work.c; tests/test_driver.py), on the libcuda.so.1 stand-in. Linking uses
+# the toolkit's stub libcuda.so; at run time LD_LIBRARY_PATH=build/fakecuda supplies libcuda.so.1.
+#   drv_linked      links libcuda (modes direct, proc, dlopen)
+#   drv_static      does not link libcuda: dlopen + cuGetProcAddress only, as static cudart
+#   libdrvblas.so   links libcuda; plugin_host drv dlopens it RTLD_LOCAL (cuBLAS-style launches)
+LOAD_DRV := -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl
+PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,drv_linked drv_static libdrvblas.so)
+$(LOAD_OUT)/drv_linked: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -DDRV_MAIN -DDRV_LINKED -o $@ $< $(LOAD_DRV)
+$(LOAD_OUT)/drv_static: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -DDRV_MAIN -o $@ $< -ldl
+$(LOAD_OUT)/libdrvblas.so: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -DDRV_LINKED -shared -fvisibility=hidden -o $@ $< $(LOAD_DRV)
+
+# dlsym(RTLD_NEXT) through stepprof's dlsym (dlsym_next.c): libnext_a.so, libnext_b.so, dlsym_next.
+PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,libnext_a.so libnext_b.so dlsym_next)
+$(LOAD_OUT)/libnext_a.so: $(LOAD_SRC)/dlsym_next.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -DDLSYM_A -shared -o $@ $< -ldl
+$(LOAD_OUT)/libnext_b.so: $(LOAD_SRC)/dlsym_next.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -DDLSYM_B -shared -o $@ $<
+$(LOAD_OUT)/dlsym_next: $(LOAD_SRC)/dlsym_next.c $(LOAD_OUT)/libnext_a.so $(LOAD_OUT)/libnext_b.so
+	$(CC) $(LOAD_CFLAGS) -o $@ $< -L$(LOAD_OUT) -Wl,--no-as-needed -lnext_a -lnext_b -Wl,--as-needed -Wl,--enable-new-dtags,-rpath,'$$ORIGIN' -ldl
+
+# drv_bysym: an nvcc kernel launched through the driver (cudaGetFuncBySymbol + cuLaunchKernel); needs nvcc.
+LOAD_NVCC := $(CUDA_HOME)/bin/nvcc
+PROGRAMS_LOAD += $(if $(wildcard $(LOAD_NVCC)),$(LOAD_OUT)/drv_bysym)
+$(LOAD_OUT)/drv_bysym: $(LOAD_SRC)/drv_bysym.cu $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(LOAD_NVCC) -O2 -cudart shared -Xlinker --enable-new-dtags -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64 \
+	  -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda
+
+.PHONY: programs-load
+programs-load: $(PROGRAMS_LOAD)

@@ -1,0 +1,77 @@
+/*
+ * plugin_host.c — a host that does not link CUDA and reaches it only through a plugin it dlopens with
+ * RTLD_LOCAL (libcudaplugin.so beside it), the way frameworks load their CUDA backends.
+ *
+ * Usage: plugin_host local   dlopen the plugin, run it twice.
+ *        plugin_host late    first look cudaMalloc up in the global scope (under LD_PRELOAD that is
+ *                            stepprof's interposer, whose real function is not loaded yet) and call it,
+ *                            printing `early=RESULT` (or `early=none`); then load the plugin and run it;
+ *                            then call the same pointer again: `late=RESULT` must be what the runtime
+ *                            now says, not a failure remembered from before.
+ *        plugin_host drv     dlopen libdrvblas.so (links libcuda.so.1, like cuBLAS) and run
+ *                            drv_work("direct") in it: driver launches from a library the program did
+ *                            not link.
+ * Exit 0; 1 when the plugin cannot be loaded.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef int (*malloc_fn)(void **, size_t);
+typedef int (*free_fn)(void *);
+
+static void *load_plugin(const char *file)
+{
+    char path[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
+    if (n <= 0)
+        return NULL;
+    path[n] = 0;
+    strcpy(strrchr(path, '/') + 1, file);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        fprintf(stderr, "plugin_host: %s\n", dlerror());
+    return h;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int late = argc > 1 && strcmp(argv[1], "late") == 0;
+    if (argc > 1 && strcmp(argv[1], "drv") == 0) {
+        void *blas = load_plugin("libdrvblas.so");
+        int (*work)(const char *) = blas ? (int (*)(const char *))dlsym(blas, "drv_work") : NULL;
+        return work ? work("direct") : 1;
+    }
+    malloc_fn early = late ? (malloc_fn)dlsym(RTLD_DEFAULT, "cudaMalloc") : NULL;
+    void *p = NULL;
+    if (late) {
+        if (early)
+            printf("early=%d\n", early(&p, 64));
+        else
+            printf("early=none\n");
+    }
+    void *h = load_plugin("libcudaplugin.so");
+    if (!h)
+        return 1;
+    int (*run)(void) = (int (*)(void))dlsym(h, "plugin_run");
+    run();
+    if (!late)
+        run();
+    if (late) {
+        if (early) {
+            int r = early(&p, 64);
+            printf("late=%d\n", r);
+            free_fn f = (free_fn)dlsym(RTLD_DEFAULT, "cudaFree");
+            if (r == 0 && f)
+                f(p);
+        } else {
+            printf("late=none\n");
+        }
+    }
+    printf("done\n");
+    return 0;
+}

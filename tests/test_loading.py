@@ -1,0 +1,139 @@
+"""tests/test_loading.py — issue 13: stepprof never breaks a CUDA call, wherever the program loaded
+CUDA from, and records the calls it can see. Real processes: plugin_host (no CUDA of its own) loads
+libcudaplugin.so (links libcudart) with dlopen(RTLD_LOCAL), on the stand-in and on NVIDIA's real
+libcudart without a driver; each run is compared line by line with the same run without stepprof."""
+import os
+import subprocess
+
+from harness import CUDA_HOME, LIB, Skip, assert_valid, load, prog, run, runtime_events
+
+PLUGIN_CALLS = ["cudaMalloc", "cudaMemset", "cudaLaunchKernel", "cudaMemcpy", "cudaDeviceSynchronize", "cudaFree"]
+
+
+def _results(r):
+    """NAME=RESULT lines of plugin_host, in order."""
+    return [tuple(l.split("=", 1)) for l in r.stdout.splitlines() if "=" in l]
+
+
+def _real_cudart():
+    real = os.path.join(CUDA_HOME, "lib64", "libcudart.so.13")
+    if not os.path.exists(real):
+        raise Skip(f"no NVIDIA libcudart at {real}")
+
+
+def _plugin_local(fake):
+    prog("libcudaplugin.so")
+    bare = run([prog("plugin_host"), "local"], preload=False, fake=fake)
+    assert bare.returncode == 0, bare.stderr
+    on = run([prog("plugin_host"), "local"], fake=fake)
+    off = run([prog("plugin_host"), "local"], fake=fake, env={"PROF_ENABLED": "false"})
+    for r in (on, off):
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == bare.stdout, f"stepprof changed what CUDA returned:\n{r.stdout}\nvs\n{bare.stdout}"
+    assert off.sp_lines == [] and off.traces() == [], (off.sp_lines, off.traces())
+    path = on.trace()
+    assert_valid(path)
+    got = [e["name"] for e in runtime_events(load(path))]
+    assert got == PLUGIN_CALLS * 2, got
+    return bare, on
+
+
+def test_rtld_local_plugin_fake():
+    bare, on = _plugin_local(fake=True)
+    assert {v for _, v in _results(bare)} == {"0"}, bare.stdout
+    t = load(on.trace())
+    launch = runtime_events(t, "cudaLaunchKernel")[0]["args"]
+    assert launch["result"] == 0 and launch["grid"] == [2, 1, 1] and launch["block"] == [64, 1, 1], launch
+
+
+def test_rtld_local_plugin_real_cudart():
+    """NVIDIA's libcudart with no driver: every call returns its own error (35), never stepprof's 999."""
+    _real_cudart()
+    bare, on = _plugin_local(fake=False)
+    assert {v for _, v in _results(bare)} == {"35"}, bare.stdout
+    results = {e["args"]["result"] for e in runtime_events(load(on.trace()))}
+    assert results == {35}, results
+
+
+def _late(fake, want):
+    prog("libcudaplugin.so")
+    r = run([prog("plugin_host"), "late"], fake=fake)
+    assert r.returncode == 0, r.stderr
+    res = dict(_results(r))
+    # The first call had no runtime anywhere in the process; once the plugin brought one, the same
+    # pointer reaches it (a failed lookup is not remembered).
+    assert res["early"] == "999", res
+    assert res["late"] == want and res["cudaMalloc"] == want, res
+    missing = [l for l in r.sp_lines if "no loaded library defines it" in l]
+    assert len(missing) == 1 and "cudaMalloc" in missing[0], r.sp_lines
+    names = [e["name"] for e in runtime_events(load(r.trace()))]
+    assert names == ["cudaMalloc"] + PLUGIN_CALLS + ["cudaMalloc"] + (["cudaFree"] if want == "0" else []), names
+
+
+def test_library_loaded_after_failed_lookup():
+    _late(True, "0")
+
+
+def test_library_loaded_after_failed_lookup_real_cudart():
+    _real_cudart()
+    _late(False, "35")
+
+
+def test_dlopen_library():
+    """No large initial-exec TLS: the library loads into a process that did not preload it."""
+    r = run([prog("dlopen_lib"), LIB], preload=False)
+    assert r.returncode == 0 and r.stdout == "loaded\n", (r.returncode, r.stderr)
+    flags = subprocess.run(["readelf", "-d", LIB], capture_output=True, text=True, check=True).stdout
+    assert "STATIC_TLS" not in flags, "libstepprof.so asks for static TLS, which dlopen may not have"
+
+
+def _injection_trace(env):
+    r = run([prog("train"), "3"], preload=False, env=env)
+    assert r.returncode == 0, r.stderr
+    path = r.trace()
+    assert_valid(path)
+    return load(path)["traceEvents"]
+
+
+KERNELS = {"model::forward_kernel(float const*, float const*, float*, int)",
+           "loss_kernel(float const*, float const*, float*, int)",
+           "model::backward_kernel(float const*, float const*, float const*, float*, int)",
+           "void axpy_kernel<float, 4>(float, float const*, float*, int)"}
+
+
+def test_cuda_injection_only():
+    """No LD_PRELOAD: the driver (here the stand-in runtime, which does what cuInit does) loads stepprof
+    from CUDA_INJECTION64_PATH; GPU work comes from CUPTI, NVTX ranges through the NVTX injection
+    variable stepprof then claims for itself."""
+    ev = _injection_trace({"CUDA_INJECTION64_PATH": LIB})
+    kernels = [e["name"] for e in ev if e.get("cat") == "kernel"]
+    assert sorted(kernels) == sorted(sorted(KERNELS) * 3), kernels
+    api = [e for e in ev if e.get("cat") == "cuda_runtime" and e.get("ph") == "X"]
+    assert api and all(e["args"].get("stepprof_source") == "cupti" for e in api), "no interposer without preload"
+    ranges = sorted(e["name"] for e in ev if e.get("cat") == "user_annotation")
+    assert ranges == sorted(["train_step", "forward", "backward", "optimizer"] * 3), ranges
+
+
+def test_cuda_and_nvtx_injection():
+    lib_env = {"CUDA_INJECTION64_PATH": LIB, "NVTX_INJECTION64_PATH": LIB}
+    ev = _injection_trace(lib_env)
+    assert len([e for e in ev if e.get("cat") == "kernel"]) == 12
+    ranges = sorted(e["name"] for e in ev if e.get("cat") == "user_annotation")
+    assert ranges == sorted(["train_step", "forward", "backward", "optimizer"] * 3), ranges
+
+
+def test_dlsym_rtld_next_keeps_its_meaning():
+    """stepprof exports dlsym (to catch driver entry points); RTLD_NEXT must still be relative to the
+    library that asked, not to stepprof: libnext_a's lookup finds libnext_b's definition."""
+    prog("libnext_b.so")
+    for preload in (False, True):
+        r = run([prog("dlsym_next")], preload=preload)
+        assert r.returncode == 0 and r.stdout == "next=b\n", (preload, r.stdout, r.stderr)
+
+
+def test_driver_program_disabled():
+    """enabled: false: a driver-only program (dlopen + cuGetProcAddress) runs as without stepprof."""
+    bare = run([prog("drv_static"), "dlopen"], preload=False)
+    off = run([prog("drv_static"), "dlopen"], env={"PROF_ENABLED": "false"})
+    assert bare.returncode == off.returncode == 0 and off.stdout == bare.stdout, (off.stdout, off.stderr)
+    assert off.sp_lines == [] and off.traces() == []
