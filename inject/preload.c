@@ -71,8 +71,10 @@ sp_thread_t *sp_hook_enter(uint32_t *window)
     if (SP_UNLIKELY(sp_sched_signal_flag)) {
         sp_sched_poll_signal();
         *window = sp_ev_gate_load(); /* the call that noticed the signal belongs to the new state */
-        if (*window == 0)
+        if (*window == 0) {
+            t->in_hook = 0; /* the guard goes with the NULL: this thread records again later */
             return NULL;
+        }
     }
     return t;
 }

@@ -198,3 +198,13 @@ def test_signal_only_toggles_a_window():
     # The handler only sets a flag; the next intercepted call acts on it. The first signal opens the
     # window at step 3's first call (recorded), the second closes it at step 8's: steps 3-7, 2 each.
     assert launches == 10, launches
+
+
+def test_signal_only_toggles_two_windows_on_the_same_thread():
+    # The call that closes a window on a signal must give back the recursion guard it took: the
+    # thread that noticed the close is the one that records (and notices the next signal) later.
+    rc, out, err, traces = _run_with_signals("signal:USR2", [3, 5, 8, 10])
+    assert rc == 0, err
+    assert len(traces) == 2, (traces, err)
+    launches = [len(runtime_events(load(t), "cudaLaunchKernel")) for t in traces]
+    assert launches == [4, 4], launches   # steps 3-4 and 8-9, 2 launches each
