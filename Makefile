@@ -46,9 +46,10 @@ include tests/programs/memory.mk
 include tests/unit/unit.mk
 include tests/programs/reliability.mk
 include tests/fuzz/fuzz.mk
+include tests/programs/scale.mk
 
 HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
-programs: $(PROGRAMS_C) $(PROGRAMS_REL) $(PROGRAMS_MARKERS) $(PROGRAMS_REPORTS) $(PROGRAMS_MEM) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
+programs: $(PROGRAMS_C) $(PROGRAMS_REL) $(PROGRAMS_MARKERS) $(PROGRAMS_REPORTS) $(PROGRAMS_MEM) $(PROGRAMS_SCALE) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
 
 # The offline report tool reuses the exporters' aggregation; cJSON is for it
 # only, never for the preloaded library.

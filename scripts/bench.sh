@@ -38,3 +38,6 @@ mon=$(mbest LD_PRELOAD="$B/libstepprof.so" PROF_PROFILE_MEMORY=1)
 echo "allocation benchmark: $M cudaMalloc + cudaFree pairs of 256 bytes on the stand-in, not recording (best of 3)"
 printf "  %-34s %8.2f ns/pair\n" "bare" "$mbare" "preloaded" "$moff" "preloaded, profile_memory" "$mon"
 awk -v o="$moff" -v m="$mon" 'BEGIN { printf "  profile_memory: +%.2f ns per pair\n", m - o }'
+
+# Export: windows of 10k..3M launches recorded and exported (scripts/bench_export.py).
+"${PYTHON:-python3}" "$ROOT/scripts/bench_export.py"
