@@ -5,6 +5,7 @@
 #include "gz.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -103,7 +104,7 @@ void sp_jw_puts(sp_jw_t *w, const char *s)
  * with the length modifiers l and ll (so PRIu64 / PRId64), and %%. Returns 0
  * when fmt holds anything else (flags, width, precision, floating point): the
  * caller then formats with vsnprintf, which prints the same bytes. */
-static int fmt_simple(const char *fmt)
+static int fmt_scan(const char *fmt)
 {
     for (const char *f = fmt; (f = strchr(f, '%')) != NULL;) {
         f++;
@@ -114,6 +115,22 @@ static int fmt_simple(const char *fmt)
         f++;
     }
     return 1;
+}
+
+/* Writers pass a few literal formats millions of times: the verdict is
+ * cached by the format's address, key and verdict in one atomic word (user
+ * addresses fit in 63 bits), so racing threads at worst scan again. */
+static int fmt_simple(const char *fmt)
+{
+    static _Atomic uint64_t cache[64];
+    uint64_t key = (uint64_t)(uintptr_t)fmt;
+    _Atomic uint64_t *c = &cache[(key >> 3 ^ key >> 9) & 63];
+    uint64_t v = atomic_load_explicit(c, memory_order_relaxed);
+    if (v >> 1 == key)
+        return (int)(v & 1);
+    int ok = fmt_scan(fmt);
+    atomic_store_explicit(c, key << 1 | (uint64_t)ok, memory_order_relaxed);
+    return ok;
 }
 
 static void fmt_fast(sp_jw_t *w, const char *fmt, va_list ap)

@@ -9,7 +9,8 @@ RSS minus RSS before the close) and the training thread's stall in the call that
 Environment: SP_BUILD (default build/), BENCH_EXPORT_SIZES (launches, default
 "10000 100000 1000000 3000000"), BENCH_EXPORT_VARIANTS (default "plain distinct stack memory gzip";
 the variants other than plain run at the second size only, distinct at the third), BENCH_EXPORT_TIMEOUT_S
-(default 120 per run: a run past it is reported as such, it means a super-linear export).
+(default 120 per run: a run past it is reported as such, it means a super-linear export),
+BENCH_EXPORT_CUPTI (default 1; 0 measures the host side alone).
 """
 import gzip
 import os
@@ -23,6 +24,7 @@ B = os.environ.get("SP_BUILD", os.path.join(ROOT, "build"))
 SIZES = [int(s) for s in os.environ.get("BENCH_EXPORT_SIZES", "10000 100000 1000000 3000000").split()]
 VARIANTS = os.environ.get("BENCH_EXPORT_VARIANTS", "plain distinct stack memory gzip").split()
 TIMEOUT = float(os.environ.get("BENCH_EXPORT_TIMEOUT_S", "120"))
+CUPTI = os.environ.get("BENCH_EXPORT_CUPTI", "1")
 
 EXTRA = {
     "plain": {},
@@ -68,7 +70,7 @@ def measure(launches, variant):
 def run_wait4(launches, variant, out):
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(B, "fakecuda"), LD_PRELOAD=os.path.join(B, "libstepprof.so"),
                PROF_OUTPUT_DIR=out, PROF_LOG="quiet", PROF_MARKER="nvtx:step", PROF_WAIT="0", PROF_WARMUP="1",
-               PROF_ACTIVE="1", PROF_REPEAT="1", PROF_FINALIZE_TIMEOUT_S="3600", FAKECUDA_KERNEL_NS="0",
+               PROF_ACTIVE="1", PROF_REPEAT="1", PROF_FINALIZE_TIMEOUT_S="3600", FAKECUDA_KERNEL_NS="0", PROF_CUPTI=CUPTI,
                PROF_BUFFER_MB=str(max(256, launches * 3 * 128 // (1 << 20) + 64)))
     env.update(EXTRA[variant])
     args = [os.path.join(B, "programs", "export_bench"), str(launches)]
@@ -96,8 +98,9 @@ def run_wait4(launches, variant, out):
 
 
 def main():
-    print("export benchmark: one recorded window per row on the stand-in (CUPTI stand-in on, an NVTX range per "
-          "8 launches, 4096 kernel names); export = trace + table + summary, until the process ends")
+    print("export benchmark: one recorded window per row on the stand-in (CUPTI stand-in %s, an NVTX range per "
+          "8 launches, 4096 kernel names); export = trace + table + summary, until the process ends"
+          % ("on" if CUPTI != "0" else "off"))
     print("  %-9s %9s %10s %8s %12s %8s %8s %12s" % ("variant", "launches", "events", "secs", "events/s", "B/event",
                                                      "mem/ev", "close stall"))
     rows = []
