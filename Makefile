@@ -58,9 +58,10 @@ include tests/programs/rel_bounds.mk
 include tests/programs/torch.mk
 include tests/fuzz/fuzz.mk
 include tests/programs/loading.mk
+include tests/programs/scale.mk
 
 HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
-programs: $(PROGRAMS_C) $(PROGRAMS_TORCH) $(PROGRAMS_REL) $(PROGRAMS_MARKERS) $(PROGRAMS_REPORTS) $(PROGRAMS_MEM) $(PROGRAMS_LOAD) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
+programs: $(PROGRAMS_C) $(PROGRAMS_TORCH) $(PROGRAMS_REL) $(PROGRAMS_MARKERS) $(PROGRAMS_REPORTS) $(PROGRAMS_MEM) $(PROGRAMS_LOAD) $(PROGRAMS_SCALE) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
 
 # The offline report tool reuses the exporters' aggregation; cJSON is for it
 # only, never for the preloaded library.

@@ -4,7 +4,10 @@
  * from the libstdc++ already in the process (every nvcc program has it), or
  * one dlopened with RTLD_LOCAL so nothing leaks into the target's scope;
  * names of stubs nobody registered (plain C programs passing a function
- * pointer) come from the dynamic symbol table via dladdr. */
+ * pointer) come from the dynamic symbol table via dladdr. Export sees a
+ * kernel once per launch: each distinct name is demangled once (a table by
+ * content) and each stub or handle resolved once (tables by pointer, cleared
+ * when a stub is registered again under another name), dladdr included. */
 #define _GNU_SOURCE
 #include "kernels.h"
 
@@ -78,6 +81,37 @@ static void put(table_t *t, const void *key, const void *val)
     s->val = val;
 }
 
+/* Pretty names by mangled name, never freed (callers keep the pointers). */
+typedef struct pretty {
+    char *mangled;
+    char *demangled;  /* NULL: not a mangled C++ name */
+    char *display;    /* demangled, else mangled; at most 4095 bytes */
+    uint64_t hash;
+} pretty_t;
+static pretty_t **pretty_tab;
+static size_t pretty_cap, pretty_used;
+static table_t resolved[2]; /* stub / handle -> pretty_t *, or &unknown */
+static pretty_t unknown;
+
+static void forget_resolved(void)
+{
+    for (int i = 0; i < 2; i++) {
+        free(resolved[i].s);
+        resolved[i] = (table_t){0};
+    }
+}
+
+/* A stub or handle that gets a name resolves again (it may have been looked
+ * up, and found unknown, before); handles resolved through a stub, too. */
+static void forget_one(int is_handle, const void *ptr)
+{
+    slot_t *r = find(&resolved[is_handle], ptr);
+    if (r && r->key)
+        r->val = NULL;
+    if (!is_handle && resolved[1].used)
+        forget_resolved();
+}
+
 void sp_kern_register(const void *host_fun, const char *mangled)
 {
     if (!host_fun || !mangled)
@@ -87,8 +121,12 @@ void sp_kern_register(const void *host_fun, const char *mangled)
         return;
     pthread_mutex_lock(&lock);
     slot_t *old = find(&names, host_fun);
-    if (old && old->key)
+    if (old && old->key) {
+        if (strcmp(old->val, copy) != 0)
+            forget_resolved();
         free((void *)old->val);
+    }
+    forget_one(0, host_fun);
     put(&names, host_fun, copy);
     pthread_mutex_unlock(&lock);
 }
@@ -98,14 +136,17 @@ void sp_kern_map_handle(const void *handle, const void *host_fun)
     if (!handle)
         return;
     pthread_mutex_lock(&lock);
+    slot_t *old = find(&handles, handle);
+    if (old && old->key && old->val != host_fun)
+        forget_resolved();
+    forget_one(1, handle);
     put(&handles, handle, host_fun);
     pthread_mutex_unlock(&lock);
 }
 
-const char *sp_kern_mangled(const void *ptr, int is_handle)
+/* Caller holds lock. */
+static const char *mangled_locked(const void *ptr, int is_handle)
 {
-    const char *name = NULL;
-    pthread_mutex_lock(&lock);
     if (is_handle) {
         slot_t *h = find(&handles, ptr);
         ptr = (h && h->key) ? h->val : NULL;
@@ -113,14 +154,19 @@ const char *sp_kern_mangled(const void *ptr, int is_handle)
     if (ptr) {
         slot_t *s = find(&names, ptr);
         if (s && s->key)
-            name = s->val;
-    }
-    pthread_mutex_unlock(&lock);
-    if (!name && ptr) {
+            return s->val;
         Dl_info info;
         if (dladdr(ptr, &info) && info.dli_sname && info.dli_saddr == ptr)
-            name = info.dli_sname;
+            return info.dli_sname;
     }
+    return NULL;
+}
+
+const char *sp_kern_mangled(const void *ptr, int is_handle)
+{
+    pthread_mutex_lock(&lock);
+    const char *name = mangled_locked(ptr, is_handle);
+    pthread_mutex_unlock(&lock);
     return name;
 }
 
@@ -142,44 +188,102 @@ static demangle_fn find_demangler(void)
     return fn;
 }
 
-const char *sp_kern_demangle_r(const char *m, char *buf, size_t size)
+static uint64_t hash_str(const char *s)
 {
-    demangle_fn dm = (m && m[0] == '_' && m[1] == 'Z') ? find_demangler() : NULL;
+    uint64_t h = 1469598103934665603ull;
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    return h;
+}
+
+static char *demangle_now(const char *m)
+{
+    demangle_fn dm = (m[0] == '_' && m[1] == 'Z') ? find_demangler() : NULL;
     if (!dm)
         return NULL;
     int status = -1;
     size_t len = 0;
     char *out = dm(m, NULL, &len, &status);
-    const char *r = NULL;
-    if (status == 0 && out) {
-        snprintf(buf, size, "%s", out);
-        r = buf;
-    }
-    free(out);
-    return r;
-}
-
-const char *sp_kern_name_r(const void *ptr, int is_handle, char *buf, size_t size)
-{
-    const char *m = sp_kern_mangled(ptr, is_handle);
-    if (!m)
+    if (status != 0 || !out) {
+        free(out);
         return NULL;
-    if (!sp_kern_demangle_r(m, buf, size))
-        snprintf(buf, size, "%s", m);
-    return buf;
+    }
+    if (strlen(out) > 4095)
+        out[4095] = 0;
+    return out;
 }
 
-/* The exporter's (one thread at a time); recording threads use the _r forms. */
+/* The pretty_t of a mangled name, made on first sight; caller holds lock. */
+static pretty_t *pretty_locked(const char *m)
+{
+    uint64_t h = hash_str(m);
+    if ((pretty_used + 1) * 2 > pretty_cap) {
+        size_t ncap = pretty_cap ? pretty_cap * 2 : 1024;
+        pretty_t **nt = calloc(ncap, sizeof *nt);
+        if (!nt)
+            return NULL;
+        for (size_t i = 0; i < pretty_cap; i++) {
+            if (!pretty_tab[i])
+                continue;
+            size_t j = (size_t)pretty_tab[i]->hash & (ncap - 1);
+            while (nt[j])
+                j = (j + 1) & (ncap - 1);
+            nt[j] = pretty_tab[i];
+        }
+        free(pretty_tab);
+        pretty_tab = nt;
+        pretty_cap = ncap;
+    }
+    size_t j = (size_t)h & (pretty_cap - 1);
+    for (; pretty_tab[j]; j = (j + 1) & (pretty_cap - 1))
+        if (pretty_tab[j]->hash == h && strcmp(pretty_tab[j]->mangled, m) == 0)
+            return pretty_tab[j];
+    pretty_t *p = calloc(1, sizeof *p);
+    char *copy = p ? strdup(m) : NULL;
+    if (!copy) {
+        free(p);
+        return NULL;
+    }
+    p->mangled = copy;
+    p->hash = h;
+    p->demangled = demangle_now(m);
+    p->display = p->demangled ? p->demangled : strndup(m, 4095);
+    if (!p->display) {
+        free(copy);
+        free(p);
+        return NULL;
+    }
+    pretty_tab[j] = p;
+    pretty_used++;
+    return p;
+}
+
 const char *sp_kern_demangle(const char *m)
 {
-    static char buf[4096];
-    return sp_kern_demangle_r(m, buf, sizeof buf);
+    if (!m || m[0] != '_' || m[1] != 'Z')
+        return NULL;
+    pthread_mutex_lock(&lock);
+    pretty_t *p = pretty_locked(m);
+    pthread_mutex_unlock(&lock);
+    return p ? p->demangled : NULL;
 }
 
 const char *sp_kern_name(const void *ptr, int is_handle)
 {
-    static char buf[4096];
-    return sp_kern_name_r(ptr, is_handle, buf, sizeof buf);
+    table_t *t = &resolved[is_handle ? 1 : 0];
+    pthread_mutex_lock(&lock);
+    slot_t *s = find(t, ptr);
+    const pretty_t *p = s && s->key ? s->val : NULL;
+    if (!p) {
+        const char *m = mangled_locked(ptr, is_handle);
+        p = m ? pretty_locked(m) : NULL;
+        if (!m)
+            p = &unknown;
+        if (p)
+            put(t, ptr, p);
+    }
+    pthread_mutex_unlock(&lock);
+    return p && p != &unknown ? p->display : NULL;
 }
 
 /* fork() copies a lock some other thread (often the exporter) may hold; the

@@ -11,16 +11,14 @@
 void sp_kern_register(const void *host_fun, const char *mangled);
 void sp_kern_map_handle(const void *handle, const void *host_fun);
 
-/* Demangled name for a stub (is_handle = 0) or a launch handle (1), in a
- * static buffer valid until the next call; NULL when unknown. Export only. */
+/* Demangled name for a stub (is_handle = 0) or a launch handle (1), NULL
+ * when unknown. Resolved and demangled once per stub; the string stays valid
+ * for the life of the process. */
 const char *sp_kern_name(const void *ptr, int is_handle);
 
-/* Demangled form of a mangled name in a static buffer, NULL if it is not a
- * mangled C++ name. Export only. */
+/* Demangled form of a mangled name, NULL if it is not a mangled C++ name.
+ * Demangled once per distinct name; valid for the life of the process. */
 const char *sp_kern_demangle(const char *mangled);
-/* Reentrant forms: the name goes to the caller's buf (any thread, any time). */
-const char *sp_kern_demangle_r(const char *mangled, char *buf, size_t size);
-const char *sp_kern_name_r(const void *ptr, int is_handle, char *buf, size_t size);
 
 /* Raw (mangled) name, for matching by the kernel marker; NULL when unknown. */
 const char *sp_kern_mangled(const void *ptr, int is_handle);

@@ -1,7 +1,8 @@
 /* collectors/strings.h — interned strings (NVTX messages, domain names): an
  * id per distinct string, stable for the life of the process, resolved at
- * export. Interning takes a lock and hashes, so callers on a hot path go
- * through the per-thread pointer cache in sp_str_intern_cached. */
+ * export. Finding a known string hashes it and takes no lock (only a new
+ * string does); callers on a hot path go through the per-thread pointer
+ * cache in sp_str_intern_cached, which skips the hash. */
 #ifndef SP_STRINGS_H
 #define SP_STRINGS_H
 

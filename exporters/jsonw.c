@@ -6,6 +6,7 @@
 #include "json_escape.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -51,6 +52,11 @@ int sp_jw_flush(sp_jw_t *w)
 
 void sp_jw_raw(sp_jw_t *w, const char *s, size_t len)
 {
+    if (__builtin_expect(len <= sizeof w->buf - w->n, 1)) {
+        memcpy(w->buf + w->n, s, len);
+        w->n += len;
+        return;
+    }
     while (len) {
         if (w->n == sizeof w->buf && sp_jw_flush(w) != 0)
             return;
@@ -63,17 +69,139 @@ void sp_jw_raw(sp_jw_t *w, const char *s, size_t len)
     }
 }
 
+/* Decimal digits of v at the end of out[20]; returns the first. */
+static char *utoa_end(uint64_t v, char *end)
+{
+    do {
+        *--end = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return end;
+}
+
+void sp_jw_u64(sp_jw_t *w, uint64_t v)
+{
+    char tmp[24], *end = tmp + sizeof tmp;
+    char *p = utoa_end(v, end);
+    sp_jw_raw(w, p, (size_t)(end - p));
+}
+
+void sp_jw_i64(sp_jw_t *w, int64_t v)
+{
+    char tmp[24], *end = tmp + sizeof tmp;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    char *p = utoa_end(u, end);
+    if (v < 0)
+        *--p = '-';
+    sp_jw_raw(w, p, (size_t)(end - p));
+}
+
 void sp_jw_puts(sp_jw_t *w, const char *s)
 {
     sp_jw_raw(w, s, strlen(s));
+}
+
+/* The conversions the writers use, done without stdio: %s %c %d %i %u %x
+ * with the length modifiers l and ll (so PRIu64 / PRId64), and %%. Returns 0
+ * when fmt holds anything else (flags, width, precision, floating point): the
+ * caller then formats with vsnprintf, which prints the same bytes. */
+static int fmt_scan(const char *fmt)
+{
+    for (const char *f = fmt; (f = strchr(f, '%')) != NULL;) {
+        f++;
+        while (*f == 'l')
+            f++;
+        if (!strchr("sdiuxc%", *f) || !*f)
+            return 0;
+        f++;
+    }
+    return 1;
+}
+
+/* Writers pass a few literal formats millions of times: the verdict is
+ * cached by the format's address, key and verdict in one atomic word (user
+ * addresses fit in 63 bits), so racing threads at worst scan again. */
+static int fmt_simple(const char *fmt)
+{
+    static _Atomic uint64_t cache[64];
+    uint64_t key = (uint64_t)(uintptr_t)fmt;
+    _Atomic uint64_t *c = &cache[(key >> 3 ^ key >> 9) & 63];
+    uint64_t v = atomic_load_explicit(c, memory_order_relaxed);
+    if (v >> 1 == key)
+        return (int)(v & 1);
+    int ok = fmt_scan(fmt);
+    atomic_store_explicit(c, key << 1 | (uint64_t)ok, memory_order_relaxed);
+    return ok;
+}
+
+static void fmt_fast(sp_jw_t *w, const char *fmt, va_list ap)
+{
+    for (;;) {
+        const char *pct = strchr(fmt, '%');
+        if (!pct) {
+            sp_jw_raw(w, fmt, strlen(fmt));
+            return;
+        }
+        sp_jw_raw(w, fmt, (size_t)(pct - fmt));
+        const char *f = pct + 1;
+        int longs = 0;
+        while (*f == 'l') {
+            longs++;
+            f++;
+        }
+        switch (*f) {
+        case 's': {
+            const char *a = va_arg(ap, const char *);
+            sp_jw_puts(w, a ? a : "(null)");
+            break;
+        }
+        case 'c': {
+            char c = (char)va_arg(ap, int);
+            sp_jw_raw(w, &c, 1);
+            break;
+        }
+        case 'd':
+        case 'i':
+            sp_jw_i64(w, longs ? (longs == 1 ? (int64_t)va_arg(ap, long) : (int64_t)va_arg(ap, long long))
+                               : (int64_t)va_arg(ap, int));
+            break;
+        case 'u':
+            sp_jw_u64(w, longs ? (longs == 1 ? (uint64_t)va_arg(ap, unsigned long)
+                                             : (uint64_t)va_arg(ap, unsigned long long))
+                               : (uint64_t)va_arg(ap, unsigned));
+            break;
+        case 'x': {
+            uint64_t v = longs ? (longs == 1 ? (uint64_t)va_arg(ap, unsigned long)
+                                             : (uint64_t)va_arg(ap, unsigned long long))
+                               : (uint64_t)va_arg(ap, unsigned);
+            char tmp[24], *end = tmp + sizeof tmp, *p = end;
+            do {
+                *--p = "0123456789abcdef"[v & 15];
+                v >>= 4;
+            } while (v);
+            sp_jw_raw(w, p, (size_t)(end - p));
+            break;
+        }
+        default: /* '%' */
+            sp_jw_raw(w, "%", 1);
+            break;
+        }
+        fmt = f + 1;
+    }
 }
 
 /* Output longer than the stack buffer is formatted again into a heap one:
  * cutting it would break the JSON. */
 void sp_jw_printf(sp_jw_t *w, const char *fmt, ...)
 {
-    char tmp[512];
     va_list ap;
+    if (fmt_simple(fmt)) {
+        va_start(ap, fmt);
+        fmt_fast(w, fmt, ap);
+        va_end(ap);
+        return;
+    }
+    char tmp[512];
     va_start(ap, fmt);
     int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
@@ -109,12 +237,17 @@ void sp_jw_str(sp_jw_t *w, const char *str, int as_name)
 
 void sp_jw_us(sp_jw_t *w, int64_t ns)
 {
-    const char *sign = "";
-    if (ns < 0) {
-        sign = "-";
-        ns = -ns;
-    }
-    sp_jw_printf(w, "%s%" PRId64 ".%03" PRId64, sign, ns / 1000, ns % 1000);
+    char tmp[32], *end = tmp + sizeof tmp;
+    uint64_t u = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    uint64_t frac = u % 1000;
+    end[-1] = (char)('0' + frac % 10);
+    end[-2] = (char)('0' + frac / 10 % 10);
+    end[-3] = (char)('0' + frac / 100);
+    end[-4] = '.';
+    char *p = utoa_end(u / 1000, end - 4);
+    if (ns < 0)
+        *--p = '-';
+    sp_jw_raw(w, p, (size_t)(end - p));
 }
 
 int sp_jw_finish(sp_jw_t *w)

@@ -29,6 +29,9 @@ void sp_jw_str(sp_jw_t *w, const char *s, int as_name);
 /* A "ph":"M" metadata event line (process_name, thread_name, ...) with one
  * argument, a string when sval is non-NULL, else the integer ival. */
 void sp_jw_meta(sp_jw_t *w, const char *name, long pid, long tid, const char *key, const char *sval, long ival);
+/* Integers in decimal, without stdio. */
+void sp_jw_u64(sp_jw_t *w, uint64_t v);
+void sp_jw_i64(sp_jw_t *w, int64_t v);
 /* Nanoseconds as microseconds with exactly three decimals. */
 void sp_jw_us(sp_jw_t *w, int64_t ns);
 int sp_jw_flush(sp_jw_t *w);

@@ -59,11 +59,40 @@ double sum_idle_pct(const sum_step_t *st, int d)
     return 100.0 * (double)(st->wall - st->busy[d]) / (double)st->wall;
 }
 
+static size_t name_slot(const sum_list_t *l, const char *name)
+{
+    uint64_t x = (uint64_t)(uintptr_t)name;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    size_t i = (size_t)x & (l->icap - 1);
+    while (l->idx[i] && l->t[l->idx[i] - 1].name != name)
+        i = (i + 1) & (l->icap - 1);
+    return i;
+}
+
+static int index_grow(sum_list_t *l)
+{
+    size_t ncap = l->icap ? l->icap * 2 : 64;
+    uint32_t *nidx = calloc(ncap, sizeof *nidx);
+    if (!nidx)
+        return -1;
+    free(l->idx);
+    l->idx = nidx;
+    l->icap = ncap;
+    for (size_t k = 0; k < l->n; k++)
+        l->idx[name_slot(l, l->t[k].name)] = (uint32_t)(k + 1);
+    return 0;
+}
+
+/* O(1): an index by name pointer instead of a scan of every distinct name. */
 static sum_tally_t *tally(sum_list_t *l, const char *name)
 {
-    for (size_t i = l->n; i-- > 0;)
-        if (l->t[i].name == name)
-            return &l->t[i];
+    if ((l->n + 1) * 2 > l->icap && index_grow(l) != 0)
+        return NULL;
+    size_t slot = name_slot(l, name);
+    if (l->idx[slot])
+        return &l->t[l->idx[slot] - 1];
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 16;
         sum_tally_t *t = realloc(l->t, cap * sizeof *t);
@@ -74,6 +103,7 @@ static sum_tally_t *tally(sum_list_t *l, const char *name)
     }
     memset(&l->t[l->n], 0, sizeof l->t[l->n]);
     l->t[l->n].name = name;
+    l->idx[slot] = (uint32_t)(l->n + 1);
     return &l->t[l->n++];
 }
 
@@ -339,10 +369,15 @@ void sum_free(sp_summary_t *m)
 {
     free(m->steps);
     free(m->gpu_dirs.t);
+    free(m->gpu_dirs.idx);
     free(m->host_dirs.t);
+    free(m->host_dirs.idx);
     free(m->sync_calls.t);
+    free(m->sync_calls.idx);
     free(m->kernels.t);
+    free(m->kernels.idx);
     free(m->ranges.t);
+    free(m->ranges.idx);
 }
 
 int sp_rep_summary(sp_rep_set_t *s, sp_rb_t *text, sp_rb_t *json)

@@ -225,13 +225,21 @@ static void write_metadata(ctx_t *c, const sp_event_ref_t *ev, size_t n)
     const sp_thread_t **ts = malloc((n ? n : 1) * sizeof *ts);
     if (!ts)
         return;
-    for (size_t i = 0; i < n; i++) {
-        size_t k = 0;
-        while (k < nt && ts[k] != ev[i].thread)
-            k++;
-        if (k == nt)
-            ts[nt++] = ev[i].thread;
+    uint32_t nslots = 0;
+    for (size_t i = 0; i < n; i++)
+        nslots = ev[i].thread->slot + 1 > nslots ? ev[i].thread->slot + 1 : nslots;
+    unsigned char *seen = calloc(nslots ? nslots : 1, 1); /* by registration slot: O(1) per event */
+    if (!seen) {
+        free(ts);
+        return;
     }
+    for (size_t i = 0; i < n; i++) {
+        if (!seen[ev[i].thread->slot]) {
+            seen[ev[i].thread->slot] = 1;
+            ts[nt++] = ev[i].thread;
+        }
+    }
+    free(seen);
     qsort(ts, nt, sizeof *ts, cmp_thread);
     for (size_t i = 0; i < nt; i++) {
         snprintf(path, sizeof path, "/proc/self/task/%d/comm", ts[i]->tid);

@@ -1,7 +1,9 @@
 /* inject/markers.c — step markers seen by the runtime interposers: every N-th
  * launch of a kernel whose demangled name matches a glob, and
  * cudaProfilerStart/Stop. The match result is cached per launch pointer, so
- * each distinct kernel is demangled and matched once. */
+ * each distinct kernel is demangled and matched once; the cache is read
+ * without a lock (pointer and verdict in one atomic word), so a launch of a
+ * kernel that never matches costs a load and a compare. */
 #define _GNU_SOURCE
 #include "markers.h"
 
@@ -11,6 +13,7 @@
 
 #include <fnmatch.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -18,10 +21,7 @@ int sp_marker_flags;
 
 #define CACHE 1024u
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    const void *fn;
-    int match;
-} cache[CACHE];
+static _Atomic uint64_t cache[CACHE]; /* fn << 1 | match; user addresses fit in 63 bits */
 static long launches;
 
 /* Matches the full demangled name, or its bare form: without the return type
@@ -48,13 +48,12 @@ static int name_matches(const char *glob, const char *name)
 static int matches(const sp_config_t *cfg, const void *fn, int is_handle)
 {
     unsigned i = (unsigned)(((uintptr_t)fn >> 4) & (CACHE - 1));
-    if (cache[i].fn == fn)
-        return cache[i].match;
-    char buf[1024];
-    const char *name = sp_kern_name_r(fn, is_handle, buf, sizeof buf);
+    uint64_t v = atomic_load_explicit(&cache[i], memory_order_relaxed);
+    if (v >> 1 == (uint64_t)(uintptr_t)fn)
+        return (int)(v & 1);
+    const char *name = sp_kern_name(fn, is_handle);
     int m = name && name_matches(cfg->marker.name, name);
-    cache[i].fn = fn;
-    cache[i].match = m;
+    atomic_store_explicit(&cache[i], (uint64_t)(uintptr_t)fn << 1 | (uint64_t)m, memory_order_relaxed);
     return m;
 }
 
@@ -63,8 +62,10 @@ void sp_mark_kernel_slow(const void *fn, int is_handle, uint32_t *window)
     const sp_config_t *cfg = sp_sched_config();
     if (!cfg)
         return;
+    if (!matches(cfg, fn, is_handle))
+        return; /* the common case: no lock */
     pthread_mutex_lock(&lock);
-    int hit = matches(cfg, fn, is_handle) && launches++ % (cfg->marker.every_n > 0 ? cfg->marker.every_n : 1) == 0;
+    int hit = launches++ % (cfg->marker.every_n > 0 ? cfg->marker.every_n : 1) == 0;
     pthread_mutex_unlock(&lock);
     if (hit) {
         sp_sched_boundary();

@@ -41,3 +41,9 @@ awk -v o="$moff" -v m="$mon" 'BEGIN { printf "  profile_memory: +%.2f ns per pai
 
 # PyTorch operators per second (issue 11): bare, stepprof idle and recording, torch.profiler.
 "${PYTHON:-python3}" "$ROOT/scripts/bench_torch.py"
+# Export: windows of 10k..3M launches recorded and exported (scripts/bench_export.py): the host side
+# alone at every size, then with the CUPTI stand-in (BENCH_EXPORT_GPU_SIZES; its GPU annotations are
+# linear since issue #12).
+BENCH_EXPORT_CUPTI=0 "${PYTHON:-python3}" "$ROOT/scripts/bench_export.py"
+BENCH_EXPORT_CUPTI=1 BENCH_EXPORT_SIZES="${BENCH_EXPORT_GPU_SIZES:-10000 100000}" BENCH_EXPORT_VARIANTS=plain \
+    BENCH_EXPORT_TIMEOUT_S=60 "${PYTHON:-python3}" "$ROOT/scripts/bench_export.py"

@@ -43,6 +43,27 @@ static void write_escaped(void)
     sp_jw_str(&w, "a\\b\nc", 1);
 }
 
+/* The stdio-free paths (integers, %s/%d/%u/%x with l/ll, microseconds) must print the bytes
+ * vsnprintf prints. */
+static void write_formats(void)
+{
+    sp_jw_printf(&w, "a%sb%dc%ud%lde%luf%lldg%llux%xy%%z%c|", "str", -42, 4000000000u, -9000000000000000000L,
+                 18446744073709551615UL, (long long)INT64_MIN, 0ULL, 0xbeefu, 'Q');
+    sp_jw_printf(&w, "%d %d %u %s|", 0, INT32_MIN, 0u, "");
+    int64_t us[] = {0, 1, 999, 1000, 1001, 123456789, -1, -1000, -123456789, INT64_MAX};
+    for (size_t i = 0; i < sizeof us / sizeof us[0]; i++) {
+        sp_jw_us(&w, us[i]);
+        sp_jw_raw(&w, " ", 1);
+    }
+    sp_jw_printf(&w, "%.3f %5d", 1.5, 7); /* not the fast path: vsnprintf */
+}
+
+static void write_plain_runs(void)
+{
+    sp_jw_str(&w, "void kernel_0001<float, 4>(float*, int)", 1);
+    sp_jw_str(&w, "caf\xc3\xa9 \xe2\x82\xac\x7f", 0);
+}
+
 int main(void)
 {
     static char out[8192];
@@ -51,6 +72,17 @@ int main(void)
     CHECK(n == sizeof long_arg + 1 && out[0] == '[' && out[n - 1] == ']', "long printf: %zu bytes", n);
     capture(write_escaped, out, sizeof out);
     CHECK(strcmp(out, "\"a\\\"b\\\\c\\u000ad\\u0001\\ufffd\"\"a/bc\"") == 0, "escaped: %s", out);
+    capture(write_formats, out, sizeof out);
+    char want[1024];
+    int k = snprintf(want, sizeof want, "a%sb%dc%ud%lde%luf%lldg%llux%xy%%z%c|", "str", -42, 4000000000u,
+                     -9000000000000000000L, 18446744073709551615UL, (long long)INT64_MIN, 0ULL, 0xbeefu, 'Q');
+    k += snprintf(want + k, sizeof want - (size_t)k, "%d %d %u %s|", 0, INT32_MIN, 0u, "");
+    snprintf(want + k, sizeof want - (size_t)k, "%s",
+             "0.000 0.001 0.999 1.000 1.001 123456.789 -0.001 -1.000 -123456.789 9223372036854775.807 1.500     7");
+    CHECK(strcmp(out, want) == 0, "formats:\n  got  %s\n  want %s", out, want);
+    capture(write_plain_runs, out, sizeof out);
+    CHECK(strcmp(out, "\"void kernel_0001<float, 4>(float*, int)\"\"caf\xc3\xa9 \xe2\x82\xac\\u007f\"") == 0,
+          "plain runs: %s", out);
     printf("test_jsonw: %d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

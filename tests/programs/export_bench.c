@@ -1,0 +1,107 @@
+/*
+ * export_bench.c — one recorded window of a chosen size, for `make bench`'s export benchmark
+ * (scripts/bench_export.py) and tests/test_scale.py.
+ *
+ * Usage: export_bench LAUNCHES [DISTINCT_RANGE_NAMES]
+ * Registers 4096 kernels the way nvcc's constructors do (__cudaRegisterFatBinary +
+ * __cudaRegisterFunction, distinct mangled names), then: NVTX range "step" (the marker; stepprof
+ * is run with nvtx:step, wait 0, warmup 1, active 1, repeat 1: a first empty "step" is the warmup), LAUNCHES cudaLaunchKernel calls
+ * cycling through the kernels, one NVTX range per 8 launches (named "layer_<i mod 16>", or with
+ * DISTINCT_RANGE_NAMES > 0 "range_<i mod DISTINCT_RANGE_NAMES>"), a cudaMalloc/cudaFree pair per
+ * 1024 launches; then the push of the next "step", which closes the window, timed.
+ * Stdout: `launches N`, `ranges N`, `rss_before_close_kb N`, `close_stall_ns N`,
+ * `close_realtime_ns N` (CLOCK_REALTIME at the close), then it returns from main (stepprof exports
+ * the window before the process ends). Exit 0; 2 on bad usage.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+#include <nvtx3/nvToolsExt.h>
+
+enum { KERNELS = 4096 };
+
+void **__cudaRegisterFatBinary(void *fatCubin);
+void __cudaRegisterFatBinaryEnd(void **handle);
+void __cudaRegisterFunction(void **handle, const char *hostFun, char *deviceFun, const char *deviceName,
+                            int thread_limit, uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize);
+
+/* Host stubs: only their addresses are used, one byte each. */
+static char stubs[KERNELS];
+static char mangled[KERNELS][32];
+static int fake_fatbin[4];
+
+static long now_ns(clockid_t clk)
+{
+    struct timespec t;
+    clock_gettime(clk, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+static long rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kb = strtol(line + 6, NULL, 10);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+int main(int argc, char **argv)
+{
+    char *end = NULL;
+    long launches = argc > 1 ? strtol(argv[1], &end, 10) : -1;
+    long distinct = argc > 2 ? strtol(argv[2], NULL, 10) : 0;
+    if (launches < 1 || (end && *end) || distinct < 0) {
+        fprintf(stderr, "usage: export_bench LAUNCHES [DISTINCT_RANGE_NAMES]\n");
+        return 2;
+    }
+    void **h = __cudaRegisterFatBinary(fake_fatbin);
+    for (int i = 0; i < KERNELS; i++) {
+        snprintf(mangled[i], sizeof mangled[i], "_Z11kernel_%04dPfi", i);
+        __cudaRegisterFunction(h, &stubs[i], mangled[i], mangled[i], -1, NULL, NULL, NULL, NULL, NULL);
+    }
+    __cudaRegisterFatBinaryEnd(h);
+    cudaSetDevice(0); /* the first runtime call: NVTX is seen from there on */
+    dim3 grid = {64, 1, 1}, block = {256, 1, 1};
+    char name[32];
+    long ranges = 0;
+    nvtxRangePushA("step"); /* step 0: warmup */
+    nvtxRangePop();
+    nvtxRangePushA("step"); /* step 1: recorded */
+    for (long i = 0; i < launches; i++) {
+        if (i % 8 == 0) {
+            if (i)
+                nvtxRangePop();
+            if (distinct)
+                snprintf(name, sizeof name, "range_%ld", (i / 8) % distinct);
+            else
+                snprintf(name, sizeof name, "layer_%ld", (i / 8) % 16);
+            nvtxRangePushA(name);
+            ranges++;
+        }
+        cudaLaunchKernel(&stubs[i % KERNELS], grid, block, NULL, 0, 0);
+        if (i % 1024 == 1023) {
+            void *p = NULL;
+            if (cudaMalloc(&p, 4096) == cudaSuccess)
+                cudaFree(p);
+        }
+    }
+    nvtxRangePop();
+    nvtxRangePop();
+    long rss = rss_kb();
+    long t0 = now_ns(CLOCK_MONOTONIC);
+    nvtxRangePushA("step");
+    long stall = now_ns(CLOCK_MONOTONIC) - t0;
+    long real = now_ns(CLOCK_REALTIME);
+    nvtxRangePop();
+    printf("launches %ld\nranges %ld\nrss_before_close_kb %ld\nclose_stall_ns %ld\nclose_realtime_ns %ld\n", launches,
+           ranges, rss, stall, real);
+    return 0;
+}

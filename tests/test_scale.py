@@ -1,0 +1,80 @@
+"""tests/test_scale.py — issue 10: real sizes. A window of a million events is recorded and exported
+whole (every launch, range and allocation counted in the trace, the table and the summary; the trace
+parses as JSON; nothing dropped, no .tmp left); a window of 25,000 distinct range names keeps every
+name; and the unit tests of the structures behind it (interned strings, the JSON writer) run here.
+Speed is measured by `make bench` (scripts/bench_export.py), never here.
+
+The CUPTI stand-in is off in the million-event run: the GPU side of a window that size belongs to
+`make bench`, and the host side is what has to come out whole here."""
+import glob
+import json
+import os
+import subprocess
+from collections import Counter
+
+from harness import BUILD, prog, run
+
+SCHEDULE = {"PROF_MARKER": "nvtx:step", "PROF_WAIT": 0, "PROF_WARMUP": 1, "PROF_ACTIVE": 1, "PROF_REPEAT": 1,
+            "PROF_FINALIZE_TIMEOUT_S": 600, "FAKECUDA_KERNEL_NS": 0}
+
+
+def window(launches, distinct=None, **env):
+    argv = [prog("export_bench"), str(launches)] + ([str(distinct)] if distinct else [])
+    r = run(argv, env={**SCHEDULE, **env}, timeout=170)
+    assert r.returncode == 0, r.stderr
+    out = dict(line.split() for line in r.stdout.splitlines())
+    assert int(out["launches"]) == launches
+    files = r.files()
+    assert not [f for f in files if ".tmp" in f], files
+    with open(r.trace()) as f:
+        trace = json.load(f)
+    one = lambda suffix: glob.glob(os.path.join(r.outdir, "*" + suffix))[0]  # noqa: E731
+    with open(one(".summary.json")) as f:
+        summary = json.load(f)
+    with open(one(".key_averages.txt")) as f:
+        table = f.read()
+    return int(out["ranges"]), trace, summary, table
+
+
+def table_calls(table, name):
+    rows = [l.split() for l in table.splitlines() if l.split()[:1] == [name]]
+    assert len(rows) == 1, f"{name} rows: {rows}"
+    return int(rows[0][-1])
+
+
+def test_million_event_window_is_exported_whole():
+    launches = 900000
+    ranges, trace, summary, table = window(launches, PROF_CUPTI=0, PROF_BUFFER_MB=512)
+    ev = trace["traceEvents"]
+    calls = Counter(e["name"] for e in ev if e.get("cat") == "cuda_runtime")
+    layers = Counter(e["name"] for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("layer_"))
+    assert len(ev) > 1000000, len(ev)
+    assert calls["cudaLaunchKernel"] == launches, calls
+    assert calls["cudaMalloc"] == calls["cudaFree"] == launches // 1024, calls
+    assert sum(layers.values()) == ranges == launches // 8 and len(layers) == 16, layers
+    assert [e["name"] for e in ev if e["name"].startswith("ProfilerStep#")] == ["ProfilerStep#1"]
+    assert trace["stepprof_dropped_events"] == 0 and trace["stepprof_truncated"] is False
+    kernels = Counter(e["args"].get("kernel") for e in ev if e.get("name") == "cudaLaunchKernel")
+    assert len(kernels) == 4096 and kernels["kernel_0000(float*, int)"] == -(-launches // 4096), kernels.most_common(2)
+    assert table_calls(table, "cudaLaunchKernel") == launches
+    assert summary["steps"][0]["launches"] == launches and summary["dropped_events"] == 0
+    assert sum(r["count"] for r in summary["ranges"] if r["name"].startswith("layer_")) == ranges
+
+
+def test_every_distinct_range_name_is_kept():
+    launches, distinct = 200000, 25000
+    ranges, trace, summary, table = window(launches, distinct, PROF_CUPTI=0)
+    names = Counter(e["name"] for e in trace["traceEvents"]
+                    if e.get("cat") == "user_annotation" and e["name"].startswith("range_"))
+    assert len(names) == distinct and set(names.values()) == {1}, names.most_common(2)
+    assert {"range_0", "range_%d" % (distinct - 1)} <= set(names)
+    tallied = [r for r in summary["ranges"] if r["name"].startswith("range_")]
+    assert sum(r["count"] for r in tallied) == ranges == distinct
+
+
+def test_unit_tests_of_the_export_structures():
+    for name in ("test_strings", "test_jsonw"):
+        path = os.path.join(BUILD, "unit", name)
+        assert os.path.exists(path), f"{path} not built (make unit)"
+        p = subprocess.run([path], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0 and " 0 failed" in p.stdout, p.stdout + p.stderr
