@@ -36,7 +36,15 @@ $(BUILD)/python/%.py: inject/python/%.py
 	@mkdir -p $(@D)
 	cp $< $@
 
-$(BUILD)/obj/%.o: %.c
+# Objects depend on the flags they were built with: a changed LIB_CFLAGS (e.g. the TLS dialect)
+# rebuilds them rather than linking stale ones.
+LIB_FLAGS_STAMP := $(BUILD)/obj/.cflags
+$(LIB_FLAGS_STAMP): FORCE
+	@mkdir -p $(@D)
+	@echo '$(LIB_CFLAGS)' | cmp -s - $@ || echo '$(LIB_CFLAGS)' > $@
+FORCE:
+
+$(BUILD)/obj/%.o: %.c $(LIB_FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -c -o $@ $<
 

@@ -105,12 +105,11 @@ static uint32_t host_cbid(const sp_event_ref_t *r)
     return (uint32_t)sp_api_table[r->ev.name].cbid;
 }
 
-/* The CUPTI domain of an intercepted call: every row of sp_api_table is a
- * runtime entry point (its cbid is a runtime cbid). */
+/* The CUPTI domain of an intercepted call: its row says whether its cbid is
+ * a runtime or a driver cbid. */
 static uint32_t host_domain(const sp_event_ref_t *r)
 {
-    (void)r;
-    return SP_GPU_RUNTIME;
+    return sp_api_table[r->ev.name].driver ? SP_GPU_DRIVER : SP_GPU_RUNTIME;
 }
 
 static int cmp_host(const void *a, const void *b)
