@@ -44,7 +44,7 @@ def test_every_launch_has_one_kernel_with_flow():
         launch = by_corr.get(c)
         assert launch, f"kernel {k['name']} has no launching call {c}"
         assert launch["args"]["kernel"] == k["name"], (launch["args"]["kernel"], k["name"])
-        assert k["ts"] >= launch["ts"], "a kernel runs after its launch"
+        assert k["ts"] >= launch["ts"], ("a kernel runs after its launch", k["ts"], launch["ts"], launch["dur"])
         assert c in flows_s and c in flows_f, "ac2g flow pair"
         assert flows_s[c]["tid"] == launch["tid"] and flows_f[c]["tid"] == k["tid"]
         assert k["pid"] == k["args"]["device"] and k["tid"] == k["args"]["stream"]

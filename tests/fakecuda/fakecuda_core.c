@@ -103,6 +103,7 @@ __attribute__((constructor)) static void fc_init(void) {
    * its DMA / launch latency before the bytes move (README: simulated durations). */
   fc_cfg.kernel_min_ns = env_u64("FAKECUDA_KERNEL_MIN_NS", 2000);
   fc_cfg.copy_latency_ns = env_u64("FAKECUDA_COPY_LATENCY_NS", 1500);
+  fc_cfg.launch_latency_ns = env_u64("FAKECUDA_LAUNCH_LATENCY_NS", 300);
   fc_cfg.set_latency_ns = env_u64("FAKECUDA_SET_LATENCY_NS", 1000);
   fc_cfg.mem_limit = env_u64("FAKECUDA_MEM_LIMIT", 80ull << 30);
   unsigned long long ndev = env_u64("FAKECUDA_DEVICES", 1);

@@ -35,6 +35,7 @@ struct fc_config {
   double set_ns_per_byte;
   uint64_t copy_latency_ns; /* fixed cost of every copy / memset on top of bytes over bandwidth */
   uint64_t set_latency_ns;
+  uint64_t launch_latency_ns; /* observed work starts no sooner than this after it is issued */
   size_t mem_limit;      /* per device */
   int ndev;
 };

@@ -86,7 +86,9 @@ struct fc_span fc_enqueue(struct CUstream_st *s, uint64_t dur, bool timed) {
   else if (is_blocking(s))
     dep = atomic_load_explicit(&dev->legacy.busy, memory_order_acquire);
   if (dur || timed || fc_observing()) {
-    uint64_t now = fc_now();
+    /* Observed work reaches the GPU a submission latency after it is issued: a kernel never
+     * starts at the instant its launch call began (real launch latency is microseconds). */
+    uint64_t now = fc_now() + (fc_observing() ? fc_cfg.launch_latency_ns : 0);
     if (now > dep) dep = now;
   }
   struct fc_span sp;
