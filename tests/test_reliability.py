@@ -21,7 +21,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import BUILD, FAKE_DIR, LIB, Skip, TRACE_RE, assert_valid, load, prog  # noqa: E402
+from harness import BUILD, FAKE_DIR, LIB, Skip, TRACE_RE, assert_valid, load, prog, skip_under_sanitizer  # noqa: E402
 
 RESULTS = os.path.join(BUILD, "reliability.json")
 # `make test-asan`: an ASan-built library needs the ASan runtime first in LD_PRELOAD.
@@ -191,6 +191,10 @@ def render_table(path=RESULTS):
 # ---- processes: fork, exec, posix_spawn, the processes glob ------------------------------------
 
 def test_fork_without_exec_dataloader():
+    # Seen hanging 1 run in 16-26 under make test-asan, always inside ASan's own allocator (its
+    # quarantine or size-class lock, taken by a parent thread at fork() and never released in the
+    # child); glibc's malloc takes its locks around fork, GCC 12's libasan does not.
+    skip_under_sanitizer("ASan's allocator is not fork-safe while another thread allocates")
     bare = run([prog("rel_fork"), "8", "4", "2000"], preload=False)
     r = run([prog("rel_fork"), "8", "4", "2000"])
     assert r.returncode == bare.returncode == 0, r.stderr
