@@ -255,12 +255,9 @@ static void memory_record(const CUpti_ActivityMemory4 *m)
  * query's name (the name too, in case CUPTI's clock and its records' differ). */
 static int own_call(int driver, const CUpti_ActivityAPI *a)
 {
-    const char *name = NULL;
+    const char *name;
     if (!own_calls.begin || a->threadId != own_calls.tid || a->start < own_calls.begin || a->start > own_calls.end ||
-        !api.callback_name ||
-        api.callback_name(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &name) !=
-            CUPTI_SUCCESS ||
-        !name)
+        !(name = sp_cupti_callback_name(driver, a->cbid)))
         return 0;
     return driver ? strncmp(name, "cuDevice", 8) == 0
                   : strncmp(name, "cudaGetDeviceCount", 18) == 0 || strncmp(name, "cudaGetDeviceProperties", 23) == 0;
@@ -549,23 +546,15 @@ void sp_cupti_window_close(int sync)
         calibrate();   /* a measured offset beats back-to-back reads of another clock */
 }
 
-/* CUPTI's callback names carry a version suffix ("cudaLaunchKernel_v7000"). */
-const char *sp_cupti_api_name(int driver, uint32_t cbid)
+/* CUPTI's own name of a callback id (collectors/cupti_names.c strips and keeps it). */
+const char *sp_cupti_callback_name(int driver, uint32_t cbid)
 {
-    static __thread char buf[128];
     const char *name = NULL;
     if (!api.callback_name ||
         api.callback_name(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) !=
-            CUPTI_SUCCESS ||
-        !name)
+            CUPTI_SUCCESS)
         return NULL;
-    snprintf(buf, sizeof buf, "%s", name);
-    /* Only the runtime's version suffix ("cudaLaunchKernel_v7000"): a driver
-     * name's "_v2" is part of the exported symbol (cuMemAlloc_v2). */
-    char *v = strrchr(buf, '_');
-    if (v && v[1] == 'v' && strlen(v + 2) >= 4 && strspn(v + 2, "0123456789") == strlen(v + 2))
-        *v = 0;
-    return buf;
+    return name;
 }
 
 size_t sp_cupti_take(uint64_t begin, uint64_t end, sp_gpu_event_t **out)

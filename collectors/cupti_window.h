@@ -1,5 +1,6 @@
 /* collectors/cupti_window.h — window membership of parsed CUPTI records on
- * one clock (collectors/cupti_window.c); internal to the CUPTI collector. */
+ * one clock (collectors/cupti_window.c), and the one CUPTI entry point
+ * collectors/cupti_names.c needs; internal to the CUPTI collector. */
 #ifndef SP_CUPTI_WINDOW_H
 #define SP_CUPTI_WINDOW_H
 
@@ -19,5 +20,9 @@ int sp_cupti_marker_fix(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid, uint3
  * array *out (count returned); later windows' records stay in recs. */
 size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin, uint64_t end,
                             sp_gpu_event_t **out);
+
+/* CUPTI's own name of a callback id, with its version suffix; NULL if none
+ * (collectors/cupti.c, which holds the looked-up entry points). */
+const char *sp_cupti_callback_name(int driver, uint32_t cbid);
 
 #endif
