@@ -8,10 +8,12 @@
  * for their window to close are bounded by cupti_buffer_mb's bytes and the
  * cycle cap, past which they are dropped and counted. CUPTI's clock
  * (CLOCK_REALTIME on Linux) is mapped to CLOCK_MONOTONIC by an offset measured
- * with back-to-back reads, refreshed at every window close; no timestamp
+ * with back-to-back reads until a window close measures it on the records
+ * (collectors/cupti_window.c, which also decides window membership); no timestamp
  * callback, because CUPTI would call it twice per API call. */
 #define _GNU_SOURCE
 #include "cupti.h"
+#include "cupti_window.h"
 
 #include "clock.h"
 #include "log.h"
@@ -54,6 +56,7 @@ static int state;              /* 0 not tried, 1 active, -1 degraded, 2 a fork c
 static int want_on, is_on, with_memory;
 static CUpti_SubscriberHandle subscriber;
 static int64_t clock_offset;   /* CLOCK_MONOTONIC - CUPTI clock */
+static int offset_measured;    /* clock_offset from stepprof's own record (cupti_window.c) */
 static size_t buf_cap, buf_live;
 static void *free_bufs[8];
 static int nfree;
@@ -252,12 +255,9 @@ static void memory_record(const CUpti_ActivityMemory4 *m)
  * query's name (the name too, in case CUPTI's clock and its records' differ). */
 static int own_call(int driver, const CUpti_ActivityAPI *a)
 {
-    const char *name = NULL;
+    const char *name;
     if (!own_calls.begin || a->threadId != own_calls.tid || a->start < own_calls.begin || a->start > own_calls.end ||
-        !api.callback_name ||
-        api.callback_name(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &name) !=
-            CUPTI_SUCCESS ||
-        !name)
+        !(name = sp_cupti_callback_name(driver, a->cbid)))
         return 0;
     return driver ? strncmp(name, "cuDevice", 8) == 0
                   : strncmp(name, "cudaGetDeviceCount", 18) == 0 || strncmp(name, "cudaGetDeviceProperties", 23) == 0;
@@ -525,79 +525,44 @@ void sp_cupti_window_close(int sync)
 {
     if (state <= 0)
         return;
+    uint64_t h0 = 0, h1 = 0;
     if (sync) {
-        /* The runtime's own sync, not our interposer: this is not the program's call. */
+        /* The runtime's own sync, not our interposer: this is not the program's
+         * call. Timed here, its record fixes CUPTI's offset (cupti_window.c). */
         cudaError_t (*dev_sync)(void) = (cudaError_t(*)(void))sp_real("cudaDeviceSynchronize");
-        if (dev_sync)
+        if (dev_sync) {
+            h0 = sp_clock_mono_ns();
             dev_sync();
+            h1 = sp_clock_mono_ns();
+        }
     }
     api.flush_all(sync ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    calibrate();
+    pthread_mutex_lock(&lock);
+    if (h1 && sp_cupti_marker_fix(recs, &nrecs, (uint32_t)gettid(), CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+                                  h0, h1, &clock_offset))
+        offset_measured = 1;
+    pthread_mutex_unlock(&lock);
+    if (!offset_measured)
+        calibrate();   /* a measured offset beats back-to-back reads of another clock */
 }
 
-/* CUPTI's callback names carry a version suffix ("cudaLaunchKernel_v7000"). */
-const char *sp_cupti_api_name(int driver, uint32_t cbid)
+/* CUPTI's own name of a callback id (collectors/cupti_names.c strips and keeps it). */
+const char *sp_cupti_callback_name(int driver, uint32_t cbid)
 {
-    static __thread char buf[128];
     const char *name = NULL;
     if (!api.callback_name ||
         api.callback_name(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) !=
-            CUPTI_SUCCESS ||
-        !name)
+            CUPTI_SUCCESS)
         return NULL;
-    snprintf(buf, sizeof buf, "%s", name);
-    /* Only the runtime's version suffix ("cudaLaunchKernel_v7000"): a driver
-     * name's "_v2" is part of the exported symbol (cuMemAlloc_v2). */
-    char *v = strrchr(buf, '_');
-    if (v && v[1] == 'v' && strlen(v + 2) >= 4 && strspn(v + 2, "0123456789") == strlen(v + 2))
-        *v = 0;
-    return buf;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
+    return name;
 }
 
 size_t sp_cupti_take(uint64_t begin, uint64_t end, sp_gpu_event_t **out)
 {
-    *out = NULL;
     pthread_mutex_lock(&lock);
-    size_t napi = 0;
-    for (size_t i = 0; i < nrecs; i++)
-        napi += recs[i].kind == SP_GPU_RUNTIME || recs[i].kind == SP_GPU_DRIVER;
-    uint32_t *mine = malloc((napi ? napi : 1) * sizeof *mine);
-    sp_gpu_event_t *v = malloc((nrecs ? nrecs : 1) * sizeof *v);
-    size_t nmine = 0, n = 0, keep = 0;
-    if (!mine || !v) {
-        free(mine);
-        free(v);
-        pthread_mutex_unlock(&lock);
-        return 0;
-    }
-    for (size_t i = 0; i < nrecs; i++) {
-        const sp_gpu_event_t *e = &recs[i];
-        if ((e->kind == SP_GPU_RUNTIME || e->kind == SP_GPU_DRIVER) && e->start >= begin && e->start <= end)
-            mine[nmine++] = e->correlation;
-    }
-    qsort(mine, nmine, sizeof *mine, cmp_u32);
-    for (size_t i = 0; i < nrecs; i++) {
-        const sp_gpu_event_t *e = &recs[i];
-        int is_api = e->kind == SP_GPU_RUNTIME || e->kind == SP_GPU_DRIVER;
-        int ours = is_api ? (e->start >= begin && e->start <= end)
-                          : (e->correlation && bsearch(&e->correlation, mine, nmine, sizeof *mine, cmp_u32)) ||
-                                (!e->correlation && e->start >= begin && e->start <= end);
-        if (ours)
-            v[n++] = *e;
-        else if (e->start > end)
-            recs[keep++] = *e;   /* a later window's */
-    }
-    nrecs = keep;
+    size_t n = sp_cupti_take_window(recs, &nrecs, begin, end, out);
     drops_pending = 0;
     pthread_mutex_unlock(&lock);
-    free(mine);
-    *out = v;
     return n;
 }
 

@@ -27,7 +27,9 @@ int sp_cupti_active(void);
 void sp_cupti_enable(int on);      /* kinds on (warmup/record) or off; remembered before init */
 void sp_cupti_window_open(void);   /* drops records gathered so far (warmup) */
 void sp_cupti_window_close(int sync); /* (device sync +) flush: the window's records are all in */
-const char *sp_cupti_api_name(int driver, uint32_t cbid);  /* "cudaLaunchKernel"; NULL if unknown */
+/* "cudaLaunchKernel"; NULL if unknown. A process-lifetime string: callers may
+ * keep it (collectors/cupti_names.c). */
+const char *sp_cupti_api_name(int driver, uint32_t cbid);
 
 /* Records belonging to [begin_ns, end_ns] (API records by their start; GPU
  * records by the API call that launched them, else by their own start), moved

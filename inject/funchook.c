@@ -365,17 +365,23 @@ __attribute__((used, noipa)) static void *dlopen_hooked(const char *file, int mo
 
 /* ---- names ------------------------------------------------------------- */
 
+/* Read once for the process (pthread_once: threads never see it half-written). */
+static char exe_path[PATH_MAX];
+
+static void read_exe_path(void)
+{
+    ssize_t n = readlink("/proc/self/exe", exe_path, sizeof exe_path - 1);
+    if (n <= 0)
+        snprintf(exe_path, sizeof exe_path, "/proc/self/exe");
+    else
+        exe_path[n] = 0;
+}
+
 const char *sp_fh_exe_path(void)
 {
-    static char path[PATH_MAX];
-    if (!path[0]) {
-        ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-        if (n <= 0)
-            snprintf(path, sizeof path, "/proc/self/exe");
-        else
-            path[n] = 0;
-    }
-    return path;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_exe_path);
+    return exe_path;
 }
 
 int sp_fh_lib_matches(const char *pattern, const char *path)

@@ -188,3 +188,40 @@ def test_gpu_work_may_start_before_its_launch_returns():
              launches[k["args"]["correlation"]]["dur"]]
     assert early, "no kernel started inside its launch call"
     assert all(k["ts"] >= launches[k["args"]["correlation"]]["ts"] for k in early)
+
+
+def _window_membership(skew):
+    """Several windows: each trace holds every kernel and every CUPTI API
+    record of exactly its own steps, with CUPTI's clock `skew` ns off."""
+    need_fake_cupti()
+    r = run([prog("train")], env={"STEPS": 14, "PROF_MARKER": "nvtx:train_step", "PROF_WAIT": 1,
+                                   "PROF_WARMUP": 1, "PROF_ACTIVE": 2, "PROF_REPEAT": 3,
+                                   "FAKECUPTI_CLOCK_SKEW_NS": skew})
+    assert r.returncode == 0, r.stderr
+    paths = r.traces()
+    assert len(paths) == 3, paths
+    for p in paths:
+        assert_valid(p)
+        t = load(p)
+        kernels = gpu(t, "kernel")
+        launches = [e for e in runtime_events(t) if e["name"] == "cudaLaunchKernel"]
+        # two steps of four launches each: none lost to a neighbour, none doubled
+        assert len(kernels) == 8 and len(launches) == 8, (p, len(kernels), len(launches))
+        # per step of train.cu: 4 launches (each with push/pop call configuration and
+        # cudaGetLastError, calls only CUPTI sees), 2 cudaMemcpyAsync, 1 each of the rest
+        calls = collections.Counter(e["name"] for e in runtime_events(t, all_sources=True))
+        per_step = {"cudaLaunchKernel": 4, "__cudaPushCallConfiguration": 4, "__cudaPopCallConfiguration": 4,
+                    "cudaGetLastError": 4, "cudaMemcpyAsync": 2, "cudaMemcpy": 1, "cudaMemset": 1,
+                    "cudaStreamSynchronize": 1}
+        assert calls == {k: 2 * v for k, v in per_step.items()}, (p, calls)
+        paired = [e for e in runtime_events(t) if e["args"]["correlation"] < 1 << 32]
+        assert len(paired) == len(runtime_events(t)), (p, len(paired), len(runtime_events(t)))
+        assert {k["args"]["correlation"] for k in kernels} == {e["args"]["correlation"] for e in launches}
+
+
+def test_window_membership_cupti_clock_ahead():
+    _window_membership(50000)
+
+
+def test_window_membership_cupti_clock_behind():
+    _window_membership(-50000)

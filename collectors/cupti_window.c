@@ -1,0 +1,90 @@
+/* collectors/cupti_window.c — which parsed CUPTI records belong to a window,
+ * decided on one clock. CUPTI's clock is mapped onto CLOCK_MONOTONIC by an
+ * offset; a calibration by back-to-back reads of cuptiGetTimestamp is only as
+ * good as that call's agreement with the records' clock (tests/fakecuda
+ * models them 50 us apart, FAKECUPTI_CLOCK_SKEW_NS). So at each window close
+ * the offset is measured on the records themselves: stepprof's own
+ * cudaDeviceSynchronize is timed on the host, and its RUNTIME record (the
+ * latest on that thread: nothing else runs there during the close) must lie
+ * inside that host span: the offset in use (first by back-to-back reads at
+ * start) is kept where it agrees, else moved to the nearest offset that does
+ * (a span's midpoint, or a recalibration under load, is off by hundreds of
+ * ns to microseconds, enough to draw a kernel before its launch). The records
+ * are then shifted onto the corrected
+ * offset and split by the window's host bounds. Callers hold cupti.c's lock. */
+#include "cupti_window.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int sp_cupti_marker_fix(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid, uint32_t cbid, uint64_t h0,
+                        uint64_t h1, int64_t *offset)
+{
+    size_t n = *nrecs, at = n;
+    for (size_t i = 0; i < n; i++)
+        if (recs[i].kind == SP_GPU_RUNTIME && recs[i].tid == tid && recs[i].cbid == cbid &&
+            (at == n || recs[i].start >= recs[at].start))
+            at = i;
+    if (at == n)
+        return 0;
+    /* stored = raw + offset; the true offset puts [start, end] inside [h0, h1] */
+    int64_t lo = (int64_t)h0 - (int64_t)recs[at].start, hi = (int64_t)h1 - (int64_t)recs[at].end;
+    int64_t fix = lo > 0 ? lo : hi < 0 ? hi : 0;   /* the offset in use, moved only as far as needed */
+    memmove(&recs[at], &recs[at + 1], (n - at - 1) * sizeof *recs);   /* stepprof's call, not the program's */
+    *nrecs = --n;
+    for (size_t i = 0; i < n; i++) {
+        sp_gpu_event_t *e = &recs[i];
+        if (e->start)
+            e->start = (uint64_t)((int64_t)e->start + fix);
+        if (e->end)
+            e->end = (uint64_t)((int64_t)e->end + fix);
+        if (e->queued)
+            e->queued = (uint64_t)((int64_t)e->queued + fix);
+    }
+    *offset += fix;
+    return 1;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin, uint64_t end,
+                            sp_gpu_event_t **out)
+{
+    size_t nr = *nrecs, napi = 0;
+    *out = NULL;
+    for (size_t i = 0; i < nr; i++)
+        napi += recs[i].kind == SP_GPU_RUNTIME || recs[i].kind == SP_GPU_DRIVER;
+    uint32_t *mine = malloc((napi ? napi : 1) * sizeof *mine);
+    sp_gpu_event_t *v = malloc((nr ? nr : 1) * sizeof *v);
+    size_t nmine = 0, n = 0, keep = 0;
+    if (!mine || !v) {
+        free(mine);
+        free(v);
+        return 0;
+    }
+    for (size_t i = 0; i < nr; i++) {
+        const sp_gpu_event_t *e = &recs[i];
+        if ((e->kind == SP_GPU_RUNTIME || e->kind == SP_GPU_DRIVER) && e->start >= begin && e->start <= end)
+            mine[nmine++] = e->correlation;
+    }
+    qsort(mine, nmine, sizeof *mine, cmp_u32);
+    for (size_t i = 0; i < nr; i++) {
+        const sp_gpu_event_t *e = &recs[i];
+        int is_api = e->kind == SP_GPU_RUNTIME || e->kind == SP_GPU_DRIVER;
+        int ours = is_api ? (e->start >= begin && e->start <= end)
+                          : (e->correlation && bsearch(&e->correlation, mine, nmine, sizeof *mine, cmp_u32)) ||
+                                (!e->correlation && e->start >= begin && e->start <= end);
+        if (ours)
+            v[n++] = *e;
+        else if (e->start > end)
+            recs[keep++] = *e;   /* a later window's */
+    }
+    *nrecs = keep;
+    free(mine);
+    *out = v;
+    return n;
+}

@@ -1,0 +1,28 @@
+/* collectors/cupti_window.h — window membership of parsed CUPTI records on
+ * one clock (collectors/cupti_window.c), and the one CUPTI entry point
+ * collectors/cupti_names.c needs; internal to the CUPTI collector. */
+#ifndef SP_CUPTI_WINDOW_H
+#define SP_CUPTI_WINDOW_H
+
+#include "gpu.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Finds stepprof's own call (the latest RUNTIME record of cbid on tid), timed
+ * on the host as [h0, h1], removes it, and shifts every record and *offset
+ * as little as needed so that it lies inside that span. 0 when no such
+ * record was parsed. */
+int sp_cupti_marker_fix(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid, uint32_t cbid, uint64_t h0,
+                        uint64_t h1, int64_t *offset);
+
+/* The records of the window [begin, end] (CLOCK_MONOTONIC ns) into a new
+ * array *out (count returned); later windows' records stay in recs. */
+size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin, uint64_t end,
+                            sp_gpu_event_t **out);
+
+/* CUPTI's own name of a callback id, with its version suffix; NULL if none
+ * (collectors/cupti.c, which holds the looked-up entry points). */
+const char *sp_cupti_callback_name(int driver, uint32_t cbid);
+
+#endif

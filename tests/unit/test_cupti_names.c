@@ -1,0 +1,66 @@
+/* tests/unit/test_cupti_names.c — CUPTI callback names (collectors/cupti_names.c) are
+ * process-lifetime strings: many held at once keep their text (a returned buffer would be
+ * overwritten by the next lookup), the same id gives the same pointer from 8 threads at once
+ * (a recording thread and exporters), the runtime's "_v7000" suffix goes and a driver "_v2"
+ * stays, ids past the cache work too. CUPTI's own lookup is replaced by a table here. */
+#include "../../collectors/cupti.h"
+#include "../../collectors/cupti_window.h"
+#include "check.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { IDS = 3000, THREADS = 8 };
+
+static char cupti_names[2][IDS][48];
+
+const char *sp_cupti_callback_name(int driver, uint32_t cbid)
+{
+    return cbid < IDS && cupti_names[driver][cbid][0] ? cupti_names[driver][cbid] : NULL;
+}
+
+static const char *got[THREADS][2][IDS];
+
+static void *worker(void *arg)
+{
+    long t = (long)arg;
+    for (uint32_t i = 1; i < IDS; i++) {
+        uint32_t k = (uint32_t)((i * 7919u + (uint32_t)t * 104729u) % (IDS - 1)) + 1;
+        got[t][t & 1][k] = sp_cupti_api_name((int)(t & 1), k);
+        got[t][!(t & 1)][k] = sp_cupti_api_name((int)!(t & 1), k);
+    }
+    return NULL;
+}
+
+int main(void)
+{
+    for (uint32_t i = 1; i < IDS; i++) {
+        snprintf(cupti_names[0][i], sizeof cupti_names[0][i], "cudaCall%u_v7000", i);
+        snprintf(cupti_names[1][i], sizeof cupti_names[1][i], "cuCall%u_v2", i);
+    }
+    pthread_t th[THREADS];
+    for (long t = 0; t < THREADS; t++)
+        pthread_create(&th[t], NULL, worker, (void *)t);
+    for (long t = 0; t < THREADS; t++)
+        pthread_join(th[t], NULL);
+    int same = 1, text = 1;
+    char want[48];
+    for (int d = 0; d < 2; d++)
+        for (uint32_t i = 1; i < IDS; i++) {
+            snprintf(want, sizeof want, d ? "cuCall%u_v2" : "cudaCall%u", i);
+            for (int t = 0; t < THREADS; t++) {
+                same &= got[t][d][i] == got[0][d][i];
+                text &= got[t][d][i] && strcmp(got[t][d][i], want) == 0;
+            }
+        }
+    CHECK(same, "threads got different pointers for one id");
+    CHECK(text, "a name lost its text or kept the wrong suffix");
+    CHECK(sp_cupti_api_name(0, 0) == NULL, "unknown id");
+    CHECK(sp_cupti_api_name(0, IDS + 5) == NULL, "unknown id past the cache");
+    /* two names held at once */
+    const char *a = sp_cupti_api_name(0, 7), *b = sp_cupti_api_name(0, 2500);
+    CHECK(a && b && strcmp(a, "cudaCall7") == 0 && strcmp(b, "cudaCall2500") == 0, "two names held at once");
+    printf("test_cupti_names: %d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
