@@ -14,6 +14,7 @@
 #include "cupti.h"
 
 #include "clock.h"
+#include "events.h"
 #include "log.h"
 #include "memory.h"
 #include "strings.h"
@@ -528,8 +529,17 @@ void sp_cupti_window_close(int sync)
     if (sync) {
         /* The runtime's own sync, not our interposer: this is not the program's call. */
         cudaError_t (*dev_sync)(void) = (cudaError_t(*)(void))sp_real("cudaDeviceSynchronize");
-        if (dev_sync)
+        if (dev_sync) {
+            /* The runtime reaches the driver through cuGetProcAddress, i.e. through our
+             * cuCtxSynchronize: the guard keeps that inner call ours too. */
+            sp_thread_t *t = sp_ev_thread();
+            int held = t ? t->in_hook : 0;
+            if (t)
+                t->in_hook = 1;
             dev_sync();
+            if (t)
+                t->in_hook = held;
+        }
     }
     api.flush_all(sync ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     calibrate();
