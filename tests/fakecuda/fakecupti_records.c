@@ -461,6 +461,9 @@ static void observe_op(const fakecuda_op_t *op, void *ctx) {
     if (fcp_on(CUPTI_ACTIVITY_KIND_MEMSET)) memset_record(op, corr);
     break;
   case FAKECUDA_OP_SYNC:
+    /* A runtime call's wait done by its nested driver call (fakecuda_drv.c): the record spans the
+     * runtime call, the outermost call of that correlation id. */
+    while (c && c > t->calls && c[-1].corr == c->corr) c--;
     if (c) note_sync(c, op);
     break;
   case FAKECUDA_OP_ALLOC:
