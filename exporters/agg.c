@@ -348,8 +348,8 @@ static long corr_find(const corr_map_t *m, uint64_t c)
 /* A driver call that a runtime call made to do its work (NVIDIA's runtime reaches the driver through
  * cuGetProcAddress; CUPTI's DRIVER kind records that call, with the runtime call's correlation id) is
  * part of that call, not a second call: it leaves the set, so no table row, count, self time or summary
- * line has it twice. The trace still draws it, nested, as CUPTI gave it. Nested means: same thread, same
- * correlation id as a runtime call, and inside its span. */
+ * line has it twice. The trace still draws it, nested, as CUPTI gave it. Nested means: same thread and
+ * same correlation id as a runtime call (not the span: CUPTI's clock is mapped to the host's). */
 static int drop_nested_driver_calls(sp_rep_set_t *s)
 {
     corr_map_t m = {0};
@@ -359,7 +359,7 @@ static int drop_nested_driver_calls(sp_rep_set_t *s)
         const sp_rep_event_t *e = &s->ev[i];
         long r = rc == 0 && e->cat == SP_REP_DRIVER ? corr_find(&m, e->correlation) : -1;
         const sp_rep_event_t *rt = r >= 0 ? &s->ev[r] : NULL;
-        if (rt && rt->tid == e->tid && rt->pid == e->pid && rt->ts <= e->ts && e->ts + e->dur <= rt->ts + rt->dur)
+        if (rt && rt->tid == e->tid && rt->pid == e->pid)
             continue;
         s->ev[k++] = *e;
     }
