@@ -16,6 +16,7 @@
 #include "cupti_window.h"
 
 #include "clock.h"
+#include "events.h"
 #include "log.h"
 #include "memory.h"
 #include "strings.h"
@@ -531,9 +532,17 @@ void sp_cupti_window_close(int sync)
          * call. Timed here, its record fixes CUPTI's offset (cupti_window.c). */
         cudaError_t (*dev_sync)(void) = (cudaError_t(*)(void))sp_real("cudaDeviceSynchronize");
         if (dev_sync) {
+            /* The runtime reaches the driver through cuGetProcAddress, i.e. through our
+             * cuCtxSynchronize: the guard keeps that inner call ours too. */
+            sp_thread_t *t = sp_ev_thread();
+            int held = t ? t->in_hook : 0;
+            if (t)
+                t->in_hook = 1;
             h0 = sp_clock_mono_ns();
             dev_sync();
             h1 = sp_clock_mono_ns();
+            if (t)
+                t->in_hook = held;
         }
     }
     api.flush_all(sync ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);

@@ -310,7 +310,7 @@ static size_t mix64(uint64_t x, size_t cap)
     return (size_t)x & (cap - 1);
 }
 
-static int corr_build(corr_map_t *m, const sp_rep_set_t *s)
+static int corr_build(corr_map_t *m, const sp_rep_set_t *s, int runtime_only)
 {
     size_t cap = 16;
     while (cap < s->n * 2)
@@ -322,7 +322,7 @@ static int corr_build(corr_map_t *m, const sp_rep_set_t *s)
         return -1;
     for (size_t i = 0; i < s->n; i++) {
         const sp_rep_event_t *e = &s->ev[i];
-        if (!e->correlation || (e->cat != SP_REP_RUNTIME && e->cat != SP_REP_DRIVER))
+        if (!e->correlation || (e->cat != SP_REP_RUNTIME && (runtime_only || e->cat != SP_REP_DRIVER)))
             continue;
         size_t j = mix64(e->correlation, cap);
         while (m->key[j] && m->key[j] != e->correlation)
@@ -345,10 +345,36 @@ static long corr_find(const corr_map_t *m, uint64_t c)
     return -1;
 }
 
+/* A driver call that a runtime call made to do its work (NVIDIA's runtime reaches the driver through
+ * cuGetProcAddress; CUPTI's DRIVER kind records that call, with the runtime call's correlation id) is
+ * part of that call, not a second call: it leaves the set, so no table row, count, self time or summary
+ * line has it twice. The trace still draws it, nested, as CUPTI gave it. Nested means: same thread and
+ * same correlation id as a runtime call (not the span: CUPTI's clock is mapped to the host's). */
+static int drop_nested_driver_calls(sp_rep_set_t *s)
+{
+    corr_map_t m = {0};
+    int rc = corr_build(&m, s, 1);
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const sp_rep_event_t *e = &s->ev[i];
+        long r = rc == 0 && e->cat == SP_REP_DRIVER ? corr_find(&m, e->correlation) : -1;
+        const sp_rep_event_t *rt = r >= 0 ? &s->ev[r] : NULL;
+        if (rt && rt->tid == e->tid && rt->pid == e->pid)
+            continue;
+        s->ev[k++] = *e;
+    }
+    s->n = k;
+    free(m.key);
+    free(m.val);
+    return rc;
+}
+
 int sp_rep_analyze(sp_rep_set_t *s)
 {
     if (s->n)
         qsort(s->ev, s->n, sizeof *s->ev, cmp_canonical);
+    if (drop_nested_driver_calls(s) != 0)
+        return -1;
     s->has_memory = 0;
     for (size_t i = 0; i < s->n; i++) {
         sp_rep_event_t *e = &s->ev[i];
@@ -361,7 +387,7 @@ int sp_rep_analyze(sp_rep_set_t *s)
     if (nest_threads(s) != 0)
         return -1;
     corr_map_t m = {0};
-    if (corr_build(&m, s) != 0) {
+    if (corr_build(&m, s, 0) != 0) {
         free(m.key);
         free(m.val);
         return -1;

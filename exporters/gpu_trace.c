@@ -426,7 +426,14 @@ static void write_gpu_event(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext, u
     gpu_args(w, e, ext);
 }
 
-static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext, int pid, uint64_t base)
+/* A CUPTI DRIVER record of a driver call that an intercepted runtime call made to do its work (same
+ * thread, same correlation id; not its span: CUPTI's clock is mapped to the host's) is drawn as CUPTI gave it, but its id is written as
+ * stepprof_runtime_correlation: under "correlation" a second event with the call's id makes clients
+ * (TensorBoard's plugin) count that call's GPU work twice. */
+struct launch;
+static int inside_runtime_call(const struct launch *l, size_t n, const sp_gpu_event_t *e);
+
+static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext, int pid, uint64_t base, int nested)
 {
     const char *real = sp_cupti_api_name(e->kind == SP_GPU_DRIVER, e->cbid);
     char fallback[32], buf[64];
@@ -437,7 +444,8 @@ static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ex
     const char *name = sp_gpuv_api_name(real, buf, sizeof buf);
     sp_gpuv_slice(w, e->kind == SP_GPU_DRIVER ? "cuda_driver" : "cuda_runtime", name, pid, e->tid, (int64_t)(e->start - base),
           (int64_t)(e->end - e->start));
-    sp_jw_printf(w, ", \"args\": {\"cbid\": %u, \"correlation\": %u", e->cbid, e->correlation);
+    sp_jw_printf(w, ", \"args\": {\"cbid\": %u, \"%s\": %u", e->cbid,
+                 nested ? "stepprof_runtime_correlation" : "correlation", e->correlation);
     if (ext)
         sp_jw_printf(w, ", \"External id\": %" PRIu64, ext);
     if (name != real)
@@ -489,6 +497,14 @@ static launch_t *find_launch(launch_t *l, size_t n, uint32_t corr)
     return f;
 }
 
+static int inside_runtime_call(const struct launch *l, size_t n, const sp_gpu_event_t *e)
+{
+    if (e->kind != SP_GPU_DRIVER)
+        return 0;
+    const launch_t *f = find_launch((launch_t *)l, n, e->correlation);
+    return f && !f->driver && f->tid == (long)e->tid;
+}
+
 void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, int pid,
                           uint64_t base)
 {
@@ -505,13 +521,15 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
             l[nl++] = (launch_t){m->correlation, m->kind == SP_GPU_DRIVER, 0, v->ext ? v->ext[h] : 0, ev[h].thread->tid, (int64_t)ev[h].ev.t0,
                                  (int64_t)ev[h].ev.t1};
     }
+    qsort(l, nl, sizeof *l, cmp_launch);
+    size_t nhost = nl;
     /* Ranges in (thread, start) order, to place calls only CUPTI saw. */
     uint64_t *byt = sp_annot_by_thread(v, ev);
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *e = &v->gpu[i];
         if (is_api(e) && !v->api_used[i]) {
             uint64_t ext = sp_annot_range_at(v, ev, byt, e->tid, (int64_t)e->start);
-            write_unmatched_api(w, e, ext, pid, base);
+            write_unmatched_api(w, e, ext, pid, base, inside_runtime_call(l, nhost, e));
             l[nl++] = (launch_t){e->correlation, e->kind == SP_GPU_DRIVER, 0, ext, e->tid, (int64_t)e->start, (int64_t)sp_gpu_end(e)};
         }
     }

@@ -242,6 +242,8 @@ static void add_args(sp_rep_set_t *set, sp_rep_event_t *r, const cJSON *args)
         sp_rb_free(&b);
     }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "correlation");
+    if (!v)   /* a driver call made inside a runtime call (exporters/gpu_trace.c) */
+        v = cJSON_GetObjectItemCaseSensitive(args, "stepprof_runtime_correlation");
     r->correlation = cJSON_IsNumber(v) ? num_u64(v->valuedouble) : 0;
     v = cJSON_GetObjectItemCaseSensitive(args, "bytes");
     if (cJSON_IsNumber(v)) {

@@ -5,6 +5,9 @@ cuGetProcAddress_v2 only (static cudart's way), and from a library the program d
 RTLD_LOCAL. Each run must print what it prints without stepprof, and record every driver call once as
 a cuda_driver event with its CUPTI driver cbid, every launch with its kernel name and shape, paired
 (same correlation id) with CUPTI's kernel record."""
+import collections
+
+import test_reports as reports
 from harness import LIB, assert_valid, load, prog, run
 
 CALLS = (["cuMemAlloc_v2", "cuMemcpyHtoD_v2"] + ["cuLaunchKernel"] * 5 +
@@ -106,3 +109,92 @@ def test_runtime_kernel_launched_through_driver():
     assert {e["args"]["kernel"] for e in launches} == {"drv::scale_kernel(float*, float)"}
     kernels = [e for e in ev if e.get("cat") == "kernel"]
     assert sorted(k["args"]["correlation"] for k in kernels) == sorted(e["args"]["correlation"] for e in launches)
+
+
+# ---- a runtime call implemented by a driver call is one call -----------------------------------------
+# The runtime stand-in implements cudaMalloc, cudaFree, cudaMemset, cudaMemcpy (HtoD, DtoH),
+# cudaLaunchKernel, cudaStreamSynchronize and cudaDeviceSynchronize with driver calls it got from
+# dlopen("libcuda.so.1") + dlsym("cuGetProcAddress_v2") + cuGetProcAddress, as NVIDIA's runtime does.
+# Under the preload those pointers are stepprof's driver interposers (inject/driver_proc.c).
+
+ROUTED = ("cuMemAlloc", "cuMemFree", "cuMemsetD8", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuLaunchKernel",
+          "cuStreamSynchronize", "cuCtxSynchronize")
+TRAIN = {"STEPS": 8, "PROF_MARKER": "nvtx:train_step", "PROF_WARMUP": 1, "PROF_ACTIVE": 3,
+         "PROF_TABLE_ROW_LIMIT": -1, "FAKECUDA_LOG_DRIVER": 1}
+# train_c's calls in the 3 recorded steps.
+TRAIN_CALLS = {"cudaLaunchKernel": 12, "cudaMemcpy": 3, "cudaMemcpyAsync": 6, "cudaMemset": 3,
+               "cudaStreamSynchronize": 3}
+
+
+def _driver_origins(stderr):
+    return dict(l[len("fakecuda: "):].split(" from ") for l in stderr.splitlines() if l.startswith("fakecuda: cu"))
+
+
+def _train(env):
+    bare = run([prog("train_c")], preload=False, env=TRAIN)
+    assert bare.returncode == 0, bare.stderr
+    assert all(v.endswith("/libcuda.so.1") for v in _driver_origins(bare.stderr).values()), bare.stderr
+    r = run([prog("train_c")], env={**TRAIN, **env})
+    assert r.returncode == 0 and r.stdout == bare.stdout, r.stderr
+    got = _driver_origins(r.stderr)
+    # Every driver entry point the runtime calls is stepprof's wrapper: the test reaches the interposers.
+    assert sorted(got) == sorted(ROUTED) and all(v == LIB for v in got.values()), got
+    path = r.trace()
+    assert_valid(path)
+    return r, load(path)["traceEvents"]
+
+
+def _tables_count_each_call_once(r):
+    headers, rows = reports.parse_table(reports.outputs(r, ".key_averages.txt"))
+    calls = {row["Name"]: row for row in rows}
+    for name, n in TRAIN_CALLS.items():
+        assert int(calls[name]["# of Calls"]) == n, (name, calls[name])
+    drv = [n for n in calls if n.startswith("cu") and n[2:3].isupper()]
+    assert not drv, f"driver calls made inside runtime calls are not rows of their own: {drv}"
+    # The inner driver call takes no self time from its runtime call.
+    for name in TRAIN_CALLS:
+        assert calls[name]["Self CPU"] == calls[name]["CPU total"], calls[name]
+    summary = reports.outputs(r, ".summary.txt")
+    blocking = summary.split("Blocking host calls")[1].split("\n\n")[0].splitlines()[1:]
+    assert [l.split()[:3] for l in blocking] == [["cudaStreamSynchronize", "count", "3"]], blocking
+    # The offline tool reading the trace agrees.
+    assert reports.tool(r.trace(), "--row-limit", "-1").stdout == reports.outputs(r, ".key_averages.txt")
+    assert reports.tool(r.trace(), "--summary").stdout == summary
+
+
+def test_runtime_call_through_driver_recorded_once():
+    """Host side (no CUPTI): the driver interposer reached from inside the runtime call records nothing
+    (the runtime interposer holds the recursion guard); each call is one event, one table count."""
+    r, ev = _train({"PROF_CUPTI": 0})
+    assert not [e for e in ev if e.get("cat") == "cuda_driver"], "no driver event: each call is recorded once"
+    rt = collections.Counter(e["name"] for e in ev if e.get("cat") == "cuda_runtime" and e.get("ph") == "X")
+    for name, n in TRAIN_CALLS.items():
+        assert rt[name] == n, (name, rt)
+    _tables_count_each_call_once(r)
+
+
+def test_runtime_call_nested_driver_records_stay_out_of_tables():
+    """With CUPTI's DRIVER kind on, CUPTI also records the driver call each runtime call makes (the
+    stand-in gives it the runtime call's correlation id). The trace draws it nested in its runtime call
+    as CUPTI gave it; the table and the summary count the runtime call only."""
+    r, ev = _train({})
+    host = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "cuda_runtime" and e.get("ph") == "X"
+            and e["args"].get("stepprof_source") != "cupti"}
+    inner = [e for e in ev if e.get("cat") == "cuda_driver" and e.get("ph") == "X"]
+    assert not [e for e in inner if e["args"].get("stepprof_source") != "cupti"], "no host driver event"
+    names = collections.Counter(e["name"] for e in inner)
+    assert names == {"cuLaunchKernel": 12, "cuMemcpyHtoD_v2": 3, "cuMemsetD8_v2": 3,
+                     "cuStreamSynchronize": 3}, names
+    for e in inner:
+        # Its id is the runtime call's, written so that clients do not count the call's GPU work twice.
+        assert "correlation" not in e["args"], e
+        outer = host.get(e["args"]["stepprof_runtime_correlation"])
+        assert outer and outer["tid"] == e["tid"], e
+        assert outer["ts"] <= e["ts"] and e["ts"] + e["dur"] <= outer["ts"] + outer["dur"], (outer, e)
+        assert {"cuLaunchKernel": "cudaLaunchKernel", "cuMemcpyHtoD_v2": "cudaMemcpy", "cuMemsetD8_v2": "cudaMemset",
+                "cuStreamSynchronize": "cudaStreamSynchronize"}[e["name"]] == outer["name"], (outer, e)
+    # Every kernel still pairs with its runtime launch.
+    launches = {c for c, e in host.items() if e["name"] == "cudaLaunchKernel"}
+    kernels = [e for e in ev if e.get("cat") == "kernel"]
+    assert len(kernels) == 12 and {k["args"]["correlation"] for k in kernels} == launches
+    _tables_count_each_call_once(r)

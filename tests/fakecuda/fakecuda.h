@@ -22,6 +22,8 @@
  *   FAKECUDA_DEVICES=n            number of devices (default 1, at most FAKECUDA_MAX_DEVICES)
  *   FAKECUDA_FAIL=api[:code],...  listed APIs (base name; twins included) return `code` (default 999,
  *                                 cudaErrorUnknown) without doing anything
+ *   FAKECUDA_LOG_DRIVER=1         at the first lookup of the driver (fakecuda_drv.c), one stderr line per
+ *                                 driver entry point: which object cuGetProcAddress handed it out from
  *   CUDA_INJECTION64_PATH=lib     read at the first runtime call (not at load, and never by the __cuda*
  *                                 registration calls of constructors), as the driver's cuInit does:
  *                                 the library is dlopen'ed (RTLD_NOW) and its `int InitializeInjection(void)`

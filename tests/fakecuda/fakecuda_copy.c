@@ -43,7 +43,11 @@ static cudaError_t set2d(const char *api, cudaStream_t hs, bool pt, bool sync, v
   copy2d(__func__, stream, per_thread, sync, dst, n, src, n, n, 1, kind)
 
 FC_API_TWINS(cudaMemcpy, _ptds, (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind),
-             COPY1D(true, dst, src, count, kind, NULL))
+             kind == cudaMemcpyHostToDevice
+                 ? FC_VIA_DRV(!per_thread, memcpy_htod, ((CUdeviceptr)dst, src, count),
+                              COPY1D(true, dst, src, count, kind, NULL))
+                 : FC_VIA_DRV(!per_thread && kind == cudaMemcpyDeviceToHost, memcpy_dtoh,
+                              (dst, (CUdeviceptr)src, count), COPY1D(true, dst, src, count, kind, NULL)))
 FC_API_TWINS(cudaMemcpyAsync, _ptsz,
              (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream),
              COPY1D(false, dst, src, count, kind, stream))
@@ -72,7 +76,8 @@ FC_API(cudaMemcpyPeerAsync,
        peer_copy(__func__, stream, false, dst, dstDevice, src, srcDevice, count))
 
 FC_API_TWINS(cudaMemset, _ptds, (void *devPtr, int value, size_t count),
-             set2d(__func__, NULL, per_thread, true, devPtr, count, value, count, 1))
+             FC_VIA_DRV(!per_thread, memset_d8, ((CUdeviceptr)devPtr, (unsigned char)value, count),
+                        set2d(__func__, NULL, per_thread, true, devPtr, count, value, count, 1)))
 FC_API_TWINS(cudaMemsetAsync, _ptsz, (void *devPtr, int value, size_t count, cudaStream_t stream),
              set2d(__func__, stream, per_thread, false, devPtr, count, value, count, 1))
 FC_API_TWINS(cudaMemset2D, _ptds, (void *devPtr, size_t pitch, int value, size_t width, size_t height),

@@ -203,6 +203,7 @@ cudaError_t fc_api_enter(const char *api) {
 
 cudaError_t fc_api_exit(const char *api, cudaError_t r) {
   fc_result(r);
+  if (fc_tls.driver_api) fc_tls.drv_inner = r; /* the driver stand-in ran this call (fakecuda_drv.c) */
   fc_note_exit(api, (int)r);
   return r;
 }

@@ -9,6 +9,7 @@
 #ifndef FAKECUDA_INT_H
 #define FAKECUDA_INT_H
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -60,6 +61,7 @@ struct fc_thread {
   struct fc_launch_cfg cfg[FC_CFG_DEPTH];
   struct CUstream_st *per_thread[FAKECUDA_MAX_DEVICES]; /* lazily created default streams */
   const char *driver_api; /* set by the libcuda.so.1 stand-in around the runtime call it runs on */
+  cudaError_t drv_inner;  /* what that runtime call returned (fakecuda_drv.c) */
 };
 extern __thread struct fc_thread fc_tls;
 
@@ -95,8 +97,30 @@ static inline cudaError_t fc_result(cudaError_t r) {
       if (fc_r_ == cudaSuccess) fc_r_ = (call);             \
       return fc_api_exit(__func__, fc_r_);                  \
     }                                                       \
-    return fc_result(call);                                 \
+    cudaError_t fc_r_ = (call);                             \
+    if (FC_UNLIKELY(fc_tls.driver_api != NULL)) fc_tls.drv_inner = fc_r_; \
+    return fc_result(fc_r_);                                \
   } while (0)
+
+/* ---- the driver, reached through cuGetProcAddress (fakecuda_drv.c) ---- */
+
+struct fc_drv {
+  CUresult (*mem_alloc)(CUdeviceptr *, size_t);
+  CUresult (*mem_free)(CUdeviceptr);
+  CUresult (*memset_d8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*memcpy_htod)(CUdeviceptr, const void *, size_t);
+  CUresult (*memcpy_dtoh)(void *, CUdeviceptr, size_t);
+  CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                     void **, void **);
+  CUresult (*stream_sync)(CUstream);
+  CUresult (*ctx_sync)(void);
+};
+const struct fc_drv *fc_drv(void);   /* NULL: no driver, or the driver is running this very call */
+cudaError_t fc_from_drv(CUresult r); /* the runtime's code for what the driver returned */
+
+/* `cond` true and a driver present: the runtime call is the driver call `field args`; else `fallback`. */
+#define FC_VIA_DRV(cond, field, args, fallback) \
+  ((cond) && fc_drv() ? fc_from_drv(fc_drv()->field args) : (fallback))
 
 /* Defines exported `cudaError_t name params` returning `call`.  Inside `call`, `per_thread` is false
  * for the legacy spelling and true for the twin, and __func__ is the exported name. */

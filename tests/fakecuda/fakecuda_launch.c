@@ -130,9 +130,11 @@ FC_API_TWINS(__cudaLaunchKernel, _ptsz,
               cudaStream_t stream),
              launch(__func__, kernel, gridDim, blockDim, sharedMem, stream, per_thread))
 FC_API_TWINS(cudaLaunchKernel, _ptsz,
-             (const void *func, dim3 gridDim, dim3 blockDim, void **args FC_UNUSED, size_t sharedMem,
-              cudaStream_t stream),
-             launch(__func__, fc_kernel(func), gridDim, blockDim, sharedMem, stream, per_thread))
+             (const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem, cudaStream_t stream),
+             FC_VIA_DRV(!per_thread, launch,
+                        ((CUfunction)(uintptr_t)func, gridDim.x, gridDim.y, gridDim.z, blockDim.x, blockDim.y,
+                         blockDim.z, (unsigned)sharedMem, (CUstream)stream, args, NULL),
+                        launch(__func__, fc_kernel(func), gridDim, blockDim, sharedMem, stream, per_thread)))
 FC_API_TWINS(cudaLaunchCooperativeKernel, _ptsz,
              (const void *func, dim3 gridDim, dim3 blockDim, void **args FC_UNUSED, size_t sharedMem,
               cudaStream_t stream),

@@ -150,7 +150,8 @@ static cudaError_t malloc_pitch(const char *api, void **p, size_t *pitch, size_t
 }
 
 FC_API(cudaMalloc, (void **devPtr, size_t size),
-       mem_alloc(__func__, devPtr, size, FAKECUDA_MEM_DEVICE, FC_DEVICE_ALIGN, NULL))
+       FC_VIA_DRV(true, mem_alloc, ((CUdeviceptr *)devPtr, size),
+                  mem_alloc(__func__, devPtr, size, FAKECUDA_MEM_DEVICE, FC_DEVICE_ALIGN, NULL)))
 FC_API_TWINS(cudaMallocAsync, _ptsz, (void **devPtr, size_t size, cudaStream_t hStream),
              mem_alloc(__func__, devPtr, size, FAKECUDA_MEM_DEVICE, FC_DEVICE_ALIGN, hStream))
 FC_API(cudaMallocPitch, (void **devPtr, size_t *pitch, size_t width, size_t height),
@@ -161,7 +162,8 @@ FC_API(cudaMallocHost, (void **ptr, size_t size),
        mem_alloc(__func__, ptr, size, FAKECUDA_MEM_PINNED, FC_HOST_ALIGN, NULL))
 FC_API(cudaHostAlloc, (void **pHost, size_t size, unsigned int flags FC_UNUSED),
        mem_alloc(__func__, pHost, size, FAKECUDA_MEM_PINNED, FC_HOST_ALIGN, NULL))
-FC_API(cudaFree, (void *devPtr), free_sync(__func__, devPtr, DEVICE_KINDS))
+FC_API(cudaFree, (void *devPtr),
+       FC_VIA_DRV(true, mem_free, ((CUdeviceptr)devPtr), free_sync(__func__, devPtr, DEVICE_KINDS)))
 FC_API(cudaFreeHost, (void *ptr), free_sync(__func__, ptr, PINNED_KINDS))
 /* The simulated GPU never touches the memory, so it can go back at once rather than at the
  * stream's point of use. */

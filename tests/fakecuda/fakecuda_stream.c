@@ -87,8 +87,9 @@ static cudaError_t device_sync(const char *api) {
   return cudaSuccess;
 }
 
-FC_API_TWINS(cudaStreamSynchronize, _ptsz, (cudaStream_t stream), stream_sync(__func__, stream, per_thread))
-FC_API(cudaDeviceSynchronize, (void), device_sync(__func__))
+FC_API_TWINS(cudaStreamSynchronize, _ptsz, (cudaStream_t stream),
+             FC_VIA_DRV(!per_thread, stream_sync, ((CUstream)stream), stream_sync(__func__, stream, per_thread)))
+FC_API(cudaDeviceSynchronize, (void), FC_VIA_DRV(true, ctx_sync, (), device_sync(__func__)))
 
 /* ---- events ---- */
 

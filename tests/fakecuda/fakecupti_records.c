@@ -185,8 +185,13 @@ static void observe_enter(const char *api, void *ctx) {
   if (FCP_UNLIKELY(t->depth == FCP_CALL_DEPTH)) return;
   struct call *c = &t->calls[t->depth++];
   c->api = api;
-  c->corr = atomic_fetch_add_explicit(&next_corr, 1, memory_order_relaxed);
   c->cbid = cbid_of(api);
+  /* A driver call the runtime makes to implement a runtime call (fakecuda_drv.c) shares its caller's id,
+   * as the lazy module load below does (the same assumption, docs/gpu-validation.md). */
+  if (t->depth > 1 && (c->cbid & FCP_DRIVER_CBID) && !(c[-1].cbid & FCP_DRIVER_CBID))
+    c->corr = c[-1].corr;
+  else
+    c->corr = atomic_fetch_add_explicit(&next_corr, 1, memory_order_relaxed);
   c->sync = false;
   c->start = fcp_mono_now();
 }
@@ -456,6 +461,9 @@ static void observe_op(const fakecuda_op_t *op, void *ctx) {
     if (fcp_on(CUPTI_ACTIVITY_KIND_MEMSET)) memset_record(op, corr);
     break;
   case FAKECUDA_OP_SYNC:
+    /* A runtime call's wait done by its nested driver call (fakecuda_drv.c): the record spans the
+     * runtime call, the outermost call of that correlation id. */
+    while (c && c > t->calls && c[-1].corr == c->corr) c--;
     if (c) note_sync(c, op);
     break;
   case FAKECUDA_OP_ALLOC:

@@ -2,7 +2,8 @@
  * fakedriver.c - build/fakecuda/libcuda.so.1: a stand-in for NVIDIA's driver library (soname
  * libcuda.so.1, the signatures of the toolkit's cuda.h) over the fakecuda runtime stand-in.
  *
- * NVIDIA's runtime is built on the driver; here it is the other way round: each driver entry point runs
+ * NVIDIA's runtime is built on the driver; here the runtime calls some driver entry points (fakecuda_drv.c,
+ * through cuGetProcAddress), but each driver entry point runs
  * one runtime entry point of libcudart.so.13 (the stand-in), fetched with dlsym on the runtime's own
  * handle, so no interposer sees that inner call, and fakecuda_driver_call() makes the observer (and so
  * the CUPTI stand-in) see the driver entry point's name instead of the runtime's. Kernels come from

@@ -327,7 +327,11 @@ def _check_event(i, e, out):
 def _check_x_cat(where, e, cat, args, out):
     name = e.get("name", "")
     if cat in HOST_API_CATS:
-        missing = [k for k in ("cbid", "correlation") if k not in args]
+        # A CUPTI-only driver call made inside an intercepted runtime call carries that call's id as
+        # stepprof_runtime_correlation (exporters/gpu_trace.c), so clients count the call's GPU work once.
+        nested = cat == "cuda_driver" and args.get("stepprof_source") == "cupti" and \
+            "stepprof_runtime_correlation" in args and "correlation" not in args
+        missing = [k for k in ("cbid", "correlation") if k not in args and not (nested and k == "correlation")]
         if missing:
             out.append(f"{where}: {cat} args lack {missing}")
         misread = sorted(GPU_ONLY_ARGS & set(args))
