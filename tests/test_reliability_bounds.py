@@ -196,6 +196,45 @@ def test_nvtx_ranges_opened_before_the_first_cuda_call_are_in_a_whole_run_trace(
     assert outer["ts"] <= ranges["inner"]["ts"] and ranges["inner"]["ts"] + ranges["inner"]["dur"] <= outer["ts"] + outer["dur"]
 
 
+def test_nvtx_ranges_and_marks_completed_before_the_first_cuda_call_are_in_a_whole_run_trace():
+    bare = run([prog("rel_bounds"), "closed"], preload=False)
+    r = run([prog("rel_bounds"), "closed"])
+    assert (r.returncode, r.stdout) == (bare.returncode, bare.stdout) == (0, "closed done\n"), r.stderr
+    assert_valid(r.trace())
+    t = load(r.trace())
+    ann = {e["name"]: e for e in t["traceEvents"] if e.get("cat") == "user_annotation"}
+    assert {"pre_outer", "pre_inner", "pre_thread", "pre_mark"} <= set(ann), sorted(ann)
+    kernels = [e for e in t["traceEvents"] if e.get("cat") == "cuda_runtime" and e["name"] == "cudaLaunchKernel"]
+    assert len(kernels) == 4, len(kernels)
+    first = min(k["ts"] for k in kernels)
+    outer, inner, mark, other = ann["pre_outer"], ann["pre_inner"], ann["pre_mark"], ann["pre_thread"]
+    assert outer["ph"] == inner["ph"] == other["ph"] == "X" and mark["ph"] == "i", (outer, inner, mark)
+    # Nesting: inner strictly inside outer (1 ms either side), the mark inside inner.
+    assert outer["ts"] + 900 <= inner["ts"] and inner["ts"] + inner["dur"] + 900 <= outer["ts"] + outer["dur"], (outer, inner)
+    assert inner["ts"] <= mark["ts"] <= inner["ts"] + inner["dur"], (inner, mark)
+    assert 900 <= inner["dur"] and 2700 <= outer["dur"], (inner, outer)
+    # All ended at least 10 ms before the first CUDA call's record (the clock converted, not "now").
+    for e in (outer, inner, other):
+        assert first - (e["ts"] + e["dur"]) >= 9000, (first, e)
+    assert outer["ts"] + outer["dur"] <= other["ts"], (outer, other)
+    # Threads: the main thread's ranges on the launching thread's lane, the worker's on its own.
+    assert outer["tid"] == inner["tid"] == mark["tid"] == kernels[0]["tid"], (outer, inner, mark, kernels[0])
+    assert other["tid"] != outer["tid"], (other, outer)
+    assert t["stepprof_dropped_events"] == 0
+
+
+def test_nvtx_ranges_completed_before_the_first_cuda_call_are_not_written_with_a_schedule():
+    # They belong to no recorded step: with wait/warmup/active only the steps' work is written.
+    r = run([prog("rel_bounds"), "closed"], env={"PROF_WAIT": 0, "PROF_WARMUP": 0, "PROF_ACTIVE": 1,
+                                                 "PROF_MARKER": "kernel:rel_bounds_kernel"})
+    assert (r.returncode, r.stdout) == (0, "closed done\n"), r.stderr
+    assert r.traces(), r.stderr
+    for f in r.traces():
+        names = {e["name"] for e in load(f)["traceEvents"]}
+        assert "cudaLaunchKernel" in names, (f, sorted(names))
+        assert not names & {"pre_outer", "pre_inner", "pre_thread", "pre_mark"}, (f, names)
+
+
 # ---- item 2: every byte kept is bounded by the settings, CUPTI's records included ---------------
 
 # The CUPTI stand-in (tests/fakecuda) gives 2 records per launch: its runtime call and its kernel.
