@@ -223,6 +223,17 @@ def test_nvtx_ranges_and_marks_completed_before_the_first_cuda_call_are_in_a_who
     assert t["stepprof_dropped_events"] == 0
 
 
+def test_nvtx_records_completed_before_the_first_cuda_call_are_bounded_with_exact_drops():
+    n = 3000   # the ring holds 1024; 3000 marks + 3 ranges + 1 mark are offered
+    r = run([prog("rel_bounds"), "closed", str(n)])
+    assert (r.returncode, r.stdout) == (0, "closed done\n"), r.stderr
+    t = load(r.trace())
+    ann = [e for e in t["traceEvents"] if e.get("cat") == "user_annotation"]
+    many = [e for e in ann if e["name"] == "pre_many"]
+    assert len(many) == 1024 and len(ann) == 1024, (len(many), len(ann))
+    assert len(ann) + t["stepprof_dropped_events"] == n + 4, (len(ann), t["stepprof_dropped_events"])
+
+
 def test_nvtx_ranges_completed_before_the_first_cuda_call_are_not_written_with_a_schedule():
     # They belong to no recorded step: with wait/warmup/active only the steps' work is written.
     r = run([prog("rel_bounds"), "closed"], env={"PROF_WAIT": 0, "PROF_WARMUP": 0, "PROF_ACTIVE": 1,

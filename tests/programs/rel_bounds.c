@@ -10,7 +10,7 @@
  *           stdout `early done`.
  *   closed  before any CUDA call: pushes `pre_outer`, inside it `pre_inner` with mark `pre_mark`,
  *           pops both, and a second thread pushes/pops `pre_thread` (joined); sleeps 10 ms, then
- *           4 kernel launches; stdout `closed done`.
+ *           4 kernel launches; stdout `closed done`. With N, first N marks `pre_many`.
  *   steps   N steps (default 1000): NVTX `train_step` around 4 kernel launches on the default
  *           stream; stdout the launches made, then `VmHWM <kB>` and `VmRSS <kB>` of this process.
  * Exit 0 (2 on bad usage). CUDA failures only warn (cuda_check.h).
@@ -94,6 +94,8 @@ int main(int argc, char **argv)
         nvtxRangePop();
         printf("early done\n");
     } else if (strcmp(mode, "closed") == 0) {
+        for (long i = 0; i < n; i++)
+            nvtxMarkA("pre_many");
         nvtxRangePushA("pre_outer");
         usleep(1000);
         nvtxRangePushA("pre_inner");
