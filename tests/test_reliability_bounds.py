@@ -320,6 +320,18 @@ def test_buffer_mb_1_every_call_kept_or_counted_with_cupti():
     assert len(kernels) + t["stepprof_cupti_dropped_records"] >= 4 * n, (len(kernels), t["stepprof_cupti_dropped_records"])
 
 
+def test_buffer_mb_1_four_threads_exiting_every_call_kept_or_counted_with_cupti():
+    # Four recording threads fill the 1 MB pool together and exit (their last chunks handed over at
+    # thread exit) before main's last call; the whole-run window closes at process exit.
+    n = 5000
+    for env in ({"PROF_BUFFER_MB": 1}, {"PROF_BUFFER_MB": 1, "PROF_MAX_EVENTS_PER_CYCLE": 30000}):
+        r = run([prog("rel_bounds"), "threads", str(n)], env=dict({"FAKECUDA_KERNEL_NS": 0}, **env), timeout=170)
+        assert (r.returncode, r.stdout) == (0, f"launches {16 * n}\n"), (r.returncode, r.stdout, r.stderr)
+        t = load(r.trace())
+        kept, dropped = len(_intercepted(t)), t["stepprof_dropped_events"]
+        assert dropped > 0 and kept + dropped == 4 * 5 * n + 1, (env, kept, dropped)
+
+
 def test_cupti_records_past_the_cap_in_warmup_are_not_counted_in_the_window():
     # One recorded step after a wait step, with and without a warmup step before it (the program's
     # first step, before its first CUDA call, is not seen). Each step makes 8 CUPTI records and the

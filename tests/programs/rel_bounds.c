@@ -11,6 +11,8 @@
  *   closed  before any CUDA call: pushes `pre_outer`, inside it `pre_inner` with mark `pre_mark`,
  *           pops both, and a second thread pushes/pops `pre_thread` (joined); sleeps 10 ms, then
  *           4 kernel launches; stdout `closed done`. With N, first N marks `pre_many`.
+ *   threads N steps (range + 4 launches each) on each of 4 threads, which exit (joined) before
+ *           main's one cudaDeviceSynchronize; stdout `launches <4*4*N>`.
  *   steps   N steps (default 1000): NVTX `train_step` around 4 kernel launches on the default
  *           stream; stdout the launches made, then `VmHWM <kB>` and `VmRSS <kB>` of this process.
  * Exit 0 (2 on bad usage). CUDA failures only warn (cuda_check.h).
@@ -52,6 +54,18 @@ static void *pre_thread(void *arg)
     nvtxRangePushA("pre_thread");
     usleep(1000);
     nvtxRangePop();
+    return NULL;
+}
+
+static void *step_thread(void *arg)
+{
+    long n = *(const long *)arg;
+    for (long i = 0; i < n; i++) {
+        nvtxRangePushA("thread_step");
+        for (int j = 0; j < 4; j++)
+            launch();
+        nvtxRangePop();
+    }
     return NULL;
 }
 
@@ -112,6 +126,15 @@ int main(int argc, char **argv)
             launch();
         CHECK(cudaDeviceSynchronize());
         printf("closed done\n");
+    } else if (strcmp(mode, "threads") == 0) {
+        pthread_t th[4];
+        int made = 0;
+        for (int i = 0; i < 4; i++)
+            made += pthread_create(&th[made], NULL, step_thread, &n) == 0;
+        for (int i = 0; i < made; i++)
+            pthread_join(th[i], NULL);
+        CHECK(cudaDeviceSynchronize());
+        printf("launches %ld\n", 16 * n * made / 4);
     } else if (strcmp(mode, "steps") == 0) {
         long launches = 0;
         for (long i = 0; i < (n ? n : 1000); i++) {
@@ -124,7 +147,7 @@ int main(int argc, char **argv)
         printf("launches %ld\n", launches);
         print_mem();
     } else {
-        fprintf(stderr, "usage: rel_bounds stdin|names|early|closed|steps [N]\n");
+        fprintf(stderr, "usage: rel_bounds stdin|names|early|closed|threads|steps [N]\n");
         return 2;
     }
     check_summary();
