@@ -29,7 +29,7 @@ def window(launches, distinct=None, **env):
     with open(r.trace()) as f:
         trace = json.load(f)
     one = lambda suffix: glob.glob(os.path.join(r.outdir, "*" + suffix))[0]  # noqa: E731
-    with open(one(".summary.json")) as f:
+    with open(one(".summary.json.txt")) as f:
         summary = json.load(f)
     with open(one(".key_averages.txt")) as f:
         table = f.read()
