@@ -110,11 +110,16 @@ uint64_t sp_clock_ticks_of_mono(uint64_t ns)
 {
     if (!sp_clock_tsc)
         return ns;
+    if (ns >= cal_ns0)
+        return cal_tsc0;
+    /* The rate over less than 2 ms since activation is too noisy to carry a
+     * time far back: wait for 2 ms to have passed (once per run at most: at
+     * activation, adopting ranges that ended before it). */
+    while (sp_clock_mono_ns() - cal_ns0 < 2000000)
+        ;
     uint64_t tsc, now;
     read_pair(&tsc, &now);
-    /* The rate over less than 1 ms since activation is too noisy to carry a
-     * time far back: the activation instant is the best answer then. */
-    if (ns >= cal_ns0 || now - cal_ns0 < 1000000 || tsc <= cal_tsc0)
+    if (tsc <= cal_tsc0)
         return cal_tsc0;
     double per_ns = (double)(tsc - cal_tsc0) / (double)(now - cal_ns0);
     uint64_t back = (uint64_t)((double)(cal_ns0 - ns) * per_ns);

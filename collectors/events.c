@@ -133,6 +133,21 @@ sp_thread_t *sp_ev_thread_slow(void)
     return t;
 }
 
+sp_thread_t *sp_ev_thread_alias(const sp_thread_t *of)
+{
+    sp_thread_t *t = calloc(1, sizeof *t);
+    if (t) {
+        t->tid = of->tid;
+        memcpy(t->name, of->name, sizeof t->name);
+        t->slot = atomic_fetch_add(&thread_count, 1);
+        sp_thread_t *head = atomic_load(&threads);
+        do
+            t->next = head;
+        while (!atomic_compare_exchange_weak(&threads, &head, t));
+    }
+    return t;
+}
+
 sp_event_t *sp_ev_reserve_slow(sp_thread_t *t)
 {
     sp_chunk_t *c = NULL;

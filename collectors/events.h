@@ -90,6 +90,9 @@ static inline uint32_t sp_ev_gate_load(void)
 
 sp_thread_t *sp_ev_thread_slow(void);
 sp_event_t *sp_ev_reserve_slow(sp_thread_t *t);
+/* A second record list for thread `of` (same tid and name), filled only by
+ * its creator: ranges that ended before activation are adopted into it. */
+sp_thread_t *sp_ev_thread_alias(const sp_thread_t *of);
 
 static inline sp_thread_t *sp_ev_thread(void)
 {

@@ -8,7 +8,12 @@
  * A range opened before the first CUDA call (gate SP_GATE_UNINIT, its start
  * read in CLOCK_MONOTONIC ns) belongs to the window a whole-run recording
  * opened at activation (sp_range_adopt_early), if any; its start converted
- * to ticks when it is stored. */
+ * to ticks when it is stored. A range or mark that both begins and ends
+ * before activation goes to a fixed ring of EARLY_MAX completed records
+ * (claimed with one atomic add, no lock; further ones are counted as
+ * dropped) that a whole-run recording adopts at activation, each into a
+ * record list aliasing its thread (same tid). With a schedule they belong to
+ * no recorded step and are not written. */
 #include "ranges.h"
 
 #include "clock.h"
@@ -65,9 +70,105 @@ static struct {
 static _Atomic uint64_t next_id = 1;
 static _Atomic uint32_t early_window; /* 0: ranges opened before activation are not stored */
 
+
+static void fill(sp_event_t *e, sp_thread_t *t, const open_range_t *r, uint64_t t1, int kind,
+                 uint64_t depth_arg)
+{
+    e->t0 = r->t0;
+    e->t1 = t1;
+    e->name = r->name;
+    e->corr = ++t->corr_seq;
+    e->window = r->window;
+    e->result = 0;
+    e->kind = (uint16_t)kind;
+    e->flags = r->op.flags;
+    e->aux = 0;
+    e->a[0] = depth_arg;
+    e->a[1] = r->op.seq;
+    e->a[2] = r->op.shapes;
+    e->a[3] = e->a[4] = 0;
+    e->stack = 0;
+}
+
+/* Records completed before activation: times in CLOCK_MONOTONIC ns. */
+#define EARLY_MAX 1024u
+typedef struct early_rec {
+    open_range_t r;
+    uint64_t t1;
+    sp_thread_t *thread;
+    uint32_t depth;
+    uint16_t kind;
+    _Atomic uint16_t ready;
+} early_rec_t;
+static early_rec_t early_recs[EARLY_MAX];
+static _Atomic uint64_t early_claimed;
+
+static void keep_early(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_arg)
+{
+    sp_thread_t *t = sp_ev_thread();
+    if (!t)
+        return;
+    uint64_t i = atomic_fetch_add_explicit(&early_claimed, 1, memory_order_relaxed);
+    if (i >= EARLY_MAX)
+        return; /* counted at adoption: early_claimed - EARLY_MAX */
+    early_rec_t *x = &early_recs[i];
+    x->r = *r;
+    x->t1 = t1;
+    x->thread = t;
+    x->depth = (uint32_t)depth_arg;
+    x->kind = (uint16_t)kind;
+    atomic_store_explicit(&x->ready, 1, memory_order_release);
+}
+
+typedef struct alias_map {
+    sp_thread_t *of, *alias;
+} alias_map_t;
+
+static sp_thread_t *alias_of(sp_thread_t *of, alias_map_t *map, unsigned *mapped)
+{
+    for (unsigned k = 0; k < *mapped; k++)
+        if (map[k].of == of)
+            return map[k].alias;
+    sp_thread_t *a = sp_ev_thread_alias(of);
+    if (a && *mapped < 64)
+        map[(*mapped)++] = (alias_map_t){of, a};
+    return a;
+}
+
+/* Cold, once, on the activating thread: one alias list per thread seen. */
+static void adopt_completed(uint32_t window)
+{
+    uint64_t n = atomic_load_explicit(&early_claimed, memory_order_acquire);
+    alias_map_t map[64];
+    unsigned mapped = 0;
+    for (uint64_t i = 0; i < n && i < EARLY_MAX; i++) {
+        early_rec_t *x = &early_recs[i];
+        if (!atomic_load_explicit(&x->ready, memory_order_acquire))
+            continue; /* still being written as the gate opened: not kept */
+        sp_thread_t *a = alias_of(x->thread, map, &mapped);
+        if (!a)
+            continue;
+        open_range_t r = x->r;
+        r.t0 = sp_clock_ticks_of_mono(x->r.t0);
+        r.window = window;
+        sp_event_t *e = sp_ev_reserve(a, window);
+        if (!e)
+            continue; /* counted by the pool */
+        fill(e, a, &r, sp_clock_ticks_of_mono(x->t1), x->kind, x->depth);
+        sp_ev_commit(a);
+    }
+    if (n > EARLY_MAX) {
+        sp_thread_t *t = mapped ? map[0].alias : sp_ev_thread();
+        if (t)
+            atomic_fetch_add_explicit(&t->dropped, n - EARLY_MAX, memory_order_relaxed);
+    }
+}
+
 void sp_range_adopt_early(uint32_t window)
 {
     atomic_store_explicit(&early_window, window, memory_order_relaxed);
+    if (sp_win_records(window))
+        adopt_completed(window);
 }
 
 static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_arg)
@@ -75,6 +176,10 @@ static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_a
     open_range_t early;
     if (__builtin_expect(r->window == SP_GATE_UNINIT, 0)) {
         uint32_t w = atomic_load_explicit(&early_window, memory_order_relaxed);
+        if (w == 0 && sp_ev_gate_load() == SP_GATE_UNINIT) {
+            keep_early(r, t1, kind, depth_arg);
+            return;
+        }
         if (!sp_win_records(w))
             return;
         early = *r;
@@ -96,20 +201,7 @@ static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_a
         t->in_hook = 0;
         return;
     }
-    e->t0 = r->t0;
-    e->t1 = t1;
-    e->name = r->name;
-    e->corr = ++t->corr_seq;
-    e->window = r->window;
-    e->result = 0;
-    e->kind = (uint16_t)kind;
-    e->flags = r->op.flags;
-    e->aux = 0;
-    e->a[0] = depth_arg;
-    e->a[1] = r->op.seq;
-    e->a[2] = r->op.shapes;
-    e->a[3] = e->a[4] = 0;
-    e->stack = 0;
+    fill(e, t, r, t1, kind, depth_arg);
     sp_ev_commit(t);
     t->in_hook = 0;
 }

@@ -196,6 +196,56 @@ def test_nvtx_ranges_opened_before_the_first_cuda_call_are_in_a_whole_run_trace(
     assert outer["ts"] <= ranges["inner"]["ts"] and ranges["inner"]["ts"] + ranges["inner"]["dur"] <= outer["ts"] + outer["dur"]
 
 
+def test_nvtx_ranges_and_marks_completed_before_the_first_cuda_call_are_in_a_whole_run_trace():
+    bare = run([prog("rel_bounds"), "closed"], preload=False)
+    r = run([prog("rel_bounds"), "closed"])
+    assert (r.returncode, r.stdout) == (bare.returncode, bare.stdout) == (0, "closed done\n"), r.stderr
+    assert_valid(r.trace())
+    t = load(r.trace())
+    ann = {e["name"]: e for e in t["traceEvents"] if e.get("cat") == "user_annotation"}
+    assert {"pre_outer", "pre_inner", "pre_thread", "pre_mark"} <= set(ann), sorted(ann)
+    kernels = [e for e in t["traceEvents"] if e.get("cat") == "cuda_runtime" and e["name"] == "cudaLaunchKernel"]
+    assert len(kernels) == 4, len(kernels)
+    first = min(k["ts"] for k in kernels)
+    outer, inner, mark, other = ann["pre_outer"], ann["pre_inner"], ann["pre_mark"], ann["pre_thread"]
+    assert outer["ph"] == inner["ph"] == other["ph"] == "X" and mark["ph"] == "i", (outer, inner, mark)
+    # Nesting: inner strictly inside outer (1 ms either side), the mark inside inner.
+    assert outer["ts"] + 900 <= inner["ts"] and inner["ts"] + inner["dur"] + 900 <= outer["ts"] + outer["dur"], (outer, inner)
+    assert inner["ts"] <= mark["ts"] <= inner["ts"] + inner["dur"], (inner, mark)
+    assert 900 <= inner["dur"] and 2700 <= outer["dur"], (inner, outer)
+    # All ended at least 10 ms before the first CUDA call's record (the clock converted, not "now").
+    for e in (outer, inner, other):
+        assert first - (e["ts"] + e["dur"]) >= 9000, (first, e)
+    assert outer["ts"] + outer["dur"] <= other["ts"], (outer, other)
+    # Threads: the main thread's ranges on the launching thread's lane, the worker's on its own.
+    assert outer["tid"] == inner["tid"] == mark["tid"] == kernels[0]["tid"], (outer, inner, mark, kernels[0])
+    assert other["tid"] != outer["tid"], (other, outer)
+    assert t["stepprof_dropped_events"] == 0
+
+
+def test_nvtx_records_completed_before_the_first_cuda_call_are_bounded_with_exact_drops():
+    n = 3000   # the ring holds 1024; 3000 marks + 3 ranges + 1 mark are offered
+    r = run([prog("rel_bounds"), "closed", str(n)])
+    assert (r.returncode, r.stdout) == (0, "closed done\n"), r.stderr
+    t = load(r.trace())
+    ann = [e for e in t["traceEvents"] if e.get("cat") == "user_annotation"]
+    many = [e for e in ann if e["name"] == "pre_many"]
+    assert len(many) == 1024 and len(ann) == 1024, (len(many), len(ann))
+    assert len(ann) + t["stepprof_dropped_events"] == n + 4, (len(ann), t["stepprof_dropped_events"])
+
+
+def test_nvtx_ranges_completed_before_the_first_cuda_call_are_not_written_with_a_schedule():
+    # They belong to no recorded step: with wait/warmup/active only the steps' work is written.
+    r = run([prog("rel_bounds"), "closed"], env={"PROF_WAIT": 0, "PROF_WARMUP": 0, "PROF_ACTIVE": 1,
+                                                 "PROF_MARKER": "kernel:rel_bounds_kernel"})
+    assert (r.returncode, r.stdout) == (0, "closed done\n"), r.stderr
+    assert r.traces(), r.stderr
+    for f in r.traces():
+        names = {e["name"] for e in load(f)["traceEvents"]}
+        assert "cudaLaunchKernel" in names, (f, sorted(names))
+        assert not names & {"pre_outer", "pre_inner", "pre_thread", "pre_mark"}, (f, names)
+
+
 # ---- item 2: every byte kept is bounded by the settings, CUPTI's records included ---------------
 
 # The CUPTI stand-in (tests/fakecuda) gives 3 records per cudaLaunchKernel: its runtime call, the
@@ -269,6 +319,18 @@ def test_buffer_mb_1_every_call_kept_or_counted_with_cupti():
     # CUPTI's records: those of the kernels kept plus those counted dropped are all of them.
     kernels = [e for e in t["traceEvents"] if e.get("cat") == "kernel"]
     assert len(kernels) + t["stepprof_cupti_dropped_records"] >= 4 * n, (len(kernels), t["stepprof_cupti_dropped_records"])
+
+
+def test_buffer_mb_1_four_threads_exiting_every_call_kept_or_counted_with_cupti():
+    # Four recording threads fill the 1 MB pool together and exit (their last chunks handed over at
+    # thread exit) before main's last call; the whole-run window closes at process exit.
+    n = 5000
+    for env in ({"PROF_BUFFER_MB": 1}, {"PROF_BUFFER_MB": 1, "PROF_MAX_EVENTS_PER_CYCLE": 30000}):
+        r = run([prog("rel_bounds"), "threads", str(n)], env=dict({"FAKECUDA_KERNEL_NS": 0}, **env), timeout=170)
+        assert (r.returncode, r.stdout) == (0, f"launches {16 * n}\n"), (r.returncode, r.stdout, r.stderr)
+        t = load(r.trace())
+        kept, dropped = len(_intercepted(t)), t["stepprof_dropped_events"]
+        assert dropped > 0 and kept + dropped == 4 * 5 * n + 1, (env, kept, dropped)
 
 
 def test_cupti_records_past_the_cap_in_warmup_are_not_counted_in_the_window():

@@ -8,11 +8,17 @@
  *   early   pushes NVTX range `early_outer` and starts `early_started` before any CUDA call, sleeps
  *           20 ms, then 4 kernel launches inside `inner`, sleeps 5 ms, then ends both;
  *           stdout `early done`.
+ *   closed  before any CUDA call: pushes `pre_outer`, inside it `pre_inner` with mark `pre_mark`,
+ *           pops both, and a second thread pushes/pops `pre_thread` (joined); sleeps 10 ms, then
+ *           4 kernel launches; stdout `closed done`. With N, first N marks `pre_many`.
+ *   threads N steps (range + 4 launches each) on each of 4 threads, which exit (joined) before
+ *           main's one cudaDeviceSynchronize; stdout `launches <4*4*N>`.
  *   steps   N steps (default 1000): NVTX `train_step` around 4 kernel launches on the default
  *           stream; stdout the launches made, then `VmHWM <kB>` and `VmRSS <kB>` of this process.
  * Exit 0 (2 on bad usage). CUDA failures only warn (cuda_check.h).
  */
 #include <nvtx3/nvToolsExt.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +46,27 @@ static void print_mem(void)
             printf("%.5s %ld\n", line, strtol(line + 6, NULL, 10));
     if (f)
         fclose(f);
+}
+
+static void *pre_thread(void *arg)
+{
+    (void)arg;
+    nvtxRangePushA("pre_thread");
+    usleep(1000);
+    nvtxRangePop();
+    return NULL;
+}
+
+static void *step_thread(void *arg)
+{
+    long n = *(const long *)arg;
+    for (long i = 0; i < n; i++) {
+        nvtxRangePushA("thread_step");
+        for (int j = 0; j < 4; j++)
+            launch();
+        nvtxRangePop();
+    }
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -80,6 +107,34 @@ int main(int argc, char **argv)
         nvtxRangeEnd(id);
         nvtxRangePop();
         printf("early done\n");
+    } else if (strcmp(mode, "closed") == 0) {
+        for (long i = 0; i < n; i++)
+            nvtxMarkA("pre_many");
+        nvtxRangePushA("pre_outer");
+        usleep(1000);
+        nvtxRangePushA("pre_inner");
+        nvtxMarkA("pre_mark");
+        usleep(1000);
+        nvtxRangePop();
+        usleep(1000);
+        nvtxRangePop();
+        pthread_t th;
+        if (pthread_create(&th, NULL, pre_thread, NULL) == 0)
+            pthread_join(th, NULL);
+        usleep(10000); /* the ranges ended 10 ms before stepprof starts */
+        for (int i = 0; i < 4; i++)
+            launch();
+        CHECK(cudaDeviceSynchronize());
+        printf("closed done\n");
+    } else if (strcmp(mode, "threads") == 0) {
+        pthread_t th[4];
+        int made = 0;
+        for (int i = 0; i < 4; i++)
+            made += pthread_create(&th[made], NULL, step_thread, &n) == 0;
+        for (int i = 0; i < made; i++)
+            pthread_join(th[i], NULL);
+        CHECK(cudaDeviceSynchronize());
+        printf("launches %ld\n", 16 * n * made / 4);
     } else if (strcmp(mode, "steps") == 0) {
         long launches = 0;
         for (long i = 0; i < (n ? n : 1000); i++) {
@@ -92,7 +147,7 @@ int main(int argc, char **argv)
         printf("launches %ld\n", launches);
         print_mem();
     } else {
-        fprintf(stderr, "usage: rel_bounds stdin|names|early|steps [N]\n");
+        fprintf(stderr, "usage: rel_bounds stdin|names|early|closed|threads|steps [N]\n");
         return 2;
     }
     check_summary();

@@ -7,4 +7,4 @@ PROGRAMS_REL += $(BUILD)/programs/rel_bounds
 
 $(BUILD)/programs/rel_bounds: tests/programs/rel_bounds.c $(PROG_DEPS) tests/programs/rel_bounds.mk
 	@mkdir -p $(@D)
-	$(CC) $(PROG_CFLAGS) -o $@ $< $(PROG_CUDA_LIBS)
+	$(CC) $(PROG_CFLAGS) -o $@ $< $(PROG_CUDA_LIBS) -lpthread
