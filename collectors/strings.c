@@ -102,8 +102,10 @@ uint32_t sp_str_intern(const char *s)
     uint64_t h = hash_str(s, &len);
     table_t *t = atomic_load_explicit(&current, memory_order_acquire);
     if (t) {
+        /* The slot probe() stopped at may be filled by a writer before it is
+         * read again here, with another string: check what it holds. */
         entry_t *e = atomic_load_explicit(probe(t, s, h), memory_order_acquire);
-        if (e)
+        if (e && e->hash == h && strcmp(e->s, s) == 0)
             return e->id;
     }
     uint32_t id = 0;
