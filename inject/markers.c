@@ -12,7 +12,6 @@
 #include "../schedule/schedule.h"
 
 #include <fnmatch.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -20,9 +19,8 @@
 int sp_marker_flags;
 
 #define CACHE 1024u
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t cache[CACHE]; /* fn << 1 | match; user addresses fit in 63 bits */
-static long launches;
+static _Atomic unsigned long launches; /* of matching kernels */
 
 /* Matches the full demangled name, or its bare form: without the return type
  * that template kernels carry and without the parameter list. */
@@ -63,10 +61,9 @@ void sp_mark_kernel_slow(const void *fn, int is_handle, uint32_t *window)
     if (!cfg)
         return;
     if (!matches(cfg, fn, is_handle))
-        return; /* the common case: no lock */
-    pthread_mutex_lock(&lock);
-    int hit = launches++ % (cfg->marker.every_n > 0 ? cfg->marker.every_n : 1) == 0;
-    pthread_mutex_unlock(&lock);
+        return; /* the common case */
+    unsigned long n = atomic_fetch_add_explicit(&launches, 1, memory_order_relaxed);
+    int hit = n % (unsigned long)(cfg->marker.every_n > 0 ? cfg->marker.every_n : 1) == 0;
     if (hit) {
         sp_sched_boundary();
         *window = sp_ev_gate_load();
@@ -77,11 +74,4 @@ void sp_mark_profiler_slow(int start, uint32_t *window)
 {
     sp_sched_profiler_api(start);
     *window = sp_ev_gate_load();
-}
-
-/* fork() copies a lock some other thread (often the exporter) may hold; the
- * child has only the forking thread, so the lock starts over there. */
-void sp_mark_after_fork_child(void)
-{
-    pthread_mutex_init(&lock, NULL);
 }

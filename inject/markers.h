@@ -24,6 +24,5 @@ static inline void sp_mark_profiler_api(int start, uint32_t *window)
         sp_mark_profiler_slow(start, window);
 }
 
-void sp_mark_after_fork_child(void);
 
 #endif

@@ -158,7 +158,6 @@ static void after_fork_child(void)
 {
     sp_str_after_fork_child();
     sp_kern_after_fork_child();
-    sp_mark_after_fork_child();
     sp_nvtx_after_fork_child();
     activate_once = (pthread_once_t)PTHREAD_ONCE_INIT;
     atomic_store(&activation_started, 0);
