@@ -16,7 +16,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "lib"))
-import test_reliability as rel  # noqa: E402
+import relrun as rel  # noqa: E402
 from harness import assert_valid, load, prog  # noqa: E402
 
 # No schedule, no marker: the whole run is one window, written at exit.
