@@ -95,6 +95,8 @@ uint64_t sp_clock_to_ns(uint64_t ticks)
 {
     if (!sp_clock_tsc)
         return ticks;
+    if (__builtin_expect(ticks & SP_CLOCK_MONO_TAG, 0))
+        return ticks & ~SP_CLOCK_MONO_TAG;
     uint64_t tsc1, ns1;
     read_cal1(&tsc1, &ns1);
     if (tsc1 <= cal_tsc0) {
@@ -112,18 +114,11 @@ uint64_t sp_clock_ticks_of_mono(uint64_t ns)
         return ns;
     if (ns >= cal_ns0)
         return cal_tsc0;
-    /* The rate over less than 2 ms since activation is too noisy to carry a
-     * time far back: wait for 2 ms to have passed (once per run at most: at
-     * activation, adopting ranges that ended before it). */
-    while (sp_clock_mono_ns() - cal_ns0 < 2000000)
-        ;
-    uint64_t tsc, now;
-    read_pair(&tsc, &now);
-    if (tsc <= cal_tsc0)
-        return cal_tsc0;
-    double per_ns = (double)(tsc - cal_tsc0) / (double)(now - cal_ns0);
-    uint64_t back = (uint64_t)((double)(cal_ns0 - ns) * per_ns);
-    return back < cal_tsc0 ? cal_tsc0 - back : 0;
+    /* Carrying a time from before activation back onto the TSC needs the rate,
+     * and the rate over the first microseconds is too noisy: the time stays a
+     * CLOCK_MONOTONIC one, tagged, and sp_clock_to_ns (on the exporter's side)
+     * returns it as it is. Nothing waits on the program's thread. */
+    return ns | SP_CLOCK_MONO_TAG;
 }
 
 int64_t sp_clock_epoch_offset(void)

@@ -33,8 +33,10 @@ uint64_t sp_clock_to_ns(uint64_t ticks);
 int64_t sp_clock_epoch_offset(void); /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
 /* Ticks for a CLOCK_MONOTONIC time taken before sp_clock_init (ticks read
  * then were nanoseconds): for NVTX ranges opened before the first CUDA call.
- * Cold path: reads the clock pair once (waiting, once per run at most, until
- * 2 ms have passed since activation, for a usable rate). */
+ * With the TSC, a time before activation is kept as nanoseconds tagged with
+ * SP_CLOCK_MONO_TAG (a TSC reaches bit 63 after decades), which
+ * sp_clock_to_ns returns untouched: no rate is needed on the program's thread. */
+#define SP_CLOCK_MONO_TAG (1ULL << 63)
 uint64_t sp_clock_ticks_of_mono(uint64_t ns);
 
 #endif

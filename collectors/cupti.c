@@ -13,6 +13,7 @@
  * callback, because CUPTI would call it twice per API call. */
 #define _GNU_SOURCE
 #include "cupti.h"
+#include "cupti_load.h"
 #include "cupti_window.h"
 
 #include "clock.h"
@@ -34,25 +35,21 @@
 
 #define BUF_BYTES (4u << 20)
 
-static struct {
-    CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
-    CUptiResult (*unsubscribe)(CUpti_SubscriberHandle);
-    CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
-    CUptiResult (*enable)(CUpti_ActivityKind);
-    CUptiResult (*disable)(CUpti_ActivityKind);
-    CUptiResult (*flush_all)(uint32_t);
-    CUptiResult (*next_record)(uint8_t *, size_t, CUpti_Activity **);
-    CUptiResult (*dropped)(CUcontext, uint32_t, size_t *);
-    CUptiResult (*timestamp)(uint64_t *);
-    CUptiResult (*result_string)(CUptiResult, const char **);
-    CUptiResult (*finalize)(void);
-    CUptiResult (*callback_name)(CUpti_CallbackDomain, uint32_t, const char **);
-    CUptiResult (*set_thread_id_type)(CUpti_ActivityThreadIdType);
-} api;
+#define api sp_cupti_api   /* collectors/cupti_load.c */
 
 void *sp_real(const char *name); /* inject/lookup.c: also RTLD_LOCAL runtimes */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* want_on, is_on and takes_pending; taken before `lock`, never inside it. */
+static pthread_mutex_t kinds_lock = PTHREAD_MUTEX_INITIALIZER;
+static int takes_pending;      /* windows closed whose records the exporter has not collected yet */
+/* Held while a collect syncs and flushes; at exit the program's thread flushes
+ * under it once (sp_cupti_exit_flush) while CUPTI's own threads still run, and
+ * later collects only take (the exit holds the program's threads, CUPTI's
+ * worker among them: a flush then would wait for it forever). */
+static pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
+static int exit_flushed;
+static uint64_t dropped_base;  /* sp_cupti_dropped() at the last collect */
 static int state;              /* 0 not tried, 1 active, -1 degraded, 2 a fork child of an active process */
 static int want_on, is_on, with_memory;
 static CUpti_SubscriberHandle subscriber;
@@ -90,66 +87,6 @@ static const struct {
     {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "synchronization"}, {CUPTI_ACTIVITY_KIND_MEMORY2, "memory"},
 };
 static unsigned refused_reported;   /* bit i: base_kinds[i]'s refusal was reported */
-
-static const char *result_text(CUptiResult r)
-{
-    const char *s = NULL;
-    if (api.result_string && api.result_string(r, &s) == CUPTI_SUCCESS && s)
-        return s;
-    return "unknown CUPTI error";
-}
-
-static int find_cudart_dir(struct dl_phdr_info *info, size_t size, void *out)
-{
-    (void)size;
-    const char *n = info->dlpi_name;
-    const char *slash = n ? strrchr(n, '/') : NULL;
-    if (slash && strstr(slash, "libcudart.so")) {
-        snprintf(out, PATH_MAX, "%.*s", (int)(slash - n), n);
-        return 1;
-    }
-    return 0;
-}
-
-/* The loader path first (that is where a test stand-in or an LD_LIBRARY_PATH
- * override lives), then the toolkit, then beside the process's libcudart. */
-static void *open_cupti(void)
-{
-    void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
-    if (h)
-        return h;
-    char path[PATH_MAX], dir[PATH_MAX] = "";
-    const char *home = getenv("CUDA_HOME");
-    const char *roots[] = {home, "/usr/local/cuda"};
-    for (size_t i = 0; i < 2 && !h; i++) {
-        if (!roots[i])
-            continue;
-        snprintf(path, sizeof path, "%s/lib64/libcupti.so.13", roots[i]);
-        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (!h) {
-            snprintf(path, sizeof path, "%s/extras/CUPTI/lib64/libcupti.so.13", roots[i]);
-            h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        }
-    }
-    if (!h && dl_iterate_phdr(find_cudart_dir, dir) && dir[0]) {
-        snprintf(path, sizeof path, "%s/libcupti.so.13", dir);
-        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    }
-    return h;
-}
-
-#define LOOKUP(h, field, sym) (*(void **)&api.field = dlsym(h, sym))
-
-static int load_api(void *h)
-{
-    return LOOKUP(h, subscribe, "cuptiSubscribe") && LOOKUP(h, unsubscribe, "cuptiUnsubscribe") &&
-           LOOKUP(h, register_callbacks, "cuptiActivityRegisterCallbacks") &&
-           LOOKUP(h, enable, "cuptiActivityEnable") && LOOKUP(h, disable, "cuptiActivityDisable") &&
-           LOOKUP(h, flush_all, "cuptiActivityFlushAll") && LOOKUP(h, next_record, "cuptiActivityGetNextRecord") &&
-           LOOKUP(h, dropped, "cuptiActivityGetNumDroppedRecords") && LOOKUP(h, timestamp, "cuptiGetTimestamp") &&
-           LOOKUP(h, result_string, "cuptiGetResultString") && (LOOKUP(h, finalize, "cuptiFinalize"), LOOKUP(h, callback_name, "cuptiGetCallbackName"),
-            LOOKUP(h, set_thread_id_type, "cuptiSetThreadIdType"), 1);
-}
 
 static void calibrate(void)
 {
@@ -213,6 +150,13 @@ static sp_gpu_event_t *new_rec(uint64_t start_mono)
 static sp_gpu_event_t *gpu_rec(uint32_t kind, uint64_t start, uint64_t end, uint32_t device, uint32_t context,
                                uint32_t stream, uint32_t corr)
 {
+    if (!start || !end) {
+        /* Incomplete (a forced flush hands over buffers with records still
+         * running): no time to draw it at; counted with the drops. */
+        recs_dropped++;
+        drops_pending++;
+        return NULL;
+    }
     sp_gpu_event_t *e = new_rec(to_mono(start));
     if (e) {
         e->kind = kind;
@@ -375,7 +319,7 @@ static void set_kinds(int on)
         if (on && r != CUPTI_SUCCESS && !(refused_reported & 1u << i)) {
             refused_reported |= 1u << i;
             sp_log(SP_LOG_WARN, "CUPTI refused to record %s (activity kind %d: %s, CUPTI error %d); the trace has "
-                   "none", base_kinds[i].name, (int)base_kinds[i].kind, result_text(r), (int)r);
+                   "none", base_kinds[i].name, (int)base_kinds[i].kind, sp_cupti_result_text(r), (int)r);
         }
     }
     is_on = on;
@@ -385,7 +329,7 @@ static int degrade(const char *why, CUptiResult r)
 {
     if (r)
         sp_log(SP_LOG_WARN, "%s (%s, CUPTI error %d); GPU activity is not recorded, profiling continues on "
-               "interposition and NVTX", why, result_text(r), (int)r);
+               "interposition and NVTX", why, sp_cupti_result_text(r), (int)r);
     else
         sp_log(SP_LOG_WARN, "%s; GPU activity is not recorded, profiling continues on interposition and NVTX", why);
     state = -1;
@@ -421,10 +365,10 @@ int sp_cupti_init(int memory, long buffer_mb)
     rec_limit = rec_by_bytes < rec_limit ? rec_by_bytes : rec_limit;
     if (owned_by_other_tool())
         return degrade("Nsight Systems owns CUPTI in this process", 0);
-    void *h = open_cupti();
+    void *h = sp_cupti_open();
     if (!h)
         return degrade("libcupti.so.13 not found (CUDA_HOME, loader path, beside libcudart)", 0);
-    if (!load_api(h))
+    if (!sp_cupti_load_api(h))
         return degrade("libcupti.so.13 lacks an entry point stepprof needs", 0);
     CUptiResult r = api.subscribe(&subscriber, on_callback, NULL);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
@@ -479,28 +423,40 @@ static void preallocate(void)
     pthread_mutex_unlock(&lock);
 }
 
+/* While the exporter has yet to collect a closed window, kinds stay on (its
+ * own timed sync needs its RUNTIME record); it applies want_on after. */
 void sp_cupti_enable(int on)
 {
+    pthread_mutex_lock(&kinds_lock);
     want_on = on;
-    if (state > 0 && is_on != on) {
+    if (state > 0 && !takes_pending && is_on != on) {
         if (on)
             preallocate();
         set_kinds(on);
     }
+    pthread_mutex_unlock(&kinds_lock);
 }
 
 void sp_cupti_window_open(void)
 {
     if (state <= 0)
         return;
-    api.flush_all(0);
+    pthread_mutex_lock(&kinds_lock);
+    int pending = takes_pending;
+    pthread_mutex_unlock(&kinds_lock);
+    /* With a collect pending the records stay: that collect keeps only what
+     * started after its window, and the next one only what is its own. */
+    if (!pending)
+        api.flush_all(0);
     pthread_mutex_lock(&lock);
     window_begin = sp_clock_mono_ns();
-    nrecs = 0;
-    /* Records past the bound before the window (warmup) were not the
-     * window's: no longer counted, as those kept are discarded. */
-    recs_dropped -= drops_pending;
-    drops_pending = 0;
+    if (!pending) {
+        nrecs = 0;
+        /* Records past the bound before the window (warmup) were not the
+         * window's: no longer counted, as those kept are discarded. */
+        recs_dropped -= drops_pending;
+        drops_pending = 0;
+    }
     pthread_mutex_unlock(&lock);
 }
 
@@ -522,37 +478,105 @@ void sp_cupti_own_calls(int begin)
     pthread_mutex_unlock(&lock);
 }
 
-void sp_cupti_window_close(int sync)
+/* stepprof's own runtime calls are not the program's: the runtime reaches the
+ * driver through cuGetProcAddress, i.e. through our hooks, and the recursion
+ * guard keeps those inner calls ours. */
+static int own_begin(void)
 {
+    sp_thread_t *t = sp_ev_thread();
+    int held = t ? t->in_hook : 0;
+    if (t)
+        t->in_hook = 1;
+    return held;
+}
+
+static void own_end(int held)
+{
+    sp_thread_t *t = sp_ev_thread();
+    if (t)
+        t->in_hook = held;
+}
+
+void sp_cupti_window_close(int *device)
+{
+    *device = -1;
     if (state <= 0)
         return;
+    pthread_mutex_lock(&kinds_lock);
+    takes_pending++;
+    pthread_mutex_unlock(&kinds_lock);
+    cudaError_t (*get_device)(int *) = (cudaError_t(*)(int *))sp_real("cudaGetDevice");
+    if (get_device) {
+        int held = own_begin();
+        if (get_device(device) != cudaSuccess)
+            *device = -1;
+        own_end(held);
+    }
+}
+
+/* The exporter's side of a window close: the device sync (timed: its record
+ * fixes CUPTI's offset, cupti_window.c), the flush, the take, the drops. */
+size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_gpu_event_t **out,
+                        uint64_t *dropped)
+{
+    *out = NULL;
+    *dropped = 0;
+    if (state <= 0)
+        return 0;
     uint64_t h0 = 0, h1 = 0;
-    if (sync) {
-        /* The runtime's own sync, not our interposer: this is not the program's
-         * call. Timed here, its record fixes CUPTI's offset (cupti_window.c). */
+    pthread_mutex_lock(&collect_lock);
+    if (sync && !exit_flushed) {
+        /* The device the program's thread had current at the close: syncing the
+         * exporter thread's default device instead would miss the window's work
+         * and create a context on a GPU the process never used. */
         cudaError_t (*dev_sync)(void) = (cudaError_t(*)(void))sp_real("cudaDeviceSynchronize");
-        if (dev_sync) {
-            /* The runtime reaches the driver through cuGetProcAddress, i.e. through our
-             * cuCtxSynchronize: the guard keeps that inner call ours too. */
-            sp_thread_t *t = sp_ev_thread();
-            int held = t ? t->in_hook : 0;
-            if (t)
-                t->in_hook = 1;
+        cudaError_t (*set_device)(int) = (cudaError_t(*)(int))sp_real("cudaSetDevice");
+        int held = own_begin();
+        if (dev_sync && (device < 0 || (set_device && set_device(device) == cudaSuccess))) {
             h0 = sp_clock_mono_ns();
             dev_sync();
             h1 = sp_clock_mono_ns();
-            if (t)
-                t->in_hook = held;
         }
+        own_end(held);
     }
-    api.flush_all(sync ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    /* Forced: the program goes on launching after the close, so the buffer that
+     * holds the window's last records also holds later, unfinished ones, and a
+     * default flush would hold it back (Kineto flushes forced too). Those later
+     * records are kept for the windows they belong to (sp_cupti_take_window). */
+    if (!exit_flushed)
+        api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     pthread_mutex_lock(&lock);
     if (h1 && sp_cupti_marker_fix(recs, &nrecs, (uint32_t)gettid(), CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
                                   h0, h1, &clock_offset))
         offset_measured = 1;
+    size_t n = sp_cupti_take_window(recs, &nrecs, begin, end, out);
+    drops_pending = 0;
     pthread_mutex_unlock(&lock);
-    if (!offset_measured)
+    if (!offset_measured && !exit_flushed)
         calibrate();   /* a measured offset beats back-to-back reads of another clock */
+    pthread_mutex_unlock(&collect_lock);
+    uint64_t d = sp_cupti_dropped();
+    *dropped = d - dropped_base;
+    dropped_base = d;
+    pthread_mutex_lock(&kinds_lock);
+    if (takes_pending > 0 && --takes_pending == 0 && state > 0 && is_on != want_on) {
+        if (want_on)
+            preallocate();
+        set_kinds(want_on);
+    }
+    pthread_mutex_unlock(&kinds_lock);
+    return n;
+}
+
+void sp_cupti_exit_flush(void)
+{
+    if (state <= 0)
+        return;
+    pthread_mutex_lock(&collect_lock);   /* an exporter's sync and flush in progress ends first */
+    if (!exit_flushed)
+        api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    exit_flushed = 1;
+    pthread_mutex_unlock(&collect_lock);
 }
 
 /* CUPTI's own name of a callback id (collectors/cupti_names.c strips and keeps it). */
@@ -564,15 +588,6 @@ const char *sp_cupti_callback_name(int driver, uint32_t cbid)
             CUPTI_SUCCESS)
         return NULL;
     return name;
-}
-
-size_t sp_cupti_take(uint64_t begin, uint64_t end, sp_gpu_event_t **out)
-{
-    pthread_mutex_lock(&lock);
-    size_t n = sp_cupti_take_window(recs, &nrecs, begin, end, out);
-    drops_pending = 0;
-    pthread_mutex_unlock(&lock);
-    return n;
 }
 
 uint64_t sp_cupti_dropped(void)
@@ -595,8 +610,11 @@ void sp_cupti_set_cycle_cap(uint64_t max_records)
 
 void sp_cupti_shutdown(void)
 {
-    if (state <= 0)
-        return;
+    pthread_mutex_lock(&kinds_lock);
+    int busy = takes_pending;
+    pthread_mutex_unlock(&kinds_lock);
+    if (state <= 0 || busy)
+        return;   /* an exporter still collecting (the exit's wait ran out): CUPTI is left alone */
     api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     if (is_on)
         set_kinds(0);
@@ -610,7 +628,11 @@ void sp_cupti_shutdown(void)
 void sp_cupti_after_fork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
+    pthread_mutex_init(&kinds_lock, NULL);
+    pthread_mutex_init(&collect_lock, NULL);
+    exit_flushed = 0;
     state = state > 0 ? 2 : 0;
-    want_on = is_on = 0;
+    want_on = is_on = takes_pending = 0;
+    dropped_base = 0;
     nrecs = 0;
 }

@@ -26,15 +26,25 @@ int sp_cupti_init(int with_memory, long buffer_mb);  /* 0: active; -1: degraded 
 int sp_cupti_active(void);
 void sp_cupti_enable(int on);      /* kinds on (warmup/record) or off; remembered before init */
 void sp_cupti_window_open(void);   /* drops records gathered so far (warmup) */
-void sp_cupti_window_close(int sync); /* (device sync +) flush: the window's records are all in */
+/* The program's thread closes a window: a counter and the current device
+ * (*device, -1 unknown), no sync, no flush. The exporter then calls
+ * sp_cupti_collect for it, once, in the order the windows closed. */
+void sp_cupti_window_close(int *device);
+/* The process ends: one forced flush on the exiting thread before the exit
+ * holds the program's threads (CUPTI's among them); collects after it only take. */
+void sp_cupti_exit_flush(void);
 /* "cudaLaunchKernel"; NULL if unknown. A process-lifetime string: callers may
  * keep it (collectors/cupti_names.c). */
 const char *sp_cupti_api_name(int driver, uint32_t cbid);
 
-/* Records belonging to [begin_ns, end_ns] (API records by their start; GPU
- * records by the API call that launched them, else by their own start), moved
- * into a malloc'ed array; older records are dropped. */
-size_t sp_cupti_take(uint64_t begin_ns, uint64_t end_ns, sp_gpu_event_t **out);
+/* On the exporter's thread, for a closed window [begin_ns, end_ns]: sync the
+ * device (when `sync`; not at exit: the runtime may be gone) and flush, so
+ * the window's records are all in; then the window's records (runtime/driver
+ * records by their start, GPU records by the API call that launched them,
+ * else by their own start) moved into a malloc'ed array; older records are
+ * dropped, later ones kept. *dropped: records lost since the last collect. */
+size_t sp_cupti_collect(int sync, int device, uint64_t begin_ns, uint64_t end_ns, sp_gpu_event_t **out,
+                        uint64_t *dropped);
 /* Records lost, cumulative: CUPTI's own drops (full buffers) and parsed
  * records past the bound on those kept (cupti_buffer_mb, the cycle cap). */
 uint64_t sp_cupti_dropped(void);

@@ -44,7 +44,6 @@ static uint64_t freed[FREED_RING];
 static unsigned freed_next;
 static long cur_step = -1;
 static sp_mem_cycle_t *cur;                  /* the open record window */
-static size_t cur_cap;
 static sp_mem_cycle_t *frozen[FROZEN_MAX];
 static sp_mem_op_t *pending;
 static size_t npending, cap_pending;
@@ -76,21 +75,26 @@ static int counts(const sp_mem_block_t *b)
 
 /* ---- the open window's log ---- */
 
-static void log_op(const sp_mem_op_t *op)
+static void log_op_to(sp_mem_cycle_t *c, const sp_mem_op_t *op)
 {
-    if (!cur)
+    if (!c)
         return;
-    if (cur->nops == cur_cap) {
-        size_t cap = cur_cap ? cur_cap * 2 : 1024;
-        sp_mem_op_t *v = cap <= OPS_MAX ? realloc(cur->ops, cap * sizeof *v) : NULL;
+    if (c->nops == c->ops_cap) {
+        size_t cap = c->ops_cap ? c->ops_cap * 2 : 1024;
+        sp_mem_op_t *v = cap <= OPS_MAX ? realloc(c->ops, cap * sizeof *v) : NULL;
         if (!v) {
-            cur->dropped_ops++;
+            c->dropped_ops++;
             return;
         }
-        cur->ops = v;
-        cur_cap = cap;
+        c->ops = v;
+        c->ops_cap = cap;
     }
-    cur->ops[cur->nops++] = *op;
+    c->ops[c->nops++] = *op;
+}
+
+static void log_op(const sp_mem_op_t *op)
+{
+    log_op_to(cur, op);
 }
 
 /* The log entry for what call c did to block b. */
@@ -361,7 +365,6 @@ void sp_mem_window_open(uint32_t window, long step)
     pthread_mutex_lock(&lock);
     sp_mem_cycle_free(cur);
     cur = calloc(1, sizeof *cur);
-    cur_cap = 0;
     cur_step = step;
     if (cur) {
         cur->window = window;
@@ -417,7 +420,7 @@ static long match(sp_mem_op_t *ops, size_t n, const unsigned char *used, const s
  * free names a block never counted. Returns whether the map changed: only
  * such records enter the log, so the window's totals (its opening level plus
  * the logged changes) stay equal to the levels. */
-static int apply_unseen(const sp_mem_op_t *rec)
+static int apply_unseen(const sp_mem_op_t *rec, uint32_t window)
 {
     sp_memmap_entry_t *e = sp_memmap_find(&map, rec->addr);
     if (rec->type == SP_MOP_ALLOC && !e && rec->slot >= 0) {
@@ -426,7 +429,7 @@ static int apply_unseen(const sp_mem_op_t *rec)
         if ((e = sp_memmap_insert(&map, rec->addr)) == NULL)
             return 0;
         e->b = b;
-        e->window = cur ? cur->window : 0;
+        e->window = window;
         add_level(b.slot, (int64_t)b.bytes);
         return 1;
     }
@@ -469,6 +472,52 @@ static void merge_runs(sp_mem_op_t *ops, size_t mid, size_t n)
     free(tmp);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The live list was taken when the window closed, before CUPTI's records of
+ * the window were merged (on the exporter's side): the blocks only CUPTI saw
+ * allocated (and still allocated) join it, those only CUPTI saw freed leave. */
+static void live_fixup(sp_mem_cycle_t *c, size_t first_merged)
+{
+    size_t nfree = 0, nalloc = 0;
+    for (size_t i = first_merged; i < c->nops; i++)
+        c->ops[i].type == SP_MOP_ALLOC ? nalloc++ : nfree++;
+    if (!nalloc && !nfree)
+        return;
+    uint64_t *gone = malloc((nfree ? nfree : 1) * sizeof *gone);
+    sp_mem_block_t *v = realloc(c->live, (c->nlive + nalloc + 1) * sizeof *v);
+    if (!gone || !v) {
+        free(gone);
+        if (v)
+            c->live = v;
+        return;
+    }
+    c->live = v;
+    nfree = 0;
+    for (size_t i = first_merged; i < c->nops; i++) {
+        const sp_mem_op_t *op = &c->ops[i];
+        const sp_memmap_entry_t *e;
+        if (op->type != SP_MOP_ALLOC)
+            gone[nfree++] = op->addr;
+        else if ((e = sp_memmap_find(&map, op->addr)) && e->b.t == op->t && counts(&e->b)) {
+            v[c->nlive] = e->b;
+            v[c->nlive++].in_window = 1;
+        }
+    }
+    qsort(gone, nfree, sizeof *gone, cmp_u64);
+    size_t k = 0;
+    for (size_t i = 0; i < c->nlive; i++)
+        if (!bsearch(&v[i].addr, gone, nfree, sizeof *gone, cmp_u64))
+            v[k++] = v[i];
+    c->nlive = k;
+    free(gone);
+    qsort(v, c->nlive, sizeof *v, cmp_block_size);
+}
+
 static void merge_cupti(sp_mem_cycle_t *c)
 {
     sort_nearly(c->ops, c->nops);
@@ -496,13 +545,14 @@ static void merge_cupti(sp_mem_cycle_t *c)
             if (c->ops[si].type == SP_MOP_STEP)
                 step = c->ops[si].step;
         rec.step = step;
-        if (apply_unseen(&rec)) {
-            log_op(&rec);
+        if (apply_unseen(&rec, c->window)) {
+            log_op_to(c, &rec);
             c->cupti_merged++;
         }
     }
     npending = keep;
     free(used);
+    live_fixup(c, nmine);
     merge_runs(c->ops, nmine, c->nops);
 }
 
@@ -532,10 +582,11 @@ void sp_mem_window_close(uint32_t window, int at_exit)
         pthread_mutex_unlock(&lock);
         return;
     }
+    /* On the program's thread: O(live blocks), nothing per op of the window.
+     * CUPTI's records are merged and the totals filled when the exporter
+     * takes the cycle (after its CUPTI flush). */
     c->t_close = sp_clock_mono_ns();
-    merge_cupti(c);
     cur = NULL;
-    fill_totals(c);
     int64_t sum;
     c->live = live_blocks(-2, &c->nlive, &sum, window);
     c->at_exit = at_exit;
@@ -564,6 +615,8 @@ sp_mem_cycle_t *sp_mem_cycle_take(uint32_t window)
             c = frozen[i];
             memmove(&frozen[i], &frozen[i + 1], (FROZEN_MAX - 1 - i) * sizeof *frozen);
             frozen[FROZEN_MAX - 1] = NULL;
+            merge_cupti(c);
+            fill_totals(c);
             break;
         }
     }

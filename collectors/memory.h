@@ -144,7 +144,7 @@ typedef struct sp_mem_cycle {
     int64_t start[SP_MEM_SLOTS];         /* allocated bytes per slot when the window opened */
     uint32_t used_slots;                 /* bit per slot with any bytes or op */
     sp_mem_op_t *ops;                    /* time order once taken */
-    size_t nops;
+    size_t nops, ops_cap;
     uint64_t dropped_ops;                /* beyond the window's op cap */
     uint64_t cupti_merged, cupti_duplicates;
     sp_mem_block_t *live;                /* every live block at close, largest first */
@@ -158,7 +158,9 @@ typedef struct sp_mem_cycle {
 
 /* The frozen data of `window` (ops in time order with CUPTI's merged in,
  * totals filled, live blocks largest first), handed over to the caller;
- * NULL when memory profiling is off. Free with sp_mem_cycle_free. */
+ * NULL when memory profiling is off. Free with sp_mem_cycle_free. The
+ * exporter calls it after its CUPTI flush of the window (sp_cupti_collect):
+ * the merge happens here, off the program's thread. */
 sp_mem_cycle_t *sp_mem_cycle_take(uint32_t window);
 
 /* The blocks allocated right now, largest first (malloc'ed, *n of them, their

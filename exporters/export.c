@@ -83,16 +83,27 @@ static void discard(const sp_export_job_t *job)
     sp_mem_cycle_free(sp_mem_cycle_take(job->window));
 }
 
+void sp_export_collect_gpu(sp_export_job_t *job)
+{
+    if (!job->gpu_collect)
+        return;
+    /* The window's close, the part that waits: off the program's thread (design.md). */
+    job->ngpu = sp_cupti_collect(job->gpu_sync, job->gpu_device, sp_clock_to_ns(job->t_begin),
+                                 sp_clock_to_ns(job->t_end), &job->gpu, &job->cupti_dropped);
+    job->gpu_collect = 0;
+}
+
 int sp_export_run(const sp_export_job_t *job_in)
 {
-    if (over_rate()) {
-        discard(job_in);
-        return -1;
-    }
-    /* A local copy: the size cap changes the dropped count and the
-     * truncation mark every writer below reports. */
+    /* A local copy: the GPU records collected here, and the size cap changes
+     * the dropped count and the truncation mark every writer below reports. */
     sp_export_job_t capped = *job_in;
     const sp_export_job_t *job = &capped;
+    sp_export_collect_gpu(&capped);   /* done already unless the collecting thread could not start */
+    if (over_rate()) {
+        discard(job);
+        return -1;
+    }
     sp_event_ref_t *ev = NULL;
     size_t n = sp_ev_collect(job->window, &ev);
     atomic_store(&running_events, (uint64_t)n + job->ngpu);

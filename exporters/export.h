@@ -18,8 +18,10 @@ typedef struct sp_export_job {
     int record_shapes;        /* written as "record_shapes": 1, as Kineto does */
     int cupti;                /* GPU activity came from CUPTI */
     uint64_t cupti_dropped;   /* records CUPTI dropped in this window */
-    struct sp_gpu_event *gpu; /* CUPTI's records of the window, taken when it closed (the */
-    size_t ngpu;              /* next window may start before the exporter runs); owned */
+    int gpu_collect;          /* the exporter collects CUPTI's records of the window first */
+    int gpu_sync, gpu_device; /* ... after a device sync (not at exit) of this device (-1: current) */
+    struct sp_gpu_event *gpu; /* CUPTI's records of the window, collected by the exporter in */
+    size_t ngpu;              /* the order the windows closed; owned */
     char output_dir[4096];
     char worker[256];
     int with_stack;           /* write <stem>.stacks.txt (and .stacks_cuda.txt) */
@@ -53,6 +55,11 @@ void sp_export_set_limit(uint64_t max_events);
 /* Queue a job for the exporter thread (started on first use). Falls back to
  * running it on the caller when the thread cannot be created. */
 void sp_export_submit(const sp_export_job_t *job);
+/* The job's CUPTI records (gpu_collect): sync, flush and take, once. */
+void sp_export_collect_gpu(sp_export_job_t *job);
+/* Waits (at most timeout_s) until every closed window's CUPTI records are
+ * collected; 0 when they are. */
+int sp_export_wait_collects(double timeout_s);
 
 /* Wait until every queued job is written, at most timeout_s seconds;
  * returns 0 when drained. */

@@ -30,6 +30,27 @@ static pthread_cond_t idle = PTHREAD_COND_INITIALIZER;
 static node_t *head, *tail;
 static int busy;
 static int started;
+/* Jobs whose CUPTI records are still to be collected go first to a second
+ * thread, in the order their windows closed: the device sync and the flush
+ * then follow the close at once, even while a long export runs (and the exit
+ * waits only for those, not for the exports, before it holds the program's
+ * threads: sp_export_wait_collects). */
+static node_t *chead, *ctail;
+static int cbusy, cstarted;
+static pthread_cond_t cwake = PTHREAD_COND_INITIALIZER;
+
+static void deadline_in(struct timespec *dl, double timeout_s)
+{
+    if (timeout_s < 0)
+        timeout_s = 0;
+    clock_gettime(CLOCK_REALTIME, dl);
+    dl->tv_sec += (time_t)timeout_s;
+    dl->tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
+    if (dl->tv_nsec >= 1000000000L) {
+        dl->tv_sec++;
+        dl->tv_nsec -= 1000000000L;
+    }
+}
 
 /* sp_export_run on the caller's thread, shielded from SIGXFSZ. */
 static void run_here(const sp_export_job_t *job)
@@ -78,6 +99,48 @@ static int start_worker(void)
     return rc;
 }
 
+/* Called with `lock` held. */
+static void enqueue_export(node_t *n)
+{
+    n->next = NULL;
+    if (tail)
+        tail->next = n;
+    else
+        head = n;
+    tail = n;
+    pthread_cond_signal(&wake);
+}
+
+static void *collector_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        while (!chead)
+            pthread_cond_wait(&cwake, &lock);
+        node_t *n = chead;
+        chead = n->next;
+        if (!chead)
+            ctail = NULL;
+        cbusy = 1;
+        pthread_mutex_unlock(&lock);
+        sp_export_collect_gpu(&n->job);
+        pthread_mutex_lock(&lock);
+        cbusy = 0;
+        if (started > 0) {
+            enqueue_export(n);
+        } else {
+            pthread_mutex_unlock(&lock);
+            run_here(&n->job);
+            free(n);
+            pthread_mutex_lock(&lock);
+        }
+        if (!chead)
+            pthread_cond_broadcast(&idle);
+    }
+    return NULL;
+}
+
 void sp_export_submit(const sp_export_job_t *job)
 {
     node_t *n = malloc(sizeof *n);
@@ -90,38 +153,50 @@ void sp_export_submit(const sp_export_job_t *job)
     pthread_mutex_lock(&lock);
     if (!started)
         started = start_worker() == 0 ? 1 : -1;
-    if (started < 0) {
+    if (started > 0 && job->gpu_collect && !cstarted)
+        cstarted = sp_thread_spawn(collector_main, NULL, "stepprof-collect", NULL) == 0 ? 1 : -1;
+    if (started > 0 && job->gpu_collect && cstarted > 0) {
+        if (ctail)
+            ctail->next = n;
+        else
+            chead = n;
+        ctail = n;
+        pthread_cond_signal(&cwake);
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    if (started < 0) {   /* sp_export_run collects on this thread too */
         pthread_mutex_unlock(&lock);
         run_here(job);
         free(n);
         return;
     }
-    if (tail)
-        tail->next = n;
-    else
-        head = n;
-    tail = n;
-    pthread_cond_signal(&wake);
+    enqueue_export(n);
     pthread_mutex_unlock(&lock);
+}
+
+int sp_export_wait_collects(double timeout_s)
+{
+    struct timespec dl;
+    deadline_in(&dl, timeout_s);
+    int rc = 0;
+    pthread_mutex_lock(&lock);
+    while ((chead || cbusy) && rc == 0)
+        rc = pthread_cond_timedwait(&idle, &lock, &dl);
+    int done = !chead && !cbusy;
+    pthread_mutex_unlock(&lock);
+    return done ? 0 : -1;
 }
 
 int sp_export_drain(double timeout_s)
 {
-    if (timeout_s < 0)
-        timeout_s = 0;
     struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += (time_t)timeout_s;
-    dl.tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
+    deadline_in(&dl, timeout_s);
     int rc = 0;
     pthread_mutex_lock(&lock);
-    while ((head || busy) && rc == 0)
+    while ((head || busy || chead || cbusy) && rc == 0)
         rc = pthread_cond_timedwait(&idle, &lock, &dl);
-    int drained = !head && !busy;
+    int drained = !head && !busy && !chead && !cbusy;
     pthread_mutex_unlock(&lock);
     return drained ? 0 : -1;
 }
@@ -132,7 +207,9 @@ unsigned sp_export_pending(uint64_t *events)
     pthread_mutex_lock(&lock);
     for (node_t *n = head; n; n = n->next)
         k++;
-    k += busy ? 1u : 0u;
+    for (node_t *n = chead; n; n = n->next)
+        k++;
+    k += (busy ? 1u : 0u) + (cbusy ? 1u : 0u);
     pthread_mutex_unlock(&lock);
     if (events)
         *events = sp_export_running_events();
@@ -144,7 +221,9 @@ void sp_export_after_fork_child(void)
     pthread_mutex_init(&lock, NULL);
     pthread_cond_init(&wake, NULL);
     pthread_cond_init(&idle, NULL);
+    pthread_cond_init(&cwake, NULL);
     head = tail = NULL;
-    busy = 0;
-    started = 0;
+    chead = ctail = NULL;
+    busy = cbusy = 0;
+    started = cstarted = 0;
 }

@@ -46,7 +46,6 @@ static uint32_t next_window = 1;
 static uint32_t cur_window;    /* open record window, 0 when none */
 static uint64_t window_t0;
 static uint64_t drop_base;
-static uint64_t cupti_drop_base;
 static long cycle;             /* cycles written so far */
 static long cycle_first_step;
 static int idle_gate_count;    /* gate value while NONE: SP_WIN_COUNT if markers need calls */
@@ -126,10 +125,12 @@ static void open_record_window(uint64_t now)
 
 static void close_record_window(uint64_t now, int truncated)
 {
-    /* GPU work launched in the window must be complete and flushed before
-     * the exporter takes it; at exit the runtime may be torn down already,
-     * so only a forced flush is safe there. */
-    sp_cupti_window_close(!finished);
+    /* A handful of stores here: the device sync, the CUPTI flush and take and
+     * the memory merge run on the exporter's side (sp_cupti_collect,
+     * sp_mem_cycle_take). At exit the runtime may be torn down already, so
+     * the exporter only forces a flush there. */
+    int device;
+    sp_cupti_window_close(&device);
     sp_mem_window_close(cur_window, finished);
     sp_export_job_t job;
     memset(&job, 0, sizeof job);
@@ -151,12 +152,9 @@ static void close_record_window(uint64_t now, int truncated)
     job.table.print = (cfg.table.print & SP_TABLE_PRINT_STDERR ? SP_JOB_TABLE_STDERR : 0) |
                       (cfg.table.print & SP_TABLE_PRINT_FILE ? SP_JOB_TABLE_FILE : 0);
     job.cupti = sp_cupti_active();
-    job.ngpu = sp_cupti_take(sp_clock_to_ns(window_t0), sp_clock_to_ns(now), &job.gpu);
-    {
-        uint64_t d = sp_cupti_dropped();
-        job.cupti_dropped = d - cupti_drop_base;
-        cupti_drop_base = d;
-    }
+    job.gpu_collect = job.cupti;
+    job.gpu_sync = !finished;
+    job.gpu_device = device;
     snprintf(job.output_dir, sizeof job.output_dir, "%s", cfg.output_dir);
     worker_name(job.worker, sizeof job.worker);
     cur_window = 0;
@@ -427,6 +425,10 @@ void sp_sched_activate(void)
  * it, and it cannot run again before we give up. at_exit (return from main,
  * exit()): the wait is the exit's own (exitpaths.c, exit_timeout_s), and
  * CUPTI is shut down after it. */
+/* At exit, how long the collects of windows closed earlier may take (one device
+ * sync and one flush each, right after their close): past it, they only take. */
+#define COLLECT_WAIT_S 10.0
+
 static int finish(int truncated, double timeout_s, int try_lock, int close_window, int at_exit)
 {
     struct timespec t0;
@@ -477,6 +479,11 @@ static int finish(int truncated, double timeout_s, int try_lock, int close_windo
     double left = timeout_s - ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
     int rc;
     if (at_exit) {
+        /* Before the wait holds the program's threads (CUPTI's worker among them): the
+         * windows closed before the exit are collected (each with its own sync, which
+         * fixes CUPTI's clock offset), then one forced flush; later collects only take. */
+        sp_export_wait_collects(COLLECT_WAIT_S);
+        sp_cupti_exit_flush();
         rc = sp_exit_wait_exports(active ? (double)cfg.exit_timeout_s : timeout_s);
     } else if ((rc = sp_export_drain(left > 0 ? left : 0)) != 0) {
         sp_exit_report_lost("finalize_timeout_s", timeout_s);
