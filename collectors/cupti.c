@@ -49,6 +49,13 @@ static int takes_pending;      /* windows closed whose records the exporter has 
  * worker among them: a flush then would wait for it forever). */
 static pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
 static int exit_flushed;
+static int collect_device = -1;   /* set by a collect's cudaSetDevice; -1: never (the runtime's 0) */
+static __thread int collector;     /* this is stepprof's collecting thread (sp_cupti_collector_thread) */
+
+void sp_cupti_collector_thread(void)
+{
+    collector = 1;
+}
 static uint64_t dropped_base;  /* sp_cupti_dropped() at the last collect */
 static int state;              /* 0 not tried, 1 active, -1 degraded, 2 a fork child of an active process */
 static int want_on, is_on, with_memory;
@@ -505,13 +512,9 @@ void sp_cupti_window_close(int *device)
     pthread_mutex_lock(&kinds_lock);
     takes_pending++;
     pthread_mutex_unlock(&kinds_lock);
-    cudaError_t (*get_device)(int *) = (cudaError_t(*)(int *))sp_real("cudaGetDevice");
-    if (get_device) {
-        int held = own_begin();
-        if (get_device(device) != cudaSuccess)
-            *device = -1;
-        own_end(held);
-    }
+    /* The thread's device as its cudaSetDevice calls left it (inject/runtime_hooks.c),
+     * not cudaGetDevice: CUPTI would record that call in the program's window. */
+    *device = sp_mem_device();
 }
 
 /* The exporter's side of a window close: the device sync (timed: its record
@@ -532,7 +535,11 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
         cudaError_t (*dev_sync)(void) = (cudaError_t(*)(void))sp_real("cudaDeviceSynchronize");
         cudaError_t (*set_device)(int) = (cudaError_t(*)(int))sp_real("cudaSetDevice");
         int held = own_begin();
-        if (dev_sync && (device < 0 || (set_device && set_device(device) == cudaSuccess))) {
+        /* A device is set only when it changes: a one-GPU process never makes the call. */
+        if (collector && device >= 0 && device != (collect_device < 0 ? 0 : collect_device) && set_device &&
+            set_device(device) == cudaSuccess)
+            collect_device = device;
+        if (dev_sync && (!collector || device < 0 || device == (collect_device < 0 ? 0 : collect_device))) {
             h0 = sp_clock_mono_ns();
             dev_sync();
             h1 = sp_clock_mono_ns();
@@ -546,9 +553,12 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
     if (!exit_flushed)
         api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     pthread_mutex_lock(&lock);
-    if (h1 && sp_cupti_marker_fix(recs, &nrecs, (uint32_t)gettid(), CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
-                                  h0, h1, &clock_offset))
+    uint32_t me = (uint32_t)gettid();
+    if (h1 && sp_cupti_marker_fix(recs, &nrecs, me, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, h0, h1,
+                                  &clock_offset))
         offset_measured = 1;
+    if (collector)   /* its cudaSetDevice, and what the runtime did inside its calls */
+        sp_cupti_drop_thread(recs, &nrecs, me);
     size_t n = sp_cupti_take_window(recs, &nrecs, begin, end, out);
     drops_pending = 0;
     pthread_mutex_unlock(&lock);

@@ -26,10 +26,15 @@ int sp_cupti_init(int with_memory, long buffer_mb);  /* 0: active; -1: degraded 
 int sp_cupti_active(void);
 void sp_cupti_enable(int on);      /* kinds on (warmup/record) or off; remembered before init */
 void sp_cupti_window_open(void);   /* drops records gathered so far (warmup) */
-/* The program's thread closes a window: a counter and the current device
- * (*device, -1 unknown), no sync, no flush. The exporter then calls
+/* The program's thread closes a window: a counter and its device (*device, as
+ * its cudaSetDevice calls left it; 0 by default), no CUDA call, no flush. The exporter then calls
  * sp_cupti_collect for it, once, in the order the windows closed. */
 void sp_cupti_window_close(int *device);
+/* Called once by stepprof's collecting thread (exporters/worker.c): only there
+ * may a collect set the device, and every API record of it is stepprof's.
+ * Elsewhere (the fallback on the exporter or a program thread) it syncs the
+ * thread's own device. */
+void sp_cupti_collector_thread(void);
 /* The process ends: one forced flush on the exiting thread before the exit
  * holds the program's threads (CUPTI's among them); collects after it only take. */
 void sp_cupti_exit_flush(void);

@@ -45,6 +45,15 @@ int sp_cupti_marker_fix(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid, uint3
     return 1;
 }
 
+void sp_cupti_drop_thread(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < *nrecs; i++)
+        if (!((recs[i].kind == SP_GPU_RUNTIME || recs[i].kind == SP_GPU_DRIVER) && recs[i].tid == tid))
+            recs[k++] = recs[i];
+    *nrecs = k;
+}
+
 static int cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;

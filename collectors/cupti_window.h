@@ -18,6 +18,9 @@ int sp_cupti_marker_fix(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid, uint3
 
 /* The records of the window [begin, end] (CLOCK_MONOTONIC ns) into a new
  * array *out (count returned); later windows' records stay in recs. */
+/* Drops the runtime and driver records of thread tid (stepprof's collecting
+ * thread: none of its calls are the program's). */
+void sp_cupti_drop_thread(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid);
 size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin, uint64_t end,
                             sp_gpu_event_t **out);
 

@@ -371,9 +371,15 @@ void sp_mem_window_open(uint32_t window, long step)
         cur->first_step = step;
         cur->t_open = sp_clock_mono_ns();
         memcpy(cur->start, level, sizeof level);
-        size_t keep = 0;   /* CUPTI records from before the window (warmup) can never be matched */
+        /* CUPTI records from before the window (warmup) can never be matched; those of
+         * a closed window the exporter has not taken yet still will be (merge_cupti). */
+        uint64_t from = cur->t_open;
+        for (unsigned i = 0; i < FROZEN_MAX; i++)
+            if (frozen[i] && frozen[i]->t_open < from)
+                from = frozen[i]->t_open;
+        size_t keep = 0;
         for (size_t i = 0; i < npending; i++)
-            if (pending[i].t + MATCH_SLACK_NS >= cur->t_open)
+            if (pending[i].t + MATCH_SLACK_NS >= from)
                 pending[keep++] = pending[i];
         npending = keep;
     }

@@ -10,6 +10,7 @@
  * duration and discards the one it caused. */
 #include "export.h"
 
+#include "../collectors/cupti.h"
 #include "../collectors/threads.h"
 
 #include <errno.h>
@@ -114,6 +115,7 @@ static void enqueue_export(node_t *n)
 static void *collector_main(void *arg)
 {
     (void)arg;
+    sp_cupti_collector_thread();
     pthread_mutex_lock(&lock);
     for (;;) {
         while (!chead)

@@ -18,13 +18,30 @@ best() { # the best of 3 runs: the machine is shared, the minimum is the least d
 bare=$(best)
 idle=$(best LD_PRELOAD="$B/libstepprof.so" PROF_MARKER=nvtx:never_seen PROF_ACTIVE=1)
 rec=$(best LD_PRELOAD="$B/libstepprof.so" PROF_BUFFER_MB=1024)
+# A kernel: marker whose glob matches no kernel: every launch asks the marker (issue 10: <= 2 ns).
+kidle=$(best LD_PRELOAD="$B/libstepprof.so" PROF_MARKER="kernel:never_matches_*" PROF_ACTIVE=1)
 echo "launch benchmark: $N cudaLaunchKernel calls on the stand-in (best of 3)"
-printf "  %-34s %8.2f ns/call\n" "bare" "$bare" "preloaded, not recording" "$idle" "preloaded, recording" "$rec"
+printf "  %-34s %8.2f ns/call\n" "bare" "$bare" "preloaded, not recording" "$idle" "preloaded, recording" "$rec" \
+    "preloaded, kernel: marker, idle" "$kidle"
 printf "  %-34s %8.1f ns per 7-frame stack\n" "stack capture (with_stack)" \
     "$("$B/programs/report_stack_bench" bench 1000000 | awk '/ns_per_capture/ {print $2}')"
 awk -v b="$bare" -v i="$idle" -v r="$rec" 'BEGIN {
     printf "  not recording: %+.2f ns over bare (target <= 2)\n", i - b;
     printf "  recording:     %+.2f ns over bare (target <= 40)\n", r - b }'
+awk -v b="$bare" -v k="$kidle" 'BEGIN { printf "  kernel: marker, idle: %+.2f ns over bare (target <= 2)\n", k - b }'
+
+# NVTX push+pop pairs (issue 10: <= 60 ns whatever the number of distinct names): 2M pairs cycling
+# through 1, 1000 and 1M distinct names, bare / preloaded not recording (nvtx marker) / recording.
+P=${BENCH_NVTX_PAIRS:-2000000}
+nrun() { env LD_LIBRARY_PATH="$B/fakecuda" PROF_OUTPUT_DIR="$TMP/out" PROF_LOG=quiet PROF_CUPTI=0 PROF_EXIT_TIMEOUT_S=0 \
+         "$@" | awk '/ns_per_pair/ {print $2}'; }
+echo "NVTX benchmark: $P nvtxRangePushA + nvtxRangePop pairs on the stand-in (one run each)"
+printf "  %-12s %12s %12s %12s\n" "names" "bare" "not recording" "recording"
+for k in 1 1000 1000000; do
+    printf "  %-12s %9.2f ns %10.2f ns %10.2f ns\n" "$k distinct" "$(nrun "$B/programs/nvtx_bench" "$P" "$k")" \
+        "$(nrun env LD_PRELOAD="$B/libstepprof.so" PROF_MARKER=nvtx:never_seen PROF_ACTIVE=1 "$B/programs/nvtx_bench" "$P" "$k")" \
+        "$(nrun env LD_PRELOAD="$B/libstepprof.so" PROF_BUFFER_MB=1024 "$B/programs/nvtx_bench" "$P" "$k")"
+done
 
 # Allocation calls (profile_memory keeps its live-allocation map even while no window records, so
 # these pay for it on every cudaMalloc / cudaFree): ns per pair, not recording, without and with it.
@@ -45,5 +62,5 @@ awk -v o="$moff" -v m="$mon" 'BEGIN { printf "  profile_memory: +%.2f ns per pai
 # alone at every size, then with the CUPTI stand-in (BENCH_EXPORT_GPU_SIZES; its GPU annotations are
 # linear since issue #12).
 BENCH_EXPORT_CUPTI=0 "${PYTHON:-python3}" "$ROOT/scripts/bench_export.py"
-BENCH_EXPORT_CUPTI=1 BENCH_EXPORT_SIZES="${BENCH_EXPORT_GPU_SIZES:-10000 100000}" BENCH_EXPORT_VARIANTS=plain \
+BENCH_EXPORT_CUPTI=1 BENCH_EXPORT_SIZES="${BENCH_EXPORT_GPU_SIZES:-10000 100000 1000000}" BENCH_EXPORT_VARIANTS=plain \
     BENCH_EXPORT_TIMEOUT_S=60 "${PYTHON:-python3}" "$ROOT/scripts/bench_export.py"
