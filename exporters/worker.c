@@ -1,6 +1,8 @@
 /* exporters/worker.c — the background exporter thread, so the training
- * thread that ends a cycle does not wait for its files. Jobs queue in a
- * linked list under a mutex; the thread is created on the first job with
+ * thread that ends a cycle does not wait for its files, and before it the
+ * collecting thread, which gathers a closed window's CUPTI records (device
+ * sync, flush, take) right after the close. Jobs queue in linked lists under
+ * one mutex; each thread is created on the first job that needs it, with
  * every signal blocked (the program's signals must reach its own threads).
  * Draining at exit waits with a deadline: a stuck write must not hang the
  * program's exit. A write past RLIMIT_FSIZE raises SIGXFSZ on the writing
@@ -25,20 +27,61 @@ typedef struct node {
     struct node *next;
 } node_t;
 
+/* A job queue and the thread that works it, under the one `lock`. */
+typedef struct queue {
+    node_t *head, *tail;
+    int busy;      /* the thread is working on a job it popped */
+    int started;   /* 0 not yet, 1 running, -1 could not start */
+    pthread_cond_t wake;
+} queue_t;
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
-static pthread_cond_t idle = PTHREAD_COND_INITIALIZER;
-static node_t *head, *tail;
-static int busy;
-static int started;
-/* Jobs whose CUPTI records are still to be collected go first to a second
- * thread, in the order their windows closed: the device sync and the flush
- * then follow the close at once, even while a long export runs (and the exit
- * waits only for those, not for the exports, before it holds the program's
- * threads: sp_export_wait_collects). */
-static node_t *chead, *ctail;
-static int cbusy, cstarted;
-static pthread_cond_t cwake = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t idle = PTHREAD_COND_INITIALIZER;   /* broadcast when a queue empties */
+/* Exports, in order. Jobs whose CUPTI records are still to be collected go
+ * first to `collects`, worked by a second thread in the order their windows
+ * closed: the device sync and the flush then follow the close at once, even
+ * while a long export runs (and the exit waits only for those, not for the
+ * exports, before it holds the program's threads: sp_export_wait_collects). */
+static queue_t exports = {.wake = PTHREAD_COND_INITIALIZER};
+static queue_t collects = {.wake = PTHREAD_COND_INITIALIZER};
+
+/* Called with `lock` held. */
+static void push(queue_t *q, node_t *n)
+{
+    n->next = NULL;
+    if (q->tail)
+        q->tail->next = n;
+    else
+        q->head = n;
+    q->tail = n;
+    pthread_cond_signal(&q->wake);
+}
+
+/* Called with `lock` held: waits for a job and takes it (the queue is busy). */
+static node_t *pop_wait(queue_t *q)
+{
+    while (!q->head)
+        pthread_cond_wait(&q->wake, &lock);
+    node_t *n = q->head;
+    q->head = n->next;
+    if (!q->head)
+        q->tail = NULL;
+    q->busy = 1;
+    return n;
+}
+
+/* Called with `lock` held, the job done. */
+static void done(queue_t *q)
+{
+    q->busy = 0;
+    if (!q->head)
+        pthread_cond_broadcast(&idle);
+}
+
+static int queue_empty(const queue_t *q)
+{
+    return !q->head && !q->busy;
+}
 
 static void deadline_in(struct timespec *dl, double timeout_s)
 {
@@ -76,40 +119,14 @@ static void *worker_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&lock);
     for (;;) {
-        while (!head)
-            pthread_cond_wait(&wake, &lock);
-        node_t *n = head;
-        head = n->next;
-        if (!head)
-            tail = NULL;
-        busy = 1;
+        node_t *n = pop_wait(&exports);
         pthread_mutex_unlock(&lock);
         sp_export_run(&n->job);
         free(n);
         pthread_mutex_lock(&lock);
-        busy = 0;
-        if (!head)
-            pthread_cond_broadcast(&idle);
+        done(&exports);
     }
     return NULL;
-}
-
-static int start_worker(void)
-{
-    int rc = sp_thread_spawn(worker_main, NULL, "stepprof-export", NULL);
-    return rc;
-}
-
-/* Called with `lock` held. */
-static void enqueue_export(node_t *n)
-{
-    n->next = NULL;
-    if (tail)
-        tail->next = n;
-    else
-        head = n;
-    tail = n;
-    pthread_cond_signal(&wake);
 }
 
 static void *collector_main(void *arg)
@@ -118,100 +135,86 @@ static void *collector_main(void *arg)
     sp_cupti_collector_thread();
     pthread_mutex_lock(&lock);
     for (;;) {
-        while (!chead)
-            pthread_cond_wait(&cwake, &lock);
-        node_t *n = chead;
-        chead = n->next;
-        if (!chead)
-            ctail = NULL;
-        cbusy = 1;
+        node_t *n = pop_wait(&collects);
         pthread_mutex_unlock(&lock);
         sp_export_collect_gpu(&n->job);
         pthread_mutex_lock(&lock);
-        cbusy = 0;
-        if (started > 0) {
-            enqueue_export(n);
-        } else {
-            pthread_mutex_unlock(&lock);
-            run_here(&n->job);
-            free(n);
-            pthread_mutex_lock(&lock);
-        }
-        if (!chead)
-            pthread_cond_broadcast(&idle);
+        push(&exports, n);   /* the exporter runs (collects start only once it does) */
+        done(&collects);
     }
     return NULL;
+}
+
+static int start(queue_t *q, void *(*fn)(void *), const char *name)
+{
+    if (!q->started)
+        q->started = sp_thread_spawn(fn, NULL, name, NULL) == 0 ? 1 : -1;
+    return q->started > 0;
 }
 
 void sp_export_submit(const sp_export_job_t *job)
 {
     node_t *n = malloc(sizeof *n);
     if (!n) {
-        run_here(job);
+        run_here(job);   /* sp_export_run collects on this thread too */
         return;
     }
     n->job = *job;
-    n->next = NULL;
     pthread_mutex_lock(&lock);
-    if (!started)
-        started = start_worker() == 0 ? 1 : -1;
-    if (started > 0 && job->gpu_collect && !cstarted)
-        cstarted = sp_thread_spawn(collector_main, NULL, "stepprof-collect", NULL) == 0 ? 1 : -1;
-    if (started > 0 && job->gpu_collect && cstarted > 0) {
-        if (ctail)
-            ctail->next = n;
-        else
-            chead = n;
-        ctail = n;
-        pthread_cond_signal(&cwake);
-        pthread_mutex_unlock(&lock);
-        return;
-    }
-    if (started < 0) {   /* sp_export_run collects on this thread too */
+    if (!start(&exports, worker_main, "stepprof-export")) {
         pthread_mutex_unlock(&lock);
         run_here(job);
         free(n);
         return;
     }
-    enqueue_export(n);
+    push(job->gpu_collect && start(&collects, collector_main, "stepprof-collect") ? &collects : &exports, n);
     pthread_mutex_unlock(&lock);
+}
+
+/* Waits on `idle` until pred() holds or the deadline passes; 0 when it holds. */
+static int wait_until(int (*pred)(void), double timeout_s)
+{
+    struct timespec dl;
+    deadline_in(&dl, timeout_s);
+    int rc = 0;
+    pthread_mutex_lock(&lock);
+    while (!pred() && rc == 0)
+        rc = pthread_cond_timedwait(&idle, &lock, &dl);
+    int ok = pred();
+    pthread_mutex_unlock(&lock);
+    return ok ? 0 : -1;
+}
+
+static int collects_done(void)
+{
+    return queue_empty(&collects);
+}
+
+static int all_done(void)
+{
+    return queue_empty(&collects) && queue_empty(&exports);
 }
 
 int sp_export_wait_collects(double timeout_s)
 {
-    struct timespec dl;
-    deadline_in(&dl, timeout_s);
-    int rc = 0;
-    pthread_mutex_lock(&lock);
-    while ((chead || cbusy) && rc == 0)
-        rc = pthread_cond_timedwait(&idle, &lock, &dl);
-    int done = !chead && !cbusy;
-    pthread_mutex_unlock(&lock);
-    return done ? 0 : -1;
+    return wait_until(collects_done, timeout_s);
 }
 
 int sp_export_drain(double timeout_s)
 {
-    struct timespec dl;
-    deadline_in(&dl, timeout_s);
-    int rc = 0;
-    pthread_mutex_lock(&lock);
-    while ((head || busy || chead || cbusy) && rc == 0)
-        rc = pthread_cond_timedwait(&idle, &lock, &dl);
-    int drained = !head && !busy && !chead && !cbusy;
-    pthread_mutex_unlock(&lock);
-    return drained ? 0 : -1;
+    return wait_until(all_done, timeout_s);
 }
 
 unsigned sp_export_pending(uint64_t *events)
 {
     unsigned k = 0;
     pthread_mutex_lock(&lock);
-    for (node_t *n = head; n; n = n->next)
-        k++;
-    for (node_t *n = chead; n; n = n->next)
-        k++;
-    k += (busy ? 1u : 0u) + (cbusy ? 1u : 0u);
+    const queue_t *qs[] = {&collects, &exports};
+    for (int i = 0; i < 2; i++) {
+        for (node_t *n = qs[i]->head; n; n = n->next)
+            k++;
+        k += qs[i]->busy ? 1u : 0u;
+    }
     pthread_mutex_unlock(&lock);
     if (events)
         *events = sp_export_running_events();
@@ -221,11 +224,11 @@ unsigned sp_export_pending(uint64_t *events)
 void sp_export_after_fork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
-    pthread_cond_init(&wake, NULL);
     pthread_cond_init(&idle, NULL);
-    pthread_cond_init(&cwake, NULL);
-    head = tail = NULL;
-    chead = ctail = NULL;
-    busy = cbusy = 0;
-    started = cstarted = 0;
+    queue_t *qs[] = {&collects, &exports};
+    for (int i = 0; i < 2; i++) {
+        pthread_cond_init(&qs[i]->wake, NULL);
+        qs[i]->head = qs[i]->tail = NULL;
+        qs[i]->busy = qs[i]->started = 0;
+    }
 }
