@@ -27,7 +27,7 @@ printf "  %-34s %8.1f ns per 7-frame stack\n" "stack capture (with_stack)" \
     "$("$B/programs/report_stack_bench" bench 1000000 | awk '/ns_per_capture/ {print $2}')"
 awk -v b="$bare" -v i="$idle" -v r="$rec" 'BEGIN {
     printf "  not recording: %+.2f ns over bare (target <= 2)\n", i - b;
-    printf "  recording:     %+.2f ns over bare (target <= 40)\n", r - b }'
+    printf "  recording:     %+.2f ns over bare (target <= 15)\n", r - b }'
 awk -v b="$bare" -v k="$kidle" 'BEGIN { printf "  kernel: marker, idle: %+.2f ns over bare (target <= 2)\n", k - b }'
 
 # NVTX push+pop pairs (issue 10: <= 60 ns whatever the number of distinct names): 2M pairs cycling
