@@ -6,14 +6,18 @@
  * keyed by address; handles (cuMemCreate) and virtual ranges (cuMemMap) carry
  * a tag bit so they never collide with block addresses. Times are
  * CLOCK_MONOTONIC ns read by the interposer, the clock CUPTI's records are
- * already mapped to, so the two sources are matched and merged when a window
- * closes, on the closing thread, with no calibration to wait for. */
+ * already mapped to, so the two sources are matched and merged with no
+ * calibration to wait for: when the exporter takes the closed window
+ * (sp_mem_cycle_take); the closing thread only freezes the live list. The
+ * lock-free parts of that merge (ordering, matching, totals) are in
+ * memory_order.c. */
 #define _GNU_SOURCE
 #include "memory.h"
 
 #include "clock.h"
 #include "log.h"
 #include "memory_map.h"
+#include "memory_order.h"
 #include "stacks.h"
 
 #include <inttypes.h>
@@ -31,8 +35,6 @@
 #define OOM_SNAPSHOTS 4u           /* per window; later failures are only counted */
 #define OOM_BLOCKS 32u
 #define OOM_LOG_LINES 3u
-#define MATCH_SLACK_NS 5000ull     /* CUPTI's clock mapping error, generously */
-#define MATCH_HORIZON_NS 100000000ull   /* how far past a record to look for a long call */
 
 int sp_mem_on;
 static __thread int cur_device;
@@ -379,46 +381,11 @@ void sp_mem_window_open(uint32_t window, long step)
                 from = frozen[i]->t_open;
         size_t keep = 0;
         for (size_t i = 0; i < npending; i++)
-            if (pending[i].t + MATCH_SLACK_NS >= from)
+            if (pending[i].t + SP_MEM_MATCH_SLACK_NS >= from)
                 pending[keep++] = pending[i];
         npending = keep;
     }
     pthread_mutex_unlock(&lock);
-}
-
-static int cmp_op_time(const void *a, const void *b)
-{
-    const sp_mem_op_t *x = a, *y = b;
-    return (x->t > y->t) - (x->t < y->t);
-}
-
-static int same_family(const sp_mem_op_t *mine, const sp_mem_op_t *rec)
-{
-    int alloc = mine->type == SP_MOP_ALLOC || mine->type == SP_MOP_MAP;
-    int release = mine->type == SP_MOP_FREE || mine->type == SP_MOP_UNMAP;
-    if (rec->type == SP_MOP_ALLOC ? !alloc : !release)
-        return 0;
-    /* CUPTI names virtual-memory blocks by address where we hold a handle. */
-    return mine->addr == rec->addr || mine->kind == SP_MEM_PHYSICAL || mine->kind == SP_MEM_MAPPING;
-}
-
-/* Index of the interposed op that CUPTI's record describes, or -1: same
- * family and address, the record's time inside the call. Ops are in end
- * order, so the search starts at the first call ending after the record. */
-static long match(sp_mem_op_t *ops, size_t n, const unsigned char *used, const sp_mem_op_t *rec)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (ops[mid].t + MATCH_SLACK_NS < rec->t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t i = lo; i < n && ops[i].t0 <= rec->t + MATCH_HORIZON_NS; i++)
-        if (!used[i] && !ops[i].from_cupti && ops[i].t0 <= rec->t + MATCH_SLACK_NS && same_family(&ops[i], rec))
-            return (long)i;
-    return -1;
 }
 
 /* A CUPTI record of a call no interposer saw: into the map, unless the map
@@ -445,37 +412,6 @@ static int apply_unseen(const sp_mem_op_t *rec, uint32_t window)
         return 1;
     }
     return 0;
-}
-
-/* Stable insertion sort: interposed ops are logged in nearly the order their
- * calls ended (each thread reads its clock before taking the lock), so this
- * is close to linear, and same-time ops keep their logged order. */
-static void sort_nearly(sp_mem_op_t *v, size_t n)
-{
-    for (size_t i = 1; i < n; i++) {
-        sp_mem_op_t op = v[i];
-        size_t k = i;
-        for (; k > 0 && v[k - 1].t > op.t; k--)
-            v[k] = v[k - 1];
-        v[k] = op;
-    }
-}
-
-/* ops[0, mid) and ops[mid, n) are each in time order; make the whole so. */
-static void merge_runs(sp_mem_op_t *ops, size_t mid, size_t n)
-{
-    if (mid == n)
-        return;
-    sp_mem_op_t *tmp = malloc(n * sizeof *tmp);
-    if (!tmp) {
-        sort_nearly(ops, n);
-        return;
-    }
-    size_t a = 0, b = mid, k = 0;
-    while (a < mid || b < n)
-        tmp[k++] = b >= n || (a < mid && ops[a].t <= ops[b].t) ? ops[a++] : ops[b++];
-    memcpy(ops, tmp, n * sizeof *tmp);
-    free(tmp);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -526,9 +462,9 @@ static void live_fixup(sp_mem_cycle_t *c, size_t first_merged)
 
 static void merge_cupti(sp_mem_cycle_t *c)
 {
-    sort_nearly(c->ops, c->nops);
+    sp_mem_sort_nearly(c->ops, c->nops);
     if (npending)
-        qsort(pending, npending, sizeof *pending, cmp_op_time);
+        qsort(pending, npending, sizeof *pending, sp_mem_cmp_op_time);
     size_t nmine = c->nops, keep = 0;
     unsigned char *used = calloc(nmine ? nmine : 1, 1);
     long step = c->first_step;
@@ -541,7 +477,7 @@ static void merge_cupti(sp_mem_cycle_t *c)
         }
         if (rec.t < c->t_open)
             continue;   /* warmup's: its calls were not logged, so it can be neither matched nor trusted */
-        long m = match(c->ops, nmine, used, &rec);
+        long m = sp_mem_match(c->ops, nmine, used, &rec);
         if (m >= 0) {
             used[m] = 1;
             c->cupti_duplicates++;
@@ -559,25 +495,7 @@ static void merge_cupti(sp_mem_cycle_t *c)
     npending = keep;
     free(used);
     live_fixup(c, nmine);
-    merge_runs(c->ops, nmine, c->nops);
-}
-
-static void fill_totals(sp_mem_cycle_t *c)
-{
-    int64_t lv[SP_MEM_SLOTS];
-    memcpy(lv, c->start, sizeof lv);
-    for (int s = 0; s < SP_MEM_SLOTS; s++)
-        if (lv[s])
-            c->used_slots |= 1u << s;
-    for (size_t i = 0; i < c->nops; i++) {
-        sp_mem_op_t *op = &c->ops[i];
-        if (op->slot < 0)
-            continue;
-        if (sp_mem_op_moves(op))
-            lv[op->slot] += op->type == SP_MOP_ALLOC ? (int64_t)op->bytes : -(int64_t)op->bytes;
-        op->total = lv[op->slot];
-        c->used_slots |= 1u << op->slot;
-    }
+    sp_mem_merge_runs(c->ops, nmine, c->nops);
 }
 
 void sp_mem_window_close(uint32_t window, int at_exit)
@@ -622,7 +540,7 @@ sp_mem_cycle_t *sp_mem_cycle_take(uint32_t window)
             memmove(&frozen[i], &frozen[i + 1], (FROZEN_MAX - 1 - i) * sizeof *frozen);
             frozen[FROZEN_MAX - 1] = NULL;
             merge_cupti(c);
-            fill_totals(c);
+            sp_mem_fill_totals(c);
             break;
         }
     }
