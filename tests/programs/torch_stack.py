@@ -1,0 +1,71 @@
+# An unmodified CPU training loop whose model code lives in this file, so
+# Python stacks (with_stack) have frames of the program: Block.forward, Net.forward
+# and loss_of call torch ops. No profiler code: train() takes an optional on_step,
+# called where torch.profiler's recipe puts prof.step(), for
+# tests/programs/torch_stack_profiled.py. Arguments: iterations (default 8).
+# With STACK_PROBE=1 it also prints, per iteration, whether stepprof's Python
+# profile function is on in this thread (stepprof_pystack(2): "-" when stepprof
+# is not in the process).
+import ctypes
+import os
+import sys
+
+import torch
+
+
+class Block(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.fc = torch.nn.Linear(n, n)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)) + x
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block(32), Block(32)])
+        self.head = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+def loss_of(model, x, y):
+    return torch.nn.functional.cross_entropy(model(x), y)
+
+
+def probe():
+    try:
+        f = ctypes.PyDLL(None).stepprof_pystack
+    except AttributeError:
+        return "-"
+    f.argtypes = [ctypes.c_int, ctypes.c_char_p]
+    return str(f(2, None))
+
+
+def train(iters, on_step=None):
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    x = torch.randn(16, 32)
+    y = torch.randint(0, 10, (16,))
+    seen = []
+    for _ in range(iters):
+        opt.zero_grad()
+        loss = loss_of(model, x, y)
+        loss.backward()
+        opt.step()
+        if on_step:
+            on_step()
+        seen.append(probe())
+    if os.environ.get("STACK_PROBE") == "1":
+        print("profile function on per step: " + "".join(seen))
+    return loss.item()
+
+
+if __name__ == "__main__":
+    print("loss %.4f" % train(int(sys.argv[1]) if len(sys.argv) > 1 else 8))
