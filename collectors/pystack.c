@@ -68,6 +68,9 @@ static const struct {
 typedef struct shadow {
     int on;
     int depth;                 /* frames open since the seed; > PY_MAX: the deepest are not kept */
+    uint64_t gen;              /* bumped by every push and pop */
+    uint64_t memo_gen;         /* sp_pystack_memo: the stack id captured at this gen */
+    uint32_t memo;
     uint32_t id[PY_MAX];       /* outermost first */
 } shadow_t;
 
@@ -225,8 +228,10 @@ static int on_event(pyobj obj, pyobj frame, int what, pyobj arg)
         if (s->depth < PY_MAX)
             s->id[s->depth] = frame_id(frame, 0);
         s->depth++;
+        s->gen++;
     } else if (what == PY_RETURN && s->depth > 0) {
         s->depth--;
+        s->gen++;
     }
     return 0;
 }
@@ -247,6 +252,7 @@ static void seed(shadow_t *s)
     if (held)
         py.decref(held);
     s->depth = n;
+    s->gen++;
     for (int k = 0; k < n && k < PY_MAX; k++)
         s->id[k] = inner[n - 1 - k];
 }
@@ -290,6 +296,21 @@ int sp_pystack_copy(void **out, int max)
         if (s->id[k])
             out[n++] = (void *)(SP_PYFRAME_BIT | s->id[k]);
     return n;
+}
+
+uint32_t sp_pystack_memo(void)
+{
+    const shadow_t *s = self;
+    return s && s->on && s->memo_gen == s->gen ? s->memo : 0;
+}
+
+void sp_pystack_set_memo(uint32_t id)
+{
+    shadow_t *s = self;
+    if (s) {
+        s->memo = id;
+        s->memo_gen = s->gen;
+    }
 }
 
 int sp_pystack_on(void)

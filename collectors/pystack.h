@@ -31,6 +31,13 @@ int sp_pystack_set(int on, const char *prefixes);
  * profile function on). */
 int sp_pystack_copy(void **out, int max);
 
+/* A memo for the caller (collectors/stacks.c): the id last stored with
+ * sp_pystack_set_memo while the calling thread's frames are still the same
+ * (no call or return since), else 0. Operators called one after another from
+ * the same Python line then cost one compare. */
+uint32_t sp_pystack_memo(void);
+void sp_pystack_set_memo(uint32_t id);
+
 /* Whether the calling thread has stepprof's profile function on. */
 int sp_pystack_on(void);
 

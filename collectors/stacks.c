@@ -182,9 +182,14 @@ uint32_t sp_stack_capture_py(void)
 {
     if (!sp_stack_enabled)
         return 0;
+    uint32_t id = sp_pystack_memo();
+    if (id)
+        return id;
     void *buf[MAX_DEPTH];
     int n = sp_pystack_copy(buf, depth);
-    return n > 0 ? intern_pcs(buf, n) : 0;
+    id = n > 0 ? intern_pcs(buf, n) : 0;
+    sp_pystack_set_memo(id);
+    return id;
 }
 
 const uintptr_t *sp_stack_get(uint32_t id, size_t *n)
