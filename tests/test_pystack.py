@@ -24,6 +24,16 @@ FRAME = re.compile(r"(?:.*/)?torch_stack\.py\((\d+)\): (\S+)")
 RUNNING = {"train"}
 
 
+def defs(name):
+    """The program's frame names for function `name`: 'torch_stack.py(L): name', L its def lines in order."""
+    with open(program(PROG)) as f:
+        return ["torch_stack.py(%d): %s" % (i, name) for i, l in enumerate(f, 1) if re.match(r"\s*def %s\(" % name, l)]
+
+
+BLOCK_FORWARD, NET_FORWARD = defs("forward")
+SYNC_DEVICE, = defs("sync_device")
+
+
 def program_frames(frames):
     """The program's own frames (not <module>: the reference runs it from another file), in order."""
     out = []
@@ -97,7 +107,7 @@ def test_operators_carry_the_python_frames_torch_profiler_shows():
         assert got[name] == want[name], f"{name}: stepprof {dict(got[name])}, torch.profiler {dict(want[name])}"
     # What the frames look like: the module's forward, called from the program's own code.
     forward = [f for f in next(iter(got["aten::relu"])) if f.endswith(": forward")]
-    assert forward == ["torch_stack.py(31): forward", "torch_stack.py(21): forward"], got["aten::relu"]
+    assert forward == [NET_FORWARD, BLOCK_FORWARD], got["aten::relu"]
     # Collapsed stacks end with the operator, below the same frames.
     stacks = glob.glob(os.path.join(mine.outdir, "*.stacks.txt"))
     assert len(stacks) == 1, mine.files()
@@ -111,7 +121,33 @@ def test_operators_carry_the_python_frames_torch_profiler_shows():
         assert collapsed[name] and collapsed[name] <= set(want[name]), (name, collapsed[name], set(want[name]))
     # The key-average table's Source Location names the program's frames.
     table = open(glob.glob(os.path.join(mine.outdir, "*.key_averages.txt"))[0]).read()
-    assert "Source Location" in table and "torch_stack.py(21): forward" in table
+    assert "Source Location" in table and BLOCK_FORWARD in table
+    # TensorBoard's Operator view has the call stacks ("View CallStack").
+    from torch_tb_profiler.profiler.data import RunProfileData
+    d = RunProfileData.parse("worker", "0", mine.trace(), None)
+    d = d[0] if isinstance(d, tuple) else d
+    d.process()
+    shown = {a.callstacks.copy().pop() for a in d.stack_lists_group_by_name["aten::addmm"]}
+    assert shown and all(NET_FORWARD in c for c in shown), shown
+
+
+def test_cuda_calls_from_python_merge_python_and_native_frames():
+    r = under_stepprof({"PROF_WITH_STACK": 1, "STACK_CUDA": 1})
+    trace = load(r.trace())
+    calls = [e for e in trace["traceEvents"] if e.get("name") == "cudaDeviceSynchronize" and in_steps(trace, e)]
+    assert len(calls) == 3, len(calls)  # one per recorded step
+    for e in calls:
+        frames = e["args"]["Call stack"].split(";")
+        # The Python frames come first (outermost) and end in the function that made the call ...
+        py = [f for f in frames if FRAME.fullmatch(f)]
+        assert frames[:len(py)] == py and program_frames(py) == ("torch_stack.py: train", SYNC_DEVICE), frames
+        # ... then the native frames below it (ctypes, libffi), none of the interpreter's own.
+        native = frames[len(py):]
+        assert any("ffi_call" in f for f in native), native
+        assert not [f for f in native if "libpython" in f or "_PyEval" in f or re.search(r"\(\d+\): ", f)], native
+    stacks = open(glob.glob(os.path.join(r.outdir, "*.stacks.txt"))[0]).read()
+    assert re.search(re.escape(SYNC_DEVICE.replace(" ", "_")) + r";.*ffi_call.*;cudaDeviceSynchronize \d+$", stacks,
+                     re.M), stacks
 
 
 def test_without_with_stack_no_python_frames_and_no_profile_function():

@@ -5,7 +5,9 @@
 # tests/programs/torch_stack_profiled.py. Arguments: iterations (default 8).
 # With STACK_PROBE=1 it also prints, per iteration, whether stepprof's Python
 # profile function is on in this thread (stepprof_pystack(2): "-" when stepprof
-# is not in the process).
+# is not in the process). With STACK_CUDA=1 each iteration also makes a CUDA
+# runtime call from Python (sync_device, through ctypes: the libcudart torch
+# loaded; without a driver it fails, and the loop goes on).
 import ctypes
 import os
 import sys
@@ -47,6 +49,10 @@ def probe():
     return str(f(2, None))
 
 
+def sync_device():
+    return ctypes.CDLL(None).cudaDeviceSynchronize()
+
+
 def train(iters, on_step=None):
     torch.manual_seed(0)
     model = Net()
@@ -62,6 +68,8 @@ def train(iters, on_step=None):
         if on_step:
             on_step()
         seen.append(probe())
+        if os.environ.get("STACK_CUDA") == "1":
+            sync_device()
     if os.environ.get("STACK_PROBE") == "1":
         print("profile function on per step: " + "".join(seen))
     return loss.item()
