@@ -159,6 +159,12 @@ def test_without_with_stack_no_python_frames_and_no_profile_function():
     assert not glob.glob(os.path.join(r.outdir, "*.stacks.txt"))
 
 
+def test_forked_child_has_no_profile_function():
+    r = under_stepprof({"PROF_WITH_STACK": 1, "STACK_FORK": 1})
+    lines = r.stdout.splitlines()
+    assert "forked child: profile function on: 0" in lines and "profile function on per step: 0111100" in lines, lines
+
+
 def test_python_without_torch_stays_inert_with_with_stack():
     code = ("import ctypes, sys; f = ctypes.PyDLL(None).stepprof_pystack; f.argtypes = [ctypes.c_int, "
             "ctypes.c_char_p]; print(f(2, None), sys.getprofile())")

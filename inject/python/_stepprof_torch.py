@@ -34,6 +34,7 @@
 # k steps in the first iteration.
 import atexit
 import functools
+import os
 import sys
 import threading
 
@@ -86,6 +87,8 @@ class _State:
         self.steps = bool(ans & _STEPS)
         self.shapes = bool(ans & _SHAPES)
         self.pystack = _pystack() if ans & _STACK else None
+        if self.pystack:  # a forked child (a DataLoader worker) is inert: no profile function there
+            os.register_at_fork(after_in_child=lambda: self.pystack(0))
         # With no schedule the window never closes at a step: only the main
         # thread, switched off at exit, may have the profiler on (a thread
         # that ends with it on makes torch warn about a leaked callback).

@@ -7,7 +7,8 @@
 # profile function is on in this thread (stepprof_pystack(2): "-" when stepprof
 # is not in the process). With STACK_CUDA=1 each iteration also makes a CUDA
 # runtime call from Python (sync_device, through ctypes: the libcudart torch
-# loaded; without a driver it fails, and the loop goes on).
+# loaded; without a driver it fails, and the loop goes on). With STACK_FORK=1
+# a child forked in step 2 prints whether the profile function is on there.
 import ctypes
 import os
 import sys
@@ -53,6 +54,15 @@ def sync_device():
     return ctypes.CDLL(None).cudaDeviceSynchronize()
 
 
+def forked():
+    """With STACK_FORK=1, in step 2: a forked child says whether the profile function is on there."""
+    pid = os.fork()
+    if pid == 0:
+        print("forked child: profile function on: " + probe(), flush=True)
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
 def train(iters, on_step=None):
     torch.manual_seed(0)
     model = Net()
@@ -70,6 +80,8 @@ def train(iters, on_step=None):
         seen.append(probe())
         if os.environ.get("STACK_CUDA") == "1":
             sync_device()
+        if os.environ.get("STACK_FORK") == "1" and len(seen) == 3:
+            forked()
     if os.environ.get("STACK_PROBE") == "1":
         print("profile function on per step: " + "".join(seen))
     return loss.item()
