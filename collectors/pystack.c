@@ -224,6 +224,8 @@ static int on_event(pyobj obj, pyobj frame, int what, pyobj arg)
 {
     (void)obj, (void)arg;
     shadow_t *s = self;
+    if (!s)
+        return 0;
     if (what == PY_CALL) {
         if (s->depth < PY_MAX)
             s->id[s->depth] = frame_id(frame, 0);
@@ -264,11 +266,11 @@ int sp_pystack_set(int on, const char *prefixes)
     if (prefixes)
         set_prefixes(prefixes);
     shadow_t *s = self;
-    if (!on) {
-        if (s && s->on) {
+    if (on <= 0) {
+        if (s && s->on && on == 0)
             py.set_profile(NULL, NULL);
+        if (s)
             s->on = 0;
-        }
         return 0;
     }
     if (!s) {

@@ -16,8 +16,10 @@
  * the low 32 bits an interned frame-name id. Never a user-space address. */
 #define SP_PYFRAME_BIT ((uintptr_t)1 << 63)
 
-/* Turns the calling thread's profile function on (seeding the shadow stack
- * with the frames already running) or off. The caller holds the GIL.
+/* Turns the calling thread's profile function on (on = 1, seeding the
+ * shadow stack with the frames already running) or off (0); -1 only forgets
+ * it (the program has set a profile function of its own, which stays). The
+ * caller holds the GIL.
  * prefixes: path prefixes to cut from file names, each ending in '/',
  * separated by '\n'; one written "!dir/" hides the frames of files under dir
  * (stepprof's own Python code); NULL keeps the last ones. A function entered

@@ -9,7 +9,7 @@
 #include "../collectors/pystack.h"
 #include "../collectors/stacks.h"
 
-/* on: 1 on, 0 off, 2 only asks (for tests); prefixes: see sp_pystack_set.
+/* on: 1 on, 0 off, -1 forget, 2 only asks (for tests); prefixes: see sp_pystack_set.
  * 1 when on. */
 SP_EXPORT int stepprof_pystack(int on, const char *prefixes)
 {

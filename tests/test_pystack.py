@@ -165,6 +165,14 @@ def test_forked_child_has_no_profile_function():
     assert "forked child: profile function on: 0" in lines and "profile function on per step: 0111100" in lines, lines
 
 
+def test_program_with_its_own_profile_function_keeps_it():
+    r = under_stepprof({"PROF_WITH_STACK": 1, "STACK_SETPROFILE": 1})
+    lines = r.stdout.splitlines()
+    assert "own profile function kept: True" in lines and "profile function on per step: 0000000" in lines, lines
+    ev = load(r.trace())["traceEvents"]
+    assert [e for e in ev if e.get("cat") == "cpu_op"] and not [e for e in ev if "Call stack" in e.get("args", {})]
+
+
 def test_python_without_torch_stays_inert_with_with_stack():
     code = ("import ctypes, sys; f = ctypes.PyDLL(None).stepprof_pystack; f.argtypes = [ctypes.c_int, "
             "ctypes.c_char_p]; print(f(2, None), sys.getprofile())")

@@ -122,8 +122,8 @@ class _State:
                     self.pystack(1)
             else:
                 self.ops_threads.discard(me)
-                if self.pystack:
-                    self.pystack(0)
+                if self.pystack:  # -1: the program's own profile function replaced ours; it stays
+                    self.pystack(0 if sys.getprofile() is None else -1)
                 prof._disable_profiler()
         except Exception as e:  # the program goes on; operators stay off
             self.broken = True

@@ -9,6 +9,7 @@
 # runtime call from Python (sync_device, through ctypes: the libcudart torch
 # loaded; without a driver it fails, and the loop goes on). With STACK_FORK=1
 # a child forked in step 2 prints whether the profile function is on there.
+# With STACK_SETPROFILE=1 train() runs under a profile function of its own.
 import ctypes
 import os
 import sys
@@ -63,7 +64,13 @@ def forked():
     os.waitpid(pid, 0)
 
 
+def own_profile(frame, event, arg):
+    pass
+
+
 def train(iters, on_step=None):
+    if os.environ.get("STACK_SETPROFILE") == "1":
+        sys.setprofile(own_profile)
     torch.manual_seed(0)
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
@@ -84,6 +91,9 @@ def train(iters, on_step=None):
             forked()
     if os.environ.get("STACK_PROBE") == "1":
         print("profile function on per step: " + "".join(seen))
+    if os.environ.get("STACK_SETPROFILE") == "1":
+        print("own profile function kept: %s" % (sys.getprofile() is own_profile))
+        sys.setprofile(None)
     return loss.item()
 
 
