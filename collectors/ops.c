@@ -13,12 +13,14 @@
  * (Optimizer.step#Adam.step, user scopes). A node with a
  * sequence number directly inside the engine's evaluate_function wrapper is
  * backward work: both are marked so, and the wrapper gets the node's number,
- * as Kineto gives it. */
+ * as Kineto gives it. With with_stack an operator carries the Python frames
+ * of its thread (no native unwind: torch.profiler shows Python frames only). */
 #define _GNU_SOURCE
 #include "ops.h"
 
 #include "events.h"
 #include "ranges.h"
+#include "stacks.h"
 #include "strings.h"
 
 #include <ctype.h>
@@ -103,7 +105,7 @@ int sp_ops_push(const char *msg)
     const char *id = msg ? strstr(msg, OP_ID) : NULL;
     if (!id)
         return 0;
-    sp_range_op_t op = {0, 0, 0};
+    sp_range_op_t op = {0, 0, 0, 0};
     if (!sp_win_records(sp_ev_gate_load())) {
         sp_range_push_op(0, &op);
         return 1;
@@ -131,6 +133,7 @@ int sp_ops_push(const char *msg)
         const char *stop = strstr(sizes, INPUT_IDS);
         op.shapes = intern_n(sizes, stop ? (size_t)(stop - sizes) : strlen(sizes));
     }
+    op.stack = sp_stack_capture_py_if_on();
     sp_range_push_op(name, &op);
     return 1;
 }

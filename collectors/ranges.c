@@ -87,7 +87,7 @@ static void fill(sp_event_t *e, sp_thread_t *t, const open_range_t *r, uint64_t 
     e->a[1] = r->op.seq;
     e->a[2] = r->op.shapes;
     e->a[3] = e->a[4] = 0;
-    e->stack = 0;
+    e->stack = r->op.stack;
 }
 
 /* Records completed before activation: times in CLOCK_MONOTONIC ns. */
@@ -242,7 +242,7 @@ uint64_t sp_range_start(uint32_t name)
 {
     uint64_t id = atomic_fetch_add(&next_id, 1);
     unsigned i = (unsigned)(id & (SLOTS - 1));
-    slots[i].r = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load(), {0, 0, 0}};
+    slots[i].r = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load(), {0, 0, 0, 0}};
     atomic_store_explicit(&slots[i].id, id, memory_order_release);
     return id;
 }
@@ -260,6 +260,6 @@ void sp_range_end(uint64_t id)
 void sp_range_mark(uint32_t name)
 {
     uint64_t now = sp_clock_ticks();
-    open_range_t r = {now, name, sp_ev_gate_load(), {0, 0, 0}};
+    open_range_t r = {now, name, sp_ev_gate_load(), {0, 0, 0, 0}};
     store(&r, now, SP_EV_MARK, 0);
 }

@@ -10,7 +10,7 @@
 void sp_range_push(uint32_t name);
 
 /* A PyTorch operator pushed as an NVTX range (collectors/ops.c): stored in
- * the range record as flags, a[1] = seq, a[2] = shapes. */
+ * the range record as flags, a[1] = seq, a[2] = shapes, stack. */
 #define SP_RANGE_OP 2u        /* flags: a cpu_op, not a user range */
 #define SP_RANGE_BWD 4u       /* flags: runs a backward node (Kineto's Fwd thread id > 0) */
 #define SP_RANGE_EVAL 8u      /* flags: autograd::engine::evaluate_function: wrapper */
@@ -18,6 +18,7 @@ typedef struct sp_range_op {
     uint16_t flags;
     uint64_t seq;             /* sequence number + 1, 0 = none */
     uint32_t shapes;          /* interned Input Dims text, 0 = none */
+    uint32_t stack;           /* with_stack: Python frames (collectors/stacks.h), 0 = none */
 } sp_range_op_t;
 void sp_range_push_op(uint32_t name, const sp_range_op_t *op);
 /* The operator fields of this thread's innermost open push range (and its

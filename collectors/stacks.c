@@ -4,11 +4,14 @@
  * mutex, fills the entry, then publishes the slot's hash with a release
  * store. Addresses live in chunks that never move, so ids handed out stay
  * readable while the table grows. Capacity is fixed at init (MAX_STACKS
- * distinct stacks); beyond it captures return 0 and are counted. */
+ * distinct stacks); beyond it captures return 0 and are counted. A stack's
+ * Python frames (pystack.h: tagged ids, not addresses) follow its native
+ * frames in the same entry, so one id names the merged stack. */
 #define _GNU_SOURCE
 #include "stacks.h"
 
 #include "log.h"
+#include "pystack.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -147,11 +150,20 @@ out:
     return id;
 }
 
+static uint32_t intern_pcs(void *const *pc, int n)
+{
+    uint64_t h = hash_pcs(pc, n);
+    slot_t *s = probe(h, pc, n);
+    if (atomic_load_explicit(&s->hash, memory_order_relaxed))
+        return s->id;
+    return insert(h, pc, n);
+}
+
 uint32_t sp_stack_capture(void)
 {
     if (!sp_stack_enabled)
         return 0;
-    void *buf[MAX_DEPTH + OWN_FRAMES];
+    void *buf[OWN_FRAMES + 2 * MAX_DEPTH];
     int n = unw_bt(buf, depth + OWN_FRAMES);
     int skip = 0;
     while (skip < n && (uintptr_t)buf[skip] >= own_lo && (uintptr_t)buf[skip] < own_hi)
@@ -159,14 +171,25 @@ uint32_t sp_stack_capture(void)
     n -= skip;
     if (n > depth)
         n = depth;
-    if (n <= 0)
+    if (n < 0)
+        n = 0;
+    void **pc = buf + skip;
+    n += sp_pystack_copy(pc + n, depth);
+    return n > 0 ? intern_pcs(pc, n) : 0;
+}
+
+uint32_t sp_stack_capture_py(void)
+{
+    if (!sp_stack_enabled)
         return 0;
-    void *const *pc = buf + skip;
-    uint64_t h = hash_pcs(pc, n);
-    slot_t *s = probe(h, pc, n);
-    if (atomic_load_explicit(&s->hash, memory_order_relaxed))
-        return s->id;
-    return insert(h, pc, n);
+    uint32_t id = sp_pystack_memo();
+    if (id)
+        return id;
+    void *buf[MAX_DEPTH];
+    int n = sp_pystack_copy(buf, depth);
+    id = n > 0 ? intern_pcs(buf, n) : 0;
+    sp_pystack_set_memo(id);
+    return id;
 }
 
 const uintptr_t *sp_stack_get(uint32_t id, size_t *n)

@@ -21,8 +21,19 @@ extern int sp_stack_enabled;
 int sp_stack_init(long depth);
 
 /* Id of the calling thread's current stack, 0 when none (disabled, unwind
- * failed, table full). */
+ * failed, table full): up to depth native frames, then, on a thread running
+ * Python with stepprof's profile function on, up to depth Python frames
+ * (collectors/pystack.h), innermost first in each part. */
 uint32_t sp_stack_capture(void);
+
+/* The same with the Python frames only (no unwind): what PyTorch operators
+ * carry, as in torch.profiler. 0 when the thread has none. */
+uint32_t sp_stack_capture_py(void);
+
+static inline uint32_t sp_stack_capture_py_if_on(void)
+{
+    return __builtin_expect(sp_stack_enabled, 0) ? sp_stack_capture_py() : 0;
+}
 
 static inline uint32_t sp_stack_capture_if_on(void)
 {
@@ -30,7 +41,7 @@ static inline uint32_t sp_stack_capture_if_on(void)
 }
 
 /* Read API for exporters: the return addresses of stack id, innermost
- * first; NULL when id is unknown. Valid for the life of the process. */
+ * first, then its Python frames (SP_PYFRAME_BIT set); NULL when id is unknown. Valid for the life of the process. */
 const uintptr_t *sp_stack_get(uint32_t id, size_t *n);
 
 /* Stacks dropped because the table was full. */

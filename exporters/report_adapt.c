@@ -158,8 +158,6 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
             r->name = sp_rep_intern(s, sp_gpuv_api_name(sp_api_table[e->name].name, name, sizeof name));
             const sp_gpu_event_t *m = sp_gpuv_match(gpu, i);
             r->correlation = m ? m->correlation : sp_gpuv_host_corr(&ev[i]);
-            const char *st = sp_stacks_text(SP_EV_STACK(e));
-            r->stack = st ? sp_rep_intern(s, st) : NULL;
             api_fields(s, r, e);
         } else if (e->kind == SP_EV_STEP) {
             r->cat = SP_REP_ANNOTATION;
@@ -172,6 +170,8 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
             if ((e->flags & SP_RANGE_OP) && e->a[2])
                 r->shape = sp_rep_intern(s, sp_str_get((uint32_t)e->a[2])); /* operator's Input Dims */
         }
+        const char *st = sp_stacks_text(SP_EV_STACK(e)); /* API calls; operators: Python frames */
+        r->stack = st ? sp_rep_intern(s, st) : NULL;
     }
     for (size_t i = 0; i < gpu->n && !s->oom; i++) {
         int api = gpu->gpu[i].kind == SP_GPU_RUNTIME || gpu->gpu[i].kind == SP_GPU_DRIVER;

@@ -148,6 +148,7 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
         slice_head(c, sp_ops_trace_cat(e), sp_str_get(e->name), r);
         sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64, ext);
         sp_ops_trace_args(w, e);
+        sp_stacks_write_arg(w, SP_EV_STACK(e));
         sp_jw_puts(w, "}}");
         break;
     case SP_EV_MARK:

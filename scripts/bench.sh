@@ -29,6 +29,13 @@ awk -v b="$bare" -v i="$idle" -v r="$rec" 'BEGIN {
     printf "  not recording: %+.2f ns over bare (target <= 2)\n", i - b;
     printf "  recording:     %+.2f ns over bare (target <= 15)\n", r - b }'
 awk -v b="$bare" -v k="$kidle" 'BEGIN { printf "  kernel: marker, idle: %+.2f ns over bare (target <= 2)\n", k - b }'
+# Python frames (with_stack in a Python process; issue 11): one capture of the shadow stack, what each
+# operator pays, and the profile function's cost per Python call on a thread that records.
+if [ -x "$B/programs/pystack_bench" ]; then
+    "$B/programs/pystack_bench" 1000000 | awk '
+        /ns_per_capture/ { printf "  python stack capture: %.0f ns per stack of %d frames (%.1f ns when the frames are those of the last capture)\n", $4, $2, $6 }
+        /ns_per_call_off/ { printf "  python profile function (with_stack, recording thread): %+.0f ns per Python call (%.0f ns bare)\n", $4 - $2, $2 }'
+fi
 
 # NVTX push+pop pairs (issue 10: <= 60 ns whatever the number of distinct names): 2M pairs cycling
 # through 1, 1000 and 1M distinct names, bare / preloaded not recording (nvtx marker) / recording.

@@ -2,7 +2,8 @@
 """scripts/bench_torch.py — part of `make bench`: aten operators per second of a CPU training loop
 (tests/programs/torch_mlp.py's model, many small steps) bare, under stepprof not recording (a
 schedule whose window is never reached: the autograd profiler stays off), under stepprof recording
-(the whole run, operators on) and under torch.profiler (CPU activity, recording every step), all
+(the whole run, operators on; and with with_stack: Python frames on every operator) and under
+torch.profiler (CPU activity, recording every step; and with with_stack), all
 in one run so the ratios compare like with like. Operators per step are counted once with
 torch.profiler. Usage: bench_torch.py [STEPS] (default $BENCH_TORCH_STEPS or 1000)."""
 import os
@@ -34,8 +35,9 @@ if mode == "count":
 for _ in range(5):
     step()
 prof = None
-if mode == "torch.profiler":
-    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+if mode.startswith("torch.profiler"):
+    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                  with_stack=mode.endswith("with_stack"))
     prof.start()
 t0 = time.perf_counter()
 for _ in range(steps):
@@ -63,7 +65,10 @@ def main():
                  ("stepprof, not recording", "plain", {"LD_PRELOAD": LIB, "PROF_WAIT": "1000000",
                                                        "PROF_ACTIVE": "1"}),
                  ("stepprof, recording", "plain", {"LD_PRELOAD": LIB, "PROF_BUFFER_MB": "1024"}),
-                 ("torch.profiler", "torch.profiler", {})]
+                 ("stepprof, recording, with_stack", "plain", {"LD_PRELOAD": LIB, "PROF_BUFFER_MB": "1024",
+                                                               "PROF_WITH_STACK": "1"}),
+                 ("torch.profiler", "torch.profiler", {}),
+                 ("torch.profiler, with_stack", "torch.profiler, with_stack", {})]
         print(f"torch operator benchmark: {steps} steps of an MLP/Adam CPU loop, {ops:.0f} aten ops per step "
               f"(best of 3)")
         best = {}
@@ -73,7 +78,8 @@ def main():
         for label, _, _ in modes:
             print(f"  {label:34s} {ops * steps / best[label]:12.0f} ops/s  {best[label] / steps * 1e6:9.1f} us/step")
         bare = best["bare"]
-        for label in ("stepprof, not recording", "stepprof, recording", "torch.profiler"):
+        for label in ("stepprof, not recording", "stepprof, recording", "stepprof, recording, with_stack",
+                      "torch.profiler", "torch.profiler, with_stack"):
             print(f"  {label + ':':34s} {(best[label] - bare) / (ops * steps) * 1e9:+9.0f} ns per op over bare")
 
 

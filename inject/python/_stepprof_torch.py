@@ -15,7 +15,9 @@
 # program that starts
 # torch.profiler (or emit_nvtx) itself gets it: stepprof turns its operators
 # off for good and says so once. DataLoader and multiprocessing children stay
-# inert. Ops and answer bits are the numbers of inject/torch.c.
+# inert. Ops and answer bits are the numbers of inject/torch.c. With
+# with_stack the operator switch also switches stepprof's Python frame
+# recording on that thread (inject/pystack.c).
 #
 # Which optimizer step ends a step (prof.step() sits after optimizer.step()):
 # with one optimizer, each of its steps, so with gradient accumulation steps
@@ -32,6 +34,7 @@
 # k steps in the first iteration.
 import atexit
 import functools
+import os
 import sys
 import threading
 
@@ -50,6 +53,23 @@ def _entry():
     return f
 
 
+def _pystack():
+    """stepprof_pystack(on) for this thread's Python frames (with_stack), with torch's file-name prefixes."""
+    import ctypes
+    import os
+    f = ctypes.PyDLL(None).stepprof_pystack  # PyDLL: called with the GIL held
+    f.argtypes = [ctypes.c_int, ctypes.c_char_p]
+    f.restype = ctypes.c_int
+    try:
+        from torch.profiler.python_tracer import _prefix_regex
+        prefixes = _prefix_regex()
+    except Exception:
+        prefixes = sorted({os.path.abspath(p) + os.sep for p in sys.path}, reverse=True)
+    hide = "!" + os.path.dirname(os.path.abspath(__file__)) + os.sep  # this file's frames are not the program's
+    data = "\n".join([hide] + prefixes).encode()
+    return lambda on: f(on, data)
+
+
 def _child_of_multiprocessing():
     if "--multiprocessing-fork" in sys.argv:
         return True
@@ -66,6 +86,9 @@ class _State:
         self.entry = entry
         self.steps = bool(ans & _STEPS)
         self.shapes = bool(ans & _SHAPES)
+        self.pystack = _pystack() if ans & _STACK else None
+        if self.pystack:  # a forked child (a DataLoader worker) is inert: no profile function there
+            os.register_at_fork(after_in_child=lambda: self.pystack(0))
         # With no schedule the window never closes at a step: only the main
         # thread, switched off at exit, may have the profiler on (a thread
         # that ends with it on makes torch warn about a leaked callback).
@@ -95,8 +118,12 @@ class _State:
                 prof._enable_profiler(ProfilerConfig(ProfilerState.NVTX, self.shapes, False, False, False, False,
                                                      _ExperimentalConfig()), set())
                 self.ops_threads.add(me)
+                if self.pystack and sys.getprofile() is None:  # never over the program's own profiler
+                    self.pystack(1)
             else:
                 self.ops_threads.discard(me)
+                if self.pystack:  # -1: the program's own profile function replaced ours; it stays
+                    self.pystack(0 if sys.getprofile() is None else -1)
                 prof._disable_profiler()
         except Exception as e:  # the program goes on; operators stay off
             self.broken = True

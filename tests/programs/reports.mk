@@ -17,7 +17,7 @@ $(PROG_OUT)/report_findings: $(PROG_SRC)/report_findings.c $(PROG_DEPS) $(PROG_S
 	@mkdir -p $(@D)
 	$(CC) $(REPORT_PROG_CFLAGS) -o $@ $< $(PROG_CUDA_LIBS)
 
-REPORT_STACK_SRCS := collectors/stacks.c collectors/kernels.c collectors/log.c exporters/stacks_sym.c exporters/symtab.c exporters/report_buf.c \
+REPORT_STACK_SRCS := collectors/stacks.c collectors/pystack.c collectors/strings.c collectors/kernels.c collectors/log.c exporters/stacks_sym.c exporters/symtab.c exporters/report_buf.c \
                      exporters/jsonw.c exporters/gz.c
 $(PROG_OUT)/libreport_stacks.so: $(REPORT_STACK_SRCS) $(wildcard collectors/*.h exporters/*.h) $(PROG_SRC)/reports.mk
 	@mkdir -p $(@D)
@@ -26,3 +26,13 @@ $(PROG_OUT)/libreport_stacks.so: $(REPORT_STACK_SRCS) $(wildcard collectors/*.h 
 $(PROG_OUT)/report_stack_bench: $(PROG_SRC)/report_stack_bench.c $(PROG_OUT)/libreport_stacks.so $(PROG_SRC)/reports.mk
 	@mkdir -p $(@D)
 	$(CC) $(REPORT_PROG_CFLAGS) -rdynamic -o $@ $< -L$(PROG_OUT) -lreport_stacks -Wl,-rpath,'$$ORIGIN'
+
+# pystack_bench embeds Python (make bench's Python stack lines): built when python3-config says how.
+PYTHON_EMBED := $(shell python3-config --embed --ldflags 2>/dev/null)
+ifneq ($(PYTHON_EMBED),)
+PROGRAMS_REPORTS += $(PROG_OUT)/pystack_bench
+$(PROG_OUT)/pystack_bench: $(PROG_SRC)/pystack_bench.c $(PROG_OUT)/libreport_stacks.so $(PROG_SRC)/reports.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) $(shell python3-config --includes) -o $@ $< -L$(PROG_OUT) -lreport_stacks \
+	    -Wl,-rpath,'$$ORIGIN' $(PYTHON_EMBED)
+endif

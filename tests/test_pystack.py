@@ -1,0 +1,181 @@
+"""tests/test_pystack.py — issue 11 item 3: with with_stack, PyTorch operators carry the Python frames
+torch.profiler shows ("file.py(42): fn"). tests/programs/torch_stack.py (a CPU loop whose model code
+is in the program) runs under stepprof with with_stack and, separately, under torch.profiler with
+with_stack=True and the same schedule (tests/programs/torch_stack_profiled.py); for the top
+operators, the program's own frames that torch's python_function events show around each call are
+the frames of that operator's "Call stack" in stepprof's trace, in its collapsed stacks and in the
+table's Source Location. Without with_stack: no Python frames and the profile function is never on;
+a Python process that never imports torch stays inert with with_stack set."""
+import collections
+import glob
+import os
+import re
+import sys
+
+from harness import assert_valid, load, run
+
+from test_torch import SCHED, ITERS, program, steps
+
+PROG = "torch_stack.py"
+FRAME = re.compile(r"(?:.*/)?torch_stack\.py\((\d+)\): (\S+)")
+# Frames of functions already running when recording began are named by their current line, by
+# torch.profiler and by stepprof alike, and the two begin at different lines of train(): torch at
+# prof.step(), stepprof after optimizer.step(). Those are compared by name.
+RUNNING = {"train"}
+
+
+def defs(name):
+    """The program's frame names for function `name`: 'torch_stack.py(L): name', L its def lines in order."""
+    with open(program(PROG)) as f:
+        return ["torch_stack.py(%d): %s" % (i, name) for i, l in enumerate(f, 1) if re.match(r"\s*def %s\(" % name, l)]
+
+
+BLOCK_FORWARD, NET_FORWARD = defs("forward")
+SYNC_DEVICE, = defs("sync_device")
+
+
+def program_frames(frames):
+    """The program's own frames (not <module>: the reference runs it from another file), in order."""
+    out = []
+    for f in frames:
+        m = FRAME.fullmatch(f)
+        if m and m.group(2) != "<module>":
+            out.append("torch_stack.py: %s" % m.group(2) if m.group(2) in RUNNING else
+                       "torch_stack.py(%s): %s" % m.groups())
+    return tuple(out)
+
+
+def in_steps(trace, e):
+    return any(a <= e["ts"] <= b for a, b in steps(trace).values())
+
+
+def torch_stacks(trace):
+    """{op name: Counter(program frames)} from torch.profiler's python_function events around each op."""
+    ev = trace["traceEvents"]
+    py = collections.defaultdict(list)
+    for e in ev:
+        if e.get("cat") == "python_function" and e.get("ph") == "X":
+            py[e["tid"]].append(e)
+    out = collections.defaultdict(collections.Counter)
+    for o in ev:
+        if o.get("cat") != "cpu_op" or not in_steps(trace, o):
+            continue
+        around = sorted((p for p in py[o["tid"]] if p["ts"] <= o["ts"] and o["ts"] + o["dur"] <= p["ts"] + p["dur"]),
+                        key=lambda p: (p["ts"], -p["dur"]))
+        out[o["name"]][program_frames(p["name"] for p in around)] += 1
+    return out
+
+
+def stepprof_stacks(trace):
+    """{op name: Counter(program frames)} from stepprof's "Call stack" argument (outermost first)."""
+    out = collections.defaultdict(collections.Counter)
+    for o in trace["traceEvents"]:
+        if o.get("cat") == "cpu_op" and in_steps(trace, o):
+            out[o["name"]][program_frames(o["args"].get("Call stack", "").split(";"))] += 1
+    return out
+
+
+def under_stepprof(env):
+    e = dict(SCHED, PROF_TABLE_ROW_LIMIT=-1, STACK_PROBE=1)
+    e.update(env)
+    r = run([sys.executable, program(PROG), str(ITERS)], fake=False, env=e, timeout=300)
+    assert r.returncode == 0 and r.other_stderr == "", r.stderr
+    return r
+
+
+def test_operators_carry_the_python_frames_torch_profiler_shows():
+    mine = under_stepprof({"PROF_WITH_STACK": 1, "PROF_TABLE_GROUP_BY_STACK_N": 8})
+    out = os.path.join(mine.cwd, "ref")
+    ref_run = run([sys.executable, program("torch_stack_profiled.py"), str(ITERS), out,
+                   *(str(SCHED[k]) for k in ("PROF_WAIT", "PROF_WARMUP", "PROF_ACTIVE"))],
+                  preload=False, fake=False, timeout=300)
+    assert ref_run.returncode == 0, ref_run.stderr
+    loss = mine.stdout.splitlines()
+    assert loss[-1] == ref_run.stdout.strip(), "the program's output changed under stepprof"
+    # The profile function is on only in the warmup and record steps (1-4), off after.
+    assert loss[0] == "profile function on per step: 0111100", loss
+    assert_valid(mine.trace())
+    trace = load(mine.trace())
+    ref = load(os.path.join(out, "torch.pt.trace.json"))
+    assert sorted(steps(trace)) == sorted(steps(ref)) == [2, 3, 4]
+    want, got = torch_stacks(ref), stepprof_stacks(trace)
+    top = [n for n, _ in collections.Counter({n: sum(c.values()) for n, c in want.items()
+                                              if n.startswith("aten::")}).most_common(10)]
+    assert "aten::addmm" in top and "aten::relu" in {n for n in want}
+    for name in top + ["aten::relu", "aten::cross_entropy_loss"]:
+        assert any(want[name]), f"torch.profiler shows no program frame around {name}: {want[name]}"
+        assert got[name] == want[name], f"{name}: stepprof {dict(got[name])}, torch.profiler {dict(want[name])}"
+    # What the frames look like: the module's forward, called from the program's own code.
+    forward = [f for f in next(iter(got["aten::relu"])) if f.endswith(": forward")]
+    assert forward == [NET_FORWARD, BLOCK_FORWARD], got["aten::relu"]
+    # Collapsed stacks end with the operator, below the same frames.
+    stacks = glob.glob(os.path.join(mine.outdir, "*.stacks.txt"))
+    assert len(stacks) == 1, mine.files()
+    collapsed = collections.defaultdict(set)
+    for line in open(stacks[0]).read().splitlines():
+        frames, _, us = line.rpartition(" ")
+        assert int(us) > 0, line
+        parts = frames.split(";")
+        collapsed[parts[-1]].add(program_frames(p.replace("):_", "): ") for p in parts[:-1]))  # spaces became _
+    for name in top:
+        assert collapsed[name] and collapsed[name] <= set(want[name]), (name, collapsed[name], set(want[name]))
+    # The key-average table's Source Location names the program's frames.
+    table = open(glob.glob(os.path.join(mine.outdir, "*.key_averages.txt"))[0]).read()
+    assert "Source Location" in table and BLOCK_FORWARD in table
+    # TensorBoard's Operator view has the call stacks ("View CallStack").
+    from torch_tb_profiler.profiler.data import RunProfileData
+    d = RunProfileData.parse("worker", "0", mine.trace(), None)
+    d = d[0] if isinstance(d, tuple) else d
+    d.process()
+    shown = {a.callstacks.copy().pop() for a in d.stack_lists_group_by_name["aten::addmm"]}
+    assert shown and all(NET_FORWARD in c for c in shown), shown
+
+
+def test_cuda_calls_from_python_merge_python_and_native_frames():
+    r = under_stepprof({"PROF_WITH_STACK": 1, "STACK_CUDA": 1})
+    trace = load(r.trace())
+    calls = [e for e in trace["traceEvents"] if e.get("name") == "cudaDeviceSynchronize" and in_steps(trace, e)]
+    assert len(calls) == 3, len(calls)  # one per recorded step
+    for e in calls:
+        frames = e["args"]["Call stack"].split(";")
+        # The Python frames come first (outermost) and end in the function that made the call ...
+        py = [f for f in frames if FRAME.fullmatch(f)]
+        assert frames[:len(py)] == py and program_frames(py) == ("torch_stack.py: train", SYNC_DEVICE), frames
+        # ... then the native frames below it (ctypes, libffi), none of the interpreter's own.
+        native = frames[len(py):]
+        assert any("ffi_call" in f for f in native), native
+        assert not [f for f in native if "libpython" in f or "_PyEval" in f or re.search(r"\(\d+\): ", f)], native
+    stacks = open(glob.glob(os.path.join(r.outdir, "*.stacks.txt"))[0]).read()
+    assert re.search(re.escape(SYNC_DEVICE.replace(" ", "_")) + r";.*ffi_call.*;cudaDeviceSynchronize \d+$", stacks,
+                     re.M), stacks
+
+
+def test_without_with_stack_no_python_frames_and_no_profile_function():
+    r = under_stepprof({})
+    assert r.stdout.splitlines()[0] == "profile function on per step: 0000000"
+    trace = load(r.trace())
+    assert [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"]
+    assert not [e for e in trace["traceEvents"] if "Call stack" in e.get("args", {})]
+    assert not glob.glob(os.path.join(r.outdir, "*.stacks.txt"))
+
+
+def test_forked_child_has_no_profile_function():
+    r = under_stepprof({"PROF_WITH_STACK": 1, "STACK_FORK": 1})
+    lines = r.stdout.splitlines()
+    assert "forked child: profile function on: 0" in lines and "profile function on per step: 0111100" in lines, lines
+
+
+def test_program_with_its_own_profile_function_keeps_it():
+    r = under_stepprof({"PROF_WITH_STACK": 1, "STACK_SETPROFILE": 1})
+    lines = r.stdout.splitlines()
+    assert "own profile function kept: True" in lines and "profile function on per step: 0000000" in lines, lines
+    ev = load(r.trace())["traceEvents"]
+    assert [e for e in ev if e.get("cat") == "cpu_op"] and not [e for e in ev if "Call stack" in e.get("args", {})]
+
+
+def test_python_without_torch_stays_inert_with_with_stack():
+    code = ("import ctypes, sys; f = ctypes.PyDLL(None).stepprof_pystack; f.argtypes = [ctypes.c_int, "
+            "ctypes.c_char_p]; print(f(2, None), sys.getprofile())")
+    r = run([sys.executable, "-c", code], fake=False, env={"PROF_WITH_STACK": 1})
+    assert (r.returncode, r.stdout, r.stderr) == (0, "0 None\n", "")
+    assert r.files() == []
