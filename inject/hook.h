@@ -17,6 +17,7 @@
 #include "../collectors/events.h"
 #include "../collectors/stacks.h"
 #include "../collectors/memory.h"
+#include "markers.h"
 
 #include <errno.h>
 
@@ -86,12 +87,29 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
     e->stack = sp_stack_capture_if_on(); /* after the real call: its time is not charged to the call */
 }
 
+/* The exported entry `sym` of an interposer, in assembly: `test` (text of
+ * x86-64 instructions; the TSC clock ties stepprof to x86-64 already) either
+ * jumps to sp_slow_<sym> or falls through to a jump to real_<sym>. C cannot
+ * say "go on to another function with exactly the registers and stack I was
+ * called with": on a sibling call GCC reloads and re-stores every argument
+ * passed on the stack (cuLaunchKernel has five, pushing four registers to do
+ * it) and spills struct arguments (dim3), which made the closed-gate path
+ * cost several ns. The tests use only %rax and %r11, which carry no argument
+ * of a non-variadic function, so whichever function runs next sees the
+ * caller's own arguments and return address. sp_slow_<sym> and real_<sym>
+ * are file-local; `used`/`noipa` keep them, with their C signature. */
+_Static_assert(SP_WIN_COUNT == 0x40000000u, "SP_INTERPOSE_GATED's compare");
+#define SP_SLOW_ATTRS __attribute__((noipa, used))
+#define SP_ENTRY(sym, test)                                                        \
+    __asm__(".text\n\t.globl " #sym "\n\t.type " #sym ", @function\n\t.p2align 4\n" #sym   \
+            ":\n" test "\tjmp *real_" #sym "(%rip)\n\t.size " #sym ", .-" #sym "\n");
+
 /* real_##sym: the real function, resolved on its first call; a miss is not
  * stored, so the next call looks again (the library may be loaded later). */
 #define SP_REAL_FN(ret, sym, params, call)                                         \
     typedef ret(*sp_fn_##sym) params;                                              \
     static ret sp_resolve_##sym params;                                            \
-    static sp_fn_##sym real_##sym = sp_resolve_##sym;                              \
+    __attribute__((used)) static sp_fn_##sym real_##sym = sp_resolve_##sym;        \
     static ret sp_resolve_##sym params                                             \
     {                                                                              \
         sp_fn_##sym fp_ = (sp_fn_##sym)sp_real(#sym);                              \
@@ -113,14 +131,14 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
         }                                                                          \
     } while (0)
 
-/* ret sym(params): `call` is the parenthesised argument list; `pre` runs
- * before the real call when the gate is open (step markers: it may move the
- * window, so *w is re-read); `fill` fills e->a[] / e->aux from the arguments
- * (and r, the result). A gate with SP_WIN_COUNT open only lets markers see
- * calls; nothing is timed or stored. */
-#define SP_INTERPOSE_EX(ret, sym, params, call, pre, fill)                         \
+/* The slow path of sp_##sym: `call` is the parenthesised argument list;
+ * `pre` runs before the real call when the gate is open (step markers: it may
+ * move the window, so *w is re-read); `fill` fills e->a[] / e->aux from the
+ * arguments (and r, the result). A gate with SP_WIN_COUNT open only lets
+ * markers see calls; nothing is timed or stored. */
+#define SP_SLOW_FN(ret, sym, params, call, pre, fill)                              \
     SP_REAL_FN(ret, sym, params, call)                                             \
-    __attribute__((noinline)) static ret sp_slow_##sym params                      \
+    SP_SLOW_ATTRS static ret sp_slow_##sym params                                  \
     {                                                                              \
         int errno_ = errno;                                                        \
         uint32_t w = sp_ev_gate_load();                                            \
@@ -146,15 +164,32 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
         sp_hook_exit(t);                                                           \
         errno = errno_;                                                            \
         return r;                                                                  \
-    }                                                                              \
-    /* Both returns are sibling calls with this function's own arguments, so   \
-     * the closed-gate path is a load, a branch and an indirect jump. */        \
-    SP_EXPORT ret sym params                                                       \
-    {                                                                              \
-        if (SP_LIKELY(sp_ev_gate_load() == 0))                                     \
-            return real_##sym call;                                                \
-        return sp_slow_##sym call;                                                 \
     }
+
+/* ret sym(params), exported (see SP_ENTRY): the closed-gate path is a load,
+ * a branch and an indirect jump; see SP_SLOW_FN for the rest. */
+#define SP_INTERPOSE_EX(ret, sym, params, call, pre, fill)                         \
+    SP_SLOW_FN(ret, sym, params, call, pre, fill)                                  \
+    SP_ENTRY(sym, "\tmovl sp_ev_gate(%rip), %eax\n"                                 \
+                  "\ttestl %eax, %eax\n"                                           \
+                  "\tjnz sp_slow_" #sym "\n")
+
+/* Kernel launches: SP_INTERPOSE_EX whose `pre` is the kernel marker, for the
+ * launched function `fn` (a handle when is_handle). While the gate only
+ * counts for markers (SP_WIN_COUNT, no window), a launch of a kernel the
+ * markers' verdict cache already knows not to match is a tail call as well:
+ * one more load and compare, inline, no frame (inject/markers.h). Any other
+ * launch takes the slow path, which asks the marker and fills the cache. */
+#define SP_INTERPOSE_GATED(ret, sym, params, call, fn, is_handle, reg, fill)       \
+    SP_SLOW_FN(ret, sym, params, call, sp_mark_launch(fn, is_handle, &w), fill)    \
+    SP_ENTRY(sym, "\tmovl sp_ev_gate(%rip), %eax\n"                                 \
+                  "\ttestl %eax, %eax\n"                                           \
+                  "\tjnz 1f\n"                                                     \
+                  "\tjmp *real_" #sym "(%rip)\n"                                    \
+                  "1:\tcmpl $0x40000000, %eax\n" /* SP_WIN_COUNT */                \
+                  "\tjne sp_slow_" #sym "\n"                                        \
+                  SP_ASM_MARK_KNOWN_IDLE(reg)                                      \
+                  "\tjne sp_slow_" #sym "\n")
 
 #define SP_INTERPOSE(ret, sym, params, call, fill) SP_INTERPOSE_EX(ret, sym, params, call, (void)0, fill)
 
@@ -170,7 +205,7 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
  * the same call can be matched to it; outside they only date the block. */
 #define SP_INTERPOSE_MEM(ret, sym, params, call, mem, record)                      \
     SP_REAL_FN(ret, sym, params, call)                                             \
-    __attribute__((noinline)) static ret sp_slow_##sym params                      \
+    SP_SLOW_ATTRS static ret sp_slow_##sym params                                  \
     {                                                                              \
         int errno_ = errno;                                                        \
         uint32_t w = sp_ev_gate_load();                                            \
@@ -203,11 +238,8 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
         errno = errno_;                                                            \
         return r;                                                                  \
     }                                                                              \
-    SP_EXPORT ret sym params                                                       \
-    {                                                                              \
-        if (SP_LIKELY((sp_ev_gate_load() | (uint32_t)sp_mem_on) == 0))             \
-            return real_##sym call;                                                \
-        return sp_slow_##sym call;                                                 \
-    }
+    SP_ENTRY(sym, "\tmovl sp_ev_gate(%rip), %eax\n"                                 \
+                  "\torl sp_mem_on(%rip), %eax\n"                                   \
+                  "\tjnz sp_slow_" #sym "\n")
 
 #endif
