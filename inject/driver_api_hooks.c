@@ -10,6 +10,7 @@
 #include <cuda.h>
 
 #include "../collectors/kernels.h"
+#define SP_HOOK_NESTED 1 /* called from inside the runtime's calls: hook.h SP_ASM_OPEN */
 #include "hook.h"
 #include "markers.h"
 

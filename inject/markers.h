@@ -52,15 +52,27 @@ static inline int sp_mark_known_idle(const void *fn)
 void sp_mark_kernel_slow(const void *fn, int is_handle, uint32_t *window);
 void sp_mark_profiler_slow(int start, uint32_t *window);
 
+/* A launch of fn must be shown to the kernel marker. */
+static inline int sp_mark_launch_wanted(const void *fn)
+{
+    return __builtin_expect(sp_marker_flags & SP_MF_KERNEL, 0) && !sp_mark_known_idle(fn);
+}
+
 static inline void sp_mark_launch(const void *fn, int is_handle, uint32_t *window)
 {
-    if (__builtin_expect(sp_marker_flags & SP_MF_KERNEL, 0) && !sp_mark_known_idle(fn))
+    if (sp_mark_launch_wanted(fn))
         sp_mark_kernel_slow(fn, is_handle, window);
+}
+
+/* cudaProfilerStart/Stop must be shown to the schedule. */
+static inline int sp_mark_profiler_wanted(void)
+{
+    return sp_marker_flags & SP_MF_PROFILER;
 }
 
 static inline void sp_mark_profiler_api(int start, uint32_t *window)
 {
-    if (sp_marker_flags & SP_MF_PROFILER)
+    if (sp_mark_profiler_wanted())
         sp_mark_profiler_slow(start, window);
 }
 

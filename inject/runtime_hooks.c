@@ -180,8 +180,10 @@ SP_INTERPOSE(cudaError_t, cudaEventSynchronize, (cudaEvent_t ev), (ev), fill4(e,
 WAIT_EVENT_HOOKS(cudaStreamWaitEvent)
 WAIT_EVENT_HOOKS(cudaStreamWaitEvent_ptsz)
 
-SP_INTERPOSE_EX(cudaError_t, cudaProfilerStart, (void), (), sp_mark_profiler_api(1, &w), (void)0)
-SP_INTERPOSE_EX(cudaError_t, cudaProfilerStop, (void), (), sp_mark_profiler_api(0, &w), (void)0)
+SP_INTERPOSE_EX(cudaError_t, cudaProfilerStart, (void), (), sp_mark_profiler_wanted(), sp_mark_profiler_api(1, &w),
+                (void)0)
+SP_INTERPOSE_EX(cudaError_t, cudaProfilerStop, (void), (), sp_mark_profiler_wanted(), sp_mark_profiler_api(0, &w),
+                (void)0)
 
 /* Not an event either: the memory collector's per-thread current device,
  * which names the device of each allocation without a runtime call of ours
