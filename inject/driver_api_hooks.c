@@ -10,6 +10,7 @@
 #include <cuda.h>
 
 #include "../collectors/kernels.h"
+#define SP_HOOK_NESTED 1 /* called from inside the runtime's calls: hook.h SP_ASM_OPEN */
 #include "hook.h"
 #include "markers.h"
 
@@ -55,21 +56,21 @@ static inline void fill4(sp_event_t *e, uint64_t a0, uint64_t a1, uint64_t a2, u
     e->a[3] = a3;
 }
 
-SP_INTERPOSE_EX(CUresult, cuLaunchKernel,
-                (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                 unsigned shm, CUstream s, void **params, void **extra),
-                (f, gx, gy, gz, bx, by, bz, shm, s, params, extra), sp_mark_launch(f, 0, &w),
-                fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
-SP_INTERPOSE_EX(CUresult, cuLaunchCooperativeKernel,
-                (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                 unsigned shm, CUstream s, void **params),
-                (f, gx, gy, gz, bx, by, bz, shm, s, params), sp_mark_launch(f, 0, &w),
-                fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
-SP_INTERPOSE_EX(CUresult, cuLaunchKernelEx, (const CUlaunchConfig *c, CUfunction f, void **params, void **extra),
-                (c, f, params, extra), sp_mark_launch(f, 0, &w),
-                c ? fill_drv_launch(e, f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
-                                    c->blockDimZ, c->sharedMemBytes, c->hStream)
-                  : (void)(e->a[0] = P(f)))
+SP_INTERPOSE_GATED(CUresult, cuLaunchKernel,
+                   (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                    unsigned shm, CUstream s, void **params, void **extra),
+                   (f, gx, gy, gz, bx, by, bz, shm, s, params, extra), f, 0, rdi,
+                   fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
+SP_INTERPOSE_GATED(CUresult, cuLaunchCooperativeKernel,
+                   (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                    unsigned shm, CUstream s, void **params),
+                   (f, gx, gy, gz, bx, by, bz, shm, s, params), f, 0, rdi,
+                   fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
+SP_INTERPOSE_GATED(CUresult, cuLaunchKernelEx, (const CUlaunchConfig *c, CUfunction f, void **params, void **extra),
+                   (c, f, params, extra), f, 0, rsi,
+                   c ? fill_drv_launch(e, f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                                       c->blockDimZ, c->sharedMemBytes, c->hStream)
+                     : (void)(e->a[0] = P(f)))
 SP_INTERPOSE(CUresult, cuGraphLaunch, (CUgraphExec g, CUstream s), (g, s), fill4(e, P(g), 0, 0, P(s)))
 
 /* Copy kinds as collectors/api.h's COPY shape records them (cudaMemcpyKind). */

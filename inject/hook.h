@@ -1,13 +1,17 @@
 /* inject/hook.h — the shape of every interposer. SP_INTERPOSE defines an
- * exported function that, while the gate is closed, costs one predictable
- * branch before a tail call to the real function; the real pointer starts at
- * a per-symbol resolver so no NULL check is needed. While collecting it takes
- * two clock reads around the real call and fills one record. The recursion
- * guard keeps a runtime that calls its own exported entry points from being
- * recorded twice. errno is never touched on the fast path; slow paths hand the
- * real function the caller's errno and the caller what the real function left
- * (stack capture, chunk allocation and device queries all may set it). SP_INTERPOSE_MEM is the allocation interposers' variant: a
- * second flag (profile_memory) also opens their slow path. */
+ * exported entry (a few instructions of assembly, SP_ENTRY) that, while the
+ * gate is closed, costs one load and one predictable branch before a jump to
+ * the real function; the real pointer starts at a per-symbol resolver so no
+ * NULL check is needed. With the gate open, the slow path records on its hot
+ * branch: one TLS load, the recursion guard, two clock reads around the real
+ * call and one record, no call out of line, errno untouched; everything rarer
+ * (activation, markers, warmup, signals) is its cold branch. The recursion
+ * guard keeps a runtime that calls its own exported entry points, or the
+ * driver's, from being recorded twice. Cold branches hand the real function
+ * the caller's errno and the caller what the real function left (stack
+ * capture, chunk allocation and device queries all may set it).
+ * SP_INTERPOSE_MEM is the allocation interposers' variant: a second flag
+ * (profile_memory) also opens their slow path. */
 #ifndef SP_HOOK_H
 #define SP_HOOK_H
 
@@ -17,8 +21,11 @@
 #include "../collectors/events.h"
 #include "../collectors/stacks.h"
 #include "../collectors/memory.h"
+#include "../schedule/schedule.h"
+#include "markers.h"
 
 #include <errno.h>
+#include <stddef.h>
 
 #define SP_EXPORT __attribute__((visibility("default")))
 #define SP_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -54,9 +61,49 @@ static inline void sp_hook_exit(sp_thread_t *t)
     /* Device properties for every trace, also those written at exit: read
      * once, after an intercepted call (never inside cuInit), while the
      * recursion guard still holds. */
-    if (SP_UNLIKELY(sp_cupti_devices_pending))
+    if (SP_UNLIKELY(sp_cupti_devices_pending)) {
+        int saved = errno;
         sp_cupti_query_devices();
+        errno = saved;
+    }
     t->in_hook = 0;
+}
+
+/* A gate value under which a thread that holds no guard records a call on
+ * the hot path (SP_SLOW_FN): a record window, no signal to act on. Anything
+ * else (activation, warmup, markers only, a signal) takes the cold path. */
+static inline int sp_hook_hot(uint32_t w)
+{
+    return w != 0 && !(w & (SP_WIN_WARMUP | SP_WIN_COUNT)) && !sp_sched_signal_flag;
+}
+
+/* sp_ev_reserve, keeping errno on its cold branch (a new chunk). */
+static inline sp_event_t *sp_hook_reserve(sp_thread_t *t, uint32_t w)
+{
+    if (w & (SP_WIN_WARMUP | SP_WIN_COUNT))
+        return NULL;
+    sp_chunk_t *c = t->cur;
+    if (SP_LIKELY(c != NULL)) {
+        uint32_t n = atomic_load_explicit(&c->count, memory_order_relaxed);
+        if (SP_LIKELY(n < SP_CHUNK_EVENTS))
+            return &c->ev[n];
+    }
+    int saved = errno;
+    sp_event_t *e = sp_ev_reserve_slow(t);
+    errno = saved;
+    return e;
+}
+
+/* with_stack: the call's stack id (after the real call: its time is not
+ * charged to the call), keeping errno. */
+static inline uint32_t sp_hook_stack(void)
+{
+    if (SP_LIKELY(!sp_stack_enabled))
+        return 0;
+    int saved = errno;
+    uint32_t id = sp_stack_capture();
+    errno = saved;
+    return id;
 }
 
 /* Entry for a call the gate does not let through but a collector that must
@@ -83,15 +130,54 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
     e->flags = 0;
     e->aux = 0;
     e->a[0] = e->a[1] = e->a[2] = e->a[3] = e->a[4] = 0;
-    e->stack = sp_stack_capture_if_on(); /* after the real call: its time is not charged to the call */
 }
+
+/* The exported entry `sym` of an interposer, in assembly: `test` (text of
+ * x86-64 instructions; the TSC clock ties stepprof to x86-64 already) either
+ * jumps to sp_slow_<sym> or falls through to a jump to real_<sym>. C cannot
+ * say "go on to another function with exactly the registers and stack I was
+ * called with": on a sibling call GCC reloads and re-stores every argument
+ * passed on the stack (cuLaunchKernel has five, pushing four registers to do
+ * it) and spills struct arguments (dim3), which made the closed-gate path
+ * cost several ns. The tests use only %rax and %r11, which carry no argument
+ * of a non-variadic function, so whichever function runs next sees the
+ * caller's own arguments and return address. sp_slow_<sym> and real_<sym>
+ * are file-local; `used`/`noipa` keep them, with their C signature. */
+_Static_assert(SP_WIN_COUNT == 0x40000000u, "SP_INTERPOSE_GATED's compare");
+#define SP_SLOW_ATTRS __attribute__((noipa, used))
+#define SP_ENTRY(sym, test)                                                        \
+    __asm__(".text\n\t.globl " #sym "\n\t.type " #sym ", @function\n\t.p2align 4\n" #sym   \
+            ":\n" test "\tjmp *real_" #sym "(%rip)\n\t.size " #sym ", .-" #sym "\n");
+
+/* What a stub does once the gate let a call through: jump to sp_slow_<sym>.
+ * Files whose interposers the real runtime calls from inside an intercepted
+ * call (the driver's: NVIDIA's runtime launches through cuLaunchKernel)
+ * define SP_HOOK_NESTED before including this header: there a thread that
+ * holds the recursion guard jumps straight to the real function instead
+ * (falls through), after one TLS load: the descriptor call preserves every
+ * register but %rax, and the stack is aligned for it as GCC does. */
+_Static_assert(offsetof(sp_thread_t, in_hook) == 16, "SP_ASM_OPEN's in_hook offset");
+#ifdef SP_HOOK_NESTED
+#define SP_ASM_OPEN(sym)                                                           \
+    "\tsubq $8, %rsp\n"                                                            \
+    "\tleaq sp_ev_self@TLSDESC(%rip), %rax\n"                                      \
+    "\tcall *sp_ev_self@TLSCALL(%rax)\n"                                           \
+    "\taddq $8, %rsp\n"                                                            \
+    "\tmovq %fs:(%rax), %rax\n"                                                    \
+    "\ttestq %rax, %rax\n"                                                         \
+    "\tjz sp_slow_" #sym "\n"                                                      \
+    "\tcmpl $0, 16(%rax)\n"                                                        \
+    "\tje sp_slow_" #sym "\n"
+#else
+#define SP_ASM_OPEN(sym) "\tjmp sp_slow_" #sym "\n"
+#endif
 
 /* real_##sym: the real function, resolved on its first call; a miss is not
  * stored, so the next call looks again (the library may be loaded later). */
 #define SP_REAL_FN(ret, sym, params, call)                                         \
     typedef ret(*sp_fn_##sym) params;                                              \
     static ret sp_resolve_##sym params;                                            \
-    static sp_fn_##sym real_##sym = sp_resolve_##sym;                              \
+    __attribute__((used)) static sp_fn_##sym real_##sym = sp_resolve_##sym;        \
     static ret sp_resolve_##sym params                                             \
     {                                                                              \
         sp_fn_##sym fp_ = (sp_fn_##sym)sp_real(#sym);                              \
@@ -102,25 +188,43 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
     }
 
 /* Stores the record of a call that ran from t0 to t1 and returned r, on
- * thread t in window w; `fill` sees the record as e. */
+ * thread t in window w; `fill` sees the record as e (after the zeroing, so
+ * the compiler drops the stores it overwrites). Keeps errno. */
 #define SP_RECORD_API(sym, fill)                                                   \
     do {                                                                           \
-        sp_event_t *e = sp_ev_reserve(t, w);                                       \
+        sp_event_t *e = sp_hook_reserve(t, w);                                     \
         if (e) {                                                                   \
             sp_rec_api(e, t, SP_API_##sym, t0, t1, (int)r, w);                     \
             fill;                                                                  \
+            e->stack = sp_hook_stack();                                            \
             sp_ev_commit(t);                                                       \
         }                                                                          \
     } while (0)
 
-/* ret sym(params): `call` is the parenthesised argument list; `pre` runs
- * before the real call when the gate is open (step markers: it may move the
- * window, so *w is re-read); `fill` fills e->a[] / e->aux from the arguments
- * (and r, the result). A gate with SP_WIN_COUNT open only lets markers see
- * calls; nothing is timed or stored. */
-#define SP_INTERPOSE_EX(ret, sym, params, call, pre, fill)                         \
+/* The end of a recorded call, guard held: the real call between two clock
+ * reads, its record, the guard given back; returns what the real call did. */
+#define SP_TIMED_CALL(ret, sym, call, fill)                                        \
+    uint64_t t0 = sp_clock_ticks();                                                \
+    ret r = real_##sym call;                                                       \
+    uint64_t t1 = sp_clock_ticks();                                                \
+    SP_RECORD_API(sym, fill);                                                      \
+    sp_hook_exit(t);                                                               \
+    return r
+
+/* The slow path of sym, entered with the gate open: `call` is the
+ * parenthesised argument list; `fill` fills e->a[] / e->aux from the
+ * arguments (and r, the result). Hot when the thread is known, holds no
+ * guard and the gate is a record window and `cold_if` is false: guard, two
+ * clock reads around the real call, one record; errno untouched (the real
+ * function's reaches the caller). A call the real function makes itself (the
+ * runtime's launch calling the driver's) passes through after one TLS load.
+ * Everything else is sp_cold_<sym>: activation, thread registration, the
+ * signal poll, `pre` (step markers, wanted when `cold_if`: it may move the
+ * window, so w is re-read), warmup windows (timed, not stored) and gates
+ * with SP_WIN_COUNT (markers only: nothing timed or stored). */
+#define SP_SLOW_FN(ret, sym, params, call, cold_if, pre, fill)                     \
     SP_REAL_FN(ret, sym, params, call)                                             \
-    __attribute__((noinline)) static ret sp_slow_##sym params                      \
+    __attribute__((noinline, cold)) static ret sp_cold_##sym params                \
     {                                                                              \
         int errno_ = errno;                                                        \
         uint32_t w = sp_ev_gate_load();                                            \
@@ -133,30 +237,53 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
         errno = errno_;                                                            \
         if (w & SP_WIN_COUNT) {                                                    \
             ret r = real_##sym call;                                               \
-            errno_ = errno;                                                        \
             sp_hook_exit(t);                                                       \
-            errno = errno_;                                                        \
             return r;                                                              \
         }                                                                          \
-        uint64_t t0 = sp_clock_ticks();                                            \
-        ret r = real_##sym call;                                                   \
-        uint64_t t1 = sp_clock_ticks();                                            \
-        errno_ = errno;                                                            \
-        SP_RECORD_API(sym, fill);                                                  \
-        sp_hook_exit(t);                                                           \
-        errno = errno_;                                                            \
-        return r;                                                                  \
+        SP_TIMED_CALL(ret, sym, call, fill);                                       \
     }                                                                              \
-    /* Both returns are sibling calls with this function's own arguments, so   \
-     * the closed-gate path is a load, a branch and an indirect jump. */        \
-    SP_EXPORT ret sym params                                                       \
+    SP_SLOW_ATTRS static ret sp_slow_##sym params                                  \
     {                                                                              \
-        if (SP_LIKELY(sp_ev_gate_load() == 0))                                     \
+        sp_thread_t *t = sp_ev_self;                                               \
+        if (SP_LIKELY(t != NULL) && t->in_hook)                                    \
             return real_##sym call;                                                \
-        return sp_slow_##sym call;                                                 \
+        uint32_t w = sp_ev_gate_load();                                            \
+        if (SP_UNLIKELY(t == NULL || !sp_hook_hot(w) || (cold_if)))                \
+            return sp_cold_##sym call;                                             \
+        t->in_hook = 1;                                                            \
+        SP_TIMED_CALL(ret, sym, call, fill);                                       \
     }
 
-#define SP_INTERPOSE(ret, sym, params, call, fill) SP_INTERPOSE_EX(ret, sym, params, call, (void)0, fill)
+/* ret sym(params), exported (see SP_ENTRY): the closed-gate path is a load,
+ * a branch and an indirect jump; see SP_SLOW_FN for the rest. */
+#define SP_INTERPOSE_EX(ret, sym, params, call, cold_if, pre, fill)                \
+    SP_SLOW_FN(ret, sym, params, call, cold_if, pre, fill)                         \
+    SP_ENTRY(sym, "\tmovl sp_ev_gate(%rip), %eax\n"                                 \
+                  "\ttestl %eax, %eax\n"                                           \
+                  "\tjnz 1f\n"                                                     \
+                  "\tjmp *real_" #sym "(%rip)\n"                                    \
+                  "1:\n" SP_ASM_OPEN(sym))
+
+/* Kernel launches: SP_INTERPOSE_EX whose `pre` is the kernel marker, for the
+ * launched function `fn` (a handle when is_handle). While the gate only
+ * counts for markers (SP_WIN_COUNT, no window), a launch of a kernel the
+ * markers' verdict cache already knows not to match is a tail call as well:
+ * one more load and compare, inline, no frame (inject/markers.h). Any other
+ * launch takes the slow path, which asks the marker and fills the cache. */
+#define SP_INTERPOSE_GATED(ret, sym, params, call, fn, is_handle, reg, fill)       \
+    SP_SLOW_FN(ret, sym, params, call, sp_mark_launch_wanted(fn), sp_mark_launch(fn, is_handle, &w), fill) \
+    SP_ENTRY(sym, "\tmovl sp_ev_gate(%rip), %eax\n"                                 \
+                  "\ttestl %eax, %eax\n"                                           \
+                  "\tjnz 1f\n"                                                     \
+                  "\tjmp *real_" #sym "(%rip)\n"                                    \
+                  "1:\tcmpl $0x40000000, %eax\n" /* SP_WIN_COUNT */                \
+                  "\tjne 2f\n"                                                     \
+                  SP_ASM_MARK_KNOWN_IDLE(reg)                                      \
+                  "\tjne 2f\n"                                                     \
+                  "\tjmp *real_" #sym "(%rip)\n"                                    \
+                  "2:\n" SP_ASM_OPEN(sym))
+
+#define SP_INTERPOSE(ret, sym, params, call, fill) SP_INTERPOSE_EX(ret, sym, params, call, 0, (void)0, fill)
 
 /* Allocation interposers. profile_memory must see every allocation and free,
  * also while no window records (the live map), so these open on a second
@@ -170,7 +297,7 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
  * the same call can be matched to it; outside they only date the block. */
 #define SP_INTERPOSE_MEM(ret, sym, params, call, mem, record)                      \
     SP_REAL_FN(ret, sym, params, call)                                             \
-    __attribute__((noinline)) static ret sp_slow_##sym params                      \
+    SP_SLOW_ATTRS static ret sp_slow_##sym params                                  \
     {                                                                              \
         int errno_ = errno;                                                        \
         uint32_t w = sp_ev_gate_load();                                            \
@@ -203,11 +330,8 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
         errno = errno_;                                                            \
         return r;                                                                  \
     }                                                                              \
-    SP_EXPORT ret sym params                                                       \
-    {                                                                              \
-        if (SP_LIKELY((sp_ev_gate_load() | (uint32_t)sp_mem_on) == 0))             \
-            return real_##sym call;                                                \
-        return sp_slow_##sym call;                                                 \
-    }
+    SP_ENTRY(sym, "\tmovl sp_ev_gate(%rip), %eax\n"                                 \
+                  "\torl sp_mem_on(%rip), %eax\n"                                   \
+                  "\tjnz sp_slow_" #sym "\n")
 
 #endif

@@ -1,9 +1,10 @@
 /* inject/markers.c — step markers seen by the runtime interposers: every N-th
  * launch of a kernel whose demangled name matches a glob, and
  * cudaProfilerStart/Stop. The match result is cached per launch pointer, so
- * each distinct kernel is demangled and matched once; the cache is read
- * without a lock (pointer and verdict in one atomic word), so a launch of a
- * kernel that never matches costs a load and a compare. */
+ * each distinct kernel is demangled and matched once; the cache
+ * (markers.h sp_mark_cache) is read without a lock (pointer and verdict in one
+ * atomic word), inline by the launch interposers, so a launch of a kernel
+ * that never matches costs a load and a compare. */
 #define _GNU_SOURCE
 #include "markers.h"
 
@@ -18,8 +19,7 @@
 
 int sp_marker_flags;
 
-#define CACHE 1024u
-static _Atomic uint64_t cache[CACHE]; /* fn << 1 | match; user addresses fit in 63 bits */
+_Atomic uint64_t sp_mark_cache[SP_MARK_CACHE];
 static _Atomic unsigned long launches; /* of matching kernels */
 
 /* Matches the full demangled name, or its bare form: without the return type
@@ -45,13 +45,13 @@ static int name_matches(const char *glob, const char *name)
 
 static int matches(const sp_config_t *cfg, const void *fn, int is_handle)
 {
-    unsigned i = (unsigned)(((uintptr_t)fn >> 4) & (CACHE - 1));
-    uint64_t v = atomic_load_explicit(&cache[i], memory_order_relaxed);
-    if (v >> 1 == (uint64_t)(uintptr_t)fn)
-        return (int)(v & 1);
+    _Atomic uint64_t *slot = &sp_mark_cache[sp_mark_slot(fn)];
+    uint64_t v = atomic_load_explicit(slot, memory_order_relaxed);
+    if (v >> 1 == (uint64_t)(uintptr_t)fn && v)
+        return !(v & 1);
     const char *name = sp_kern_name(fn, is_handle);
     int m = name && name_matches(cfg->marker.name, name);
-    atomic_store_explicit(&cache[i], (uint64_t)(uintptr_t)fn << 1 | (uint64_t)m, memory_order_relaxed);
+    atomic_store_explicit(slot, (uint64_t)(uintptr_t)fn << 1 | (uint64_t)!m, memory_order_relaxed);
     return m;
 }
 

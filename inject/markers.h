@@ -1,28 +1,79 @@
 /* inject/markers.h — how interposers report step-marker calls (kernel
  * launches, cudaProfilerStart/Stop) to the schedule. Costs one predictable
- * branch on a flag word unless that marker kind is configured. */
+ * branch on a flag word unless that marker kind is configured. With a kernel:
+ * marker, the verdict for each launched function (does its name match the
+ * glob?) is cached lock-free in sp_mark_cache, which launch interposers read
+ * inline (hook.h SP_INTERPOSE_GATED): a kernel known not to match costs a load
+ * and a compare, no call. */
 #ifndef SP_MARKERS_H
 #define SP_MARKERS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 enum { SP_MF_KERNEL = 1, SP_MF_PROFILER = 2 };
 extern int sp_marker_flags;
 
+/* One word per slot: fn << 1 | idle, where idle = 1 when fn's name does not
+ * match (user addresses fit in 63 bits). An empty slot (0) is never "known
+ * idle", so the cache is only ever trusted for what the marker filled in. */
+#define SP_MARK_CACHE 4096u
+extern _Atomic uint64_t sp_mark_cache[SP_MARK_CACHE];
+
+static inline unsigned sp_mark_slot(const void *fn)
+{
+    uintptr_t p = (uintptr_t)fn;
+    return (unsigned)((p >> 4) ^ (p >> 16)) & (SP_MARK_CACHE - 1);
+}
+
+/* sp_mark_known_idle(%reg) for the launch entries' assembly (hook.h
+ * SP_ENTRY): the same slot and word; sets ZF when known idle; clobbers %rax
+ * and %r11 only. */
+_Static_assert(SP_MARK_CACHE == 4096u, "SP_ASM_MARK_KNOWN_IDLE's mask");
+#define SP_ASM_MARK_KNOWN_IDLE(reg)                                                \
+    "\tmovq %" #reg ", %rax\n"                                                     \
+    "\tmovq %" #reg ", %r11\n"                                                     \
+    "\tshrq $4, %rax\n"                                                           \
+    "\tshrq $16, %r11\n"                                                          \
+    "\txorq %r11, %rax\n"                                                         \
+    "\tandl $4095, %eax\n"                                                        \
+    "\tleaq sp_mark_cache(%rip), %r11\n"                                          \
+    "\tmovq (%r11,%rax,8), %rax\n"                                                \
+    "\tleaq 1(%" #reg ",%" #reg "), %r11\n"                                        \
+    "\tcmpq %r11, %rax\n"
+
+/* The kernel marker already knows fn never matches. */
+static inline int sp_mark_known_idle(const void *fn)
+{
+    return atomic_load_explicit(&sp_mark_cache[sp_mark_slot(fn)], memory_order_relaxed) ==
+           ((uint64_t)(uintptr_t)fn << 1 | 1);
+}
+
 void sp_mark_kernel_slow(const void *fn, int is_handle, uint32_t *window);
 void sp_mark_profiler_slow(int start, uint32_t *window);
 
+/* A launch of fn must be shown to the kernel marker. */
+static inline int sp_mark_launch_wanted(const void *fn)
+{
+    return __builtin_expect(sp_marker_flags & SP_MF_KERNEL, 0) && !sp_mark_known_idle(fn);
+}
+
 static inline void sp_mark_launch(const void *fn, int is_handle, uint32_t *window)
 {
-    if (__builtin_expect(sp_marker_flags & SP_MF_KERNEL, 0))
+    if (sp_mark_launch_wanted(fn))
         sp_mark_kernel_slow(fn, is_handle, window);
+}
+
+/* cudaProfilerStart/Stop must be shown to the schedule. */
+static inline int sp_mark_profiler_wanted(void)
+{
+    return sp_marker_flags & SP_MF_PROFILER;
 }
 
 static inline void sp_mark_profiler_api(int start, uint32_t *window)
 {
-    if (sp_marker_flags & SP_MF_PROFILER)
+    if (sp_mark_profiler_wanted())
         sp_mark_profiler_slow(start, window);
 }
-
 
 #endif

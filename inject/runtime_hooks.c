@@ -72,22 +72,22 @@ static inline uint32_t peer_devices(int dst, int src)
 #define OUTP(pp) ((r) == cudaSuccess && (pp) ? P(*(pp)) : 0)
 
 #define LAUNCH_HOOKS(sym)                                                                         \
-    SP_INTERPOSE_EX(cudaError_t, sym, (const void *f, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s), \
-                 (f, g, b, args, shm, s), sp_mark_launch(f, 0, &w), fill_launch(e, f, g, b, shm, s))
+    SP_INTERPOSE_GATED(cudaError_t, sym, (const void *f, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s), \
+                       (f, g, b, args, shm, s), f, 0, rdi, fill_launch(e, f, g, b, shm, s))
 LAUNCH_HOOKS(cudaLaunchKernel)
 LAUNCH_HOOKS(cudaLaunchKernel_ptsz)
 LAUNCH_HOOKS(cudaLaunchCooperativeKernel)
 LAUNCH_HOOKS(cudaLaunchCooperativeKernel_ptsz)
 
 #define KLAUNCH_HOOKS(sym)                                                                        \
-    SP_INTERPOSE_EX(cudaError_t, sym, (cudaKernel_t k, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s), \
-                    (k, g, b, args, shm, s), sp_mark_launch(k, 1, &w), fill_launch(e, k, g, b, shm, s))
+    SP_INTERPOSE_GATED(cudaError_t, sym, (cudaKernel_t k, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s), \
+                       (k, g, b, args, shm, s), k, 1, rdi, fill_launch(e, k, g, b, shm, s))
 KLAUNCH_HOOKS(__cudaLaunchKernel)
 KLAUNCH_HOOKS(__cudaLaunchKernel_ptsz)
 
 #define LAUNCH_EX_HOOKS(sym)                                                                      \
-    SP_INTERPOSE_EX(cudaError_t, sym, (const cudaLaunchConfig_t *c, const void *f, void **args), (c, f, args), \
-                    sp_mark_launch(f, 0, &w), fill_launch_ex(e, c, f))
+    SP_INTERPOSE_GATED(cudaError_t, sym, (const cudaLaunchConfig_t *c, const void *f, void **args), (c, f, args), \
+                       f, 0, rsi, fill_launch_ex(e, c, f))
 LAUNCH_EX_HOOKS(cudaLaunchKernelExC)
 LAUNCH_EX_HOOKS(cudaLaunchKernelExC_ptsz)
 
@@ -180,8 +180,10 @@ SP_INTERPOSE(cudaError_t, cudaEventSynchronize, (cudaEvent_t ev), (ev), fill4(e,
 WAIT_EVENT_HOOKS(cudaStreamWaitEvent)
 WAIT_EVENT_HOOKS(cudaStreamWaitEvent_ptsz)
 
-SP_INTERPOSE_EX(cudaError_t, cudaProfilerStart, (void), (), sp_mark_profiler_api(1, &w), (void)0)
-SP_INTERPOSE_EX(cudaError_t, cudaProfilerStop, (void), (), sp_mark_profiler_api(0, &w), (void)0)
+SP_INTERPOSE_EX(cudaError_t, cudaProfilerStart, (void), (), sp_mark_profiler_wanted(), sp_mark_profiler_api(1, &w),
+                (void)0)
+SP_INTERPOSE_EX(cudaError_t, cudaProfilerStop, (void), (), sp_mark_profiler_wanted(), sp_mark_profiler_api(0, &w),
+                (void)0)
 
 /* Not an event either: the memory collector's per-thread current device,
  * which names the device of each allocation without a runtime call of ours
