@@ -11,10 +11,10 @@
 # windows. The autograd profiler is per thread: it is switched on and off on
 # the thread that steps the optimizer; when the whole run is one window, on
 # the main thread only (from import to exit). torch carries it into
-# autograd's threads. A
-# program that starts
-# torch.profiler (or emit_nvtx) itself gets it: stepprof turns its operators
-# off for good and says so once. DataLoader and multiprocessing children stay
+# autograd's threads. A program that starts torch.profiler itself gets it:
+# just before Kineto sets up, stepprof turns its operators off and hands
+# CUPTI over for good (inject/torch.c, collectors/cupti.c) and says so once;
+# emit_nvtx gets the operators. DataLoader and multiprocessing children stay
 # inert. Ops and answer bits are the numbers of inject/torch.c.
 #
 # Which optimizer step ends a step (prof.step() sits after optimizer.step()):
@@ -35,7 +35,7 @@ import functools
 import sys
 import threading
 
-_IMPORTING, _READY, _STEP, _YIELD, _STATE = 1, 2, 3, 4, 5
+_IMPORTING, _READY, _STEP, _YIELD, _STATE, _YIELD_OPS = 1, 2, 3, 4, 5, 6
 _ON, _STEPS, _SHAPES, _STACK, _OPS_NOW, _WHOLE_RUN = 1, 2, 4, 8, 16, 32
 
 
@@ -72,7 +72,7 @@ class _State:
         self.main_only = bool(ans & _WHOLE_RUN)
         self.ops_threads = set()  # threads where this module turned the autograd profiler on
         self.broken = False       # switching it failed once: operators stay off
-        self.user_owns = False
+        self.user_owns = 0     # _YIELD_OPS: the program has the operators; _YIELD: CUPTI too
         self.opener = None     # id() of the first optimizer to step
         self.closer = None     # id() of the optimizer whose step ends a step
         self.learned = False   # the opener has stepped twice: closer is final
@@ -147,19 +147,19 @@ class _State:
         elif k == self.closer:
             self.boundary()
 
-    def user_profiler(self):
-        if self.user_owns:
+    def user_profiler(self, op):
+        if self.user_owns == _YIELD or self.user_owns == op:
             return
         self.apply(0)
-        self.user_owns = True
-        self.entry(_YIELD)
+        self.user_owns = op
+        self.entry(op)
 
 
-def _wrap_yield(cls, name, state):
+def _wrap_yield(cls, name, state, op):
     orig = getattr(cls, name)
 
     def wrapper(self, *a, **kw):
-        state.user_profiler()
+        state.user_profiler(op)
         return orig(self, *a, **kw)
 
     setattr(cls, name, wrapper)
@@ -174,8 +174,8 @@ def _attach(torch, entry):
     register_optimizer_step_post_hook(state.post_hook)
     profile_hook_step = Optimizer.profile_hook_step
     Optimizer.profile_hook_step = staticmethod(lambda func: state.wrap_step(profile_hook_step(func)))
-    _wrap_yield(torch.autograd.profiler.profile, "_prepare_trace", state)
-    _wrap_yield(torch.autograd.profiler.emit_nvtx, "__enter__", state)
+    _wrap_yield(torch.autograd.profiler.profile, "_prepare_trace", state, _YIELD)   # torch.profiler's Kineto
+    _wrap_yield(torch.autograd.profiler.emit_nvtx, "__enter__", state, _YIELD_OPS)
     atexit.register(state.at_exit)
     state.apply(ans)
 
