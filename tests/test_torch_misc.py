@@ -2,12 +2,16 @@
 while stepprof holds CUPTI gets CUPTI (and the operators), on the CUDA and CUPTI stand-ins
 (tests/programs/torch_cupti_handback.py does what such a program and its Kineto do, since real
 PyTorch binds NVIDIA's libraries and opens no CUPTI without a GPU; the real-PyTorch side of the
-same hand-over is test_torch.py:test_program_running_torch_profiler_keeps_it)."""
+same hand-over is test_torch.py:test_program_running_torch_profiler_keeps_it). Forward passes on
+two threads (per-thread sequence numbers): every forward-to-backward link stepprof draws is one
+torch.profiler draws for the same loop, with the forward thread as Fwd thread id."""
 import collections
+import json
 import os
 import sys
 
 from harness import ROOT, assert_valid, load, run
+from test_torch import ops_per_step, steps
 
 PROGRAMS = os.path.join(ROOT, "tests", "programs")
 BEFORE, AFTER = 5, 7   # memsets before the program starts torch.profiler, and under its Kineto
@@ -85,3 +89,57 @@ def test_cupti_handed_over_inside_a_cycle():
     for t in traces:
         sources = collections.Counter(e["args"].get("stepprof_source") for e in by_cat(t, "cuda_runtime"))
         assert "cupti" not in sources, sources
+
+
+def fwdbwd_links(trace):
+    """[(forward op, backward op)] joined by the trace's fwdbwd flows."""
+    at = {}
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "cpu_op" and e.get("ph") == "X":
+            at.setdefault((e["tid"], e["ts"]), e)
+    ends = collections.defaultdict(dict)
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "fwdbwd":
+            ends[e["id"]][e["ph"]] = at[(e["tid"], e["ts"])]
+    return [(p["s"], p["f"]) for p in ends.values()]
+
+
+def link_key(fwd, bwd):
+    """A link as the two runs can compare it: each thread's model has its own sizes."""
+    return (fwd["name"], json.dumps(fwd["args"].get("Input Dims")), bwd["name"],
+            json.dumps(bwd["args"].get("Input Dims")))
+
+
+def test_forward_on_two_threads_links_only_what_torch_profiler_links():
+    prog = os.path.join(PROGRAMS, "torch_two_threads.py")
+    sched = {"PROF_WAIT": 1, "PROF_WARMUP": 1, "PROF_ACTIVE": 3}
+    r = run([sys.executable, prog, "7"], fake=False, timeout=300, env=dict(sched, PROF_RECORD_SHAPES=1))
+    assert r.returncode == 0 and r.other_stderr == "", r.stderr
+    ref_dir = os.path.join(r.cwd, "ref")
+    ref_run = run([sys.executable, prog, "7", ref_dir, "1", "1", "3"], preload=False, fake=False, timeout=300)
+    assert ref_run.returncode == 0, ref_run.stderr
+    assert r.stdout == ref_run.stdout
+    assert_valid(r.trace())
+    mine, ref = load(r.trace()), load(os.path.join(ref_dir, "torch.pt.trace.json"))
+    # Both threads' operators are recorded, step by step as torch.profiler records them.
+    assert sorted(steps(mine)) == sorted(steps(ref)) == [2, 3, 4]
+    a, b = ops_per_step(mine), ops_per_step(ref)
+    for n in (2, 3, 4):
+        assert a[n] == b[n] and sum(b[n].values()) > 40, (n, a[n] - b[n], b[n] - a[n])
+    tids = {e["tid"] for e in mine["traceEvents"] if e.get("cat") == "cpu_op"}
+    assert len(tids) == 2, tids
+    # The threads share sequence numbers, so seq alone links a's forward ops to b's backward ops
+    # (the old rule drew 10 such links here). Every link stepprof draws is one of torch.profiler's.
+    links = fwdbwd_links(mine)
+    ref_links = collections.Counter(link_key(f, g) for f, g in fwdbwd_links(ref))
+    got = collections.Counter(link_key(f, g) for f, g in links)
+    assert not got - ref_links, got - ref_links
+    assert sum(got.values()) >= 9, got   # those whose number only one thread has in the cycle
+    # Fwd thread id: the linked forward op's thread; none on backward work left unlinked.
+    for f, g in links:
+        assert f["args"]["Sequence number"] == g["args"]["Sequence number"]
+        assert f["args"]["Fwd thread id"] == 0 and g["args"]["Fwd thread id"] == f["tid"], (f, g)
+    linked = {id(g) for _, g in links}
+    bwd = [e for e in mine["traceEvents"] if e.get("cat") == "cpu_op" and "Sequence number" in e["args"] and
+           e["name"].endswith(tuple("0123456789")) and id(e) not in linked and "Backward" in e["name"]]
+    assert bwd and all("Fwd thread id" not in e["args"] for e in bwd if not e["name"].startswith("autograd::"))

@@ -132,20 +132,25 @@ class _State:
         return step
 
     def on_step(self, k):
-        if not self.steps:
-            self.apply(self.entry(_STATE))
-        elif self.opener is None:
-            self.opener = self.closer = k
+        if self.ends_step(k):
             self.boundary()
-        elif not self.learned and k != self.opener:
+        else:   # another optimizer, maybe on another thread: operators there follow the window too
+            self.apply(self.entry(_STATE))
+
+    def ends_step(self, k):
+        if not self.steps:
+            return False
+        if self.opener is None:
+            self.opener = self.closer = k
+            return True
+        if not self.learned and k != self.opener:
             self.other = k
-        elif not self.learned:
+            return False
+        if not self.learned:
             self.learned = True
             self.closer = self.other if self.other is not None else self.opener
-            if self.closer == self.opener:
-                self.boundary()
-        elif k == self.closer:
-            self.boundary()
+            return self.closer == self.opener
+        return k == self.closer
 
     def user_profiler(self, op):
         if self.user_owns == _YIELD or self.user_owns == op:
