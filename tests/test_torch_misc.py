@@ -11,7 +11,7 @@ import os
 import sys
 
 from harness import ROOT, assert_valid, load, run
-from test_torch import ops_per_step, steps
+from test_torch import fwdbwd_links, ops_per_step, steps
 
 PROGRAMS = os.path.join(ROOT, "tests", "programs")
 BEFORE, AFTER = 5, 7   # memsets before the program starts torch.profiler, and under its Kineto
@@ -89,19 +89,6 @@ def test_cupti_handed_over_inside_a_cycle():
     for t in traces:
         sources = collections.Counter(e["args"].get("stepprof_source") for e in by_cat(t, "cuda_runtime"))
         assert "cupti" not in sources, sources
-
-
-def fwdbwd_links(trace):
-    """[(forward op, backward op)] joined by the trace's fwdbwd flows."""
-    at = {}
-    for e in trace["traceEvents"]:
-        if e.get("cat") == "cpu_op" and e.get("ph") == "X":
-            at.setdefault((e["tid"], e["ts"]), e)
-    ends = collections.defaultdict(dict)
-    for e in trace["traceEvents"]:
-        if e.get("cat") == "fwdbwd":
-            ends[e["id"]][e["ph"]] = at[(e["tid"], e["ts"])]
-    return [(p["s"], p["f"]) for p in ends.values()]
 
 
 def link_key(fwd, bwd):
