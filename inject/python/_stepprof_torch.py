@@ -77,8 +77,9 @@ class _State:
         self.closer = None     # id() of the optimizer whose step ends a step
         self.learned = False   # the opener has stepped twice: closer is final
         self.other = None      # last optimizer other than the opener before that
-        self.pending = []      # id()s of optimizers whose step the post hook saw
-        self.depth = 0         # nesting of Optimizer.step calls
+        # Per thread (optimizers may step on several threads at once): .pending, the id()s of
+        # optimizers whose step the post hook saw; .depth, the nesting of Optimizer.step calls.
+        self.tls = threading.local()
 
     def apply(self, ans):
         me = threading.get_ident()
@@ -111,19 +112,26 @@ class _State:
     def boundary(self):
         self.apply(self.entry(_STEP))
 
+    def mine(self):
+        tls = self.tls
+        if not hasattr(tls, "depth"):
+            tls.depth, tls.pending = 0, []
+        return tls
+
     def post_hook(self, optimizer, args, kwargs):
-        self.pending.append(id(optimizer))
+        self.mine().pending.append(id(optimizer))
 
     def wrap_step(self, hooked):
         @functools.wraps(hooked)
         def step(*args, **kwargs):
-            self.depth += 1
+            tls = self.mine()
+            tls.depth += 1
             try:
                 return hooked(*args, **kwargs)
             finally:
-                self.depth -= 1
-                if self.depth == 0 and self.pending:
-                    done, self.pending = self.pending, []
+                tls.depth -= 1
+                if tls.depth == 0 and tls.pending:
+                    done, tls.pending = tls.pending, []
                     try:
                         for k in done:
                             self.on_step(k)
