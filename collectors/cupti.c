@@ -57,7 +57,14 @@ void sp_cupti_collector_thread(void)
     collector = 1;
 }
 static uint64_t dropped_base;  /* sp_cupti_dropped() at the last collect */
-static int state;              /* 0 not tried, 1 active, -1 degraded, 2 a fork child of an active process */
+static int state;              /* 0 not tried, 1 active, -1 degraded, 2 a fork child of an active process,
+                                  HANDED_OVER: the program's torch.profiler has CUPTI (sp_cupti_release) */
+#define HANDED_OVER (-2)
+/* Under kinds_lock. Window closes that collect: every one while CUPTI is
+ * active; after a hand-over, only the close of the window it happened in
+ * (numbered handover_close; 0 = none), which takes what the hand-over flushed. */
+static uint64_t closes, handover_close;
+static int last_close_collects;
 static int want_on, is_on, with_memory;
 static CUpti_SubscriberHandle subscriber;
 static int64_t clock_offset;   /* CLOCK_MONOTONIC - CUPTI clock */
@@ -411,8 +418,14 @@ int sp_cupti_init(int memory, long buffer_mb)
     }
     calibrate();
     pthread_mutex_lock(&lock);
-    state = 1;
+    int handed = state == HANDED_OVER;   /* released while this was setting up */
+    if (!handed)
+        state = 1;
     pthread_mutex_unlock(&lock);
+    if (handed) {
+        api.unsubscribe(subscriber);
+        return -1;
+    }
     sp_cupti_devices_pending = 1;
     if (want_on)
         set_kinds(1);
@@ -422,7 +435,10 @@ int sp_cupti_init(int memory, long buffer_mb)
 
 int sp_cupti_active(void)
 {
-    return state > 0;
+    pthread_mutex_lock(&kinds_lock);
+    int r = state > 0 || last_close_collects;   /* read right after a close: is it collected? */
+    pthread_mutex_unlock(&kinds_lock);
+    return r;
 }
 
 /* Kinds go on at warmup: fill the free list then, so CUPTI's first buffer
@@ -456,15 +472,18 @@ void sp_cupti_enable(int on)
 
 void sp_cupti_window_open(void)
 {
-    if (state <= 0)
+    if (state <= 0 && state != HANDED_OVER)
         return;
+    /* kinds_lock held over the flush: a hand-over (sp_cupti_release) waits for it. */
     pthread_mutex_lock(&kinds_lock);
     int pending = takes_pending;
-    pthread_mutex_unlock(&kinds_lock);
     /* With a collect pending the records stay: that collect keeps only what
      * started after its window, and the next one only what is its own. */
-    if (!pending)
+    if (!pending && state > 0)
         api.flush_all(0);
+    if (!pending && state == HANDED_OVER)
+        handover_close = 0;   /* what was flushed at the hand-over came before this window */
+    pthread_mutex_unlock(&kinds_lock);
     pthread_mutex_lock(&lock);
     window_begin = sp_clock_mono_ns();
     if (!pending) {
@@ -517,11 +536,15 @@ static void own_end(int held)
 void sp_cupti_window_close(int *device)
 {
     *device = -1;
-    if (state <= 0)
-        return;
     pthread_mutex_lock(&kinds_lock);
-    takes_pending++;
+    last_close_collects = state > 0 || closes < handover_close;
+    if (last_close_collects) {
+        closes++;
+        takes_pending++;
+    }
     pthread_mutex_unlock(&kinds_lock);
+    if (!last_close_collects)
+        return;
     /* The thread's device as its cudaSetDevice calls left it (inject/runtime_hooks.c),
      * not cudaGetDevice: CUPTI would record that call in the program's window. */
     *device = sp_mem_device();
@@ -534,11 +557,12 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
 {
     *out = NULL;
     *dropped = 0;
-    if (state <= 0)
+    if (state <= 0 && state != HANDED_OVER)
         return 0;
     uint64_t h0 = 0, h1 = 0;
     pthread_mutex_lock(&collect_lock);
-    if (sync && !exit_flushed) {
+    int live = state > 0;   /* not handed over (sp_cupti_release holds collect_lock) */
+    if (sync && !exit_flushed && live) {
         /* The device the program's thread had current at the close: syncing the
          * exporter thread's default device instead would miss the window's work
          * and create a context on a GPU the process never used. */
@@ -560,7 +584,7 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
      * holds the window's last records also holds later, unfinished ones, and a
      * default flush would hold it back (Kineto flushes forced too). Those later
      * records are kept for the windows they belong to (sp_cupti_take_window). */
-    if (!exit_flushed)
+    if (!exit_flushed && live)
         api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     pthread_mutex_lock(&lock);
     uint32_t me = (uint32_t)gettid();
@@ -572,7 +596,7 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
     size_t n = sp_cupti_take_window(recs, &nrecs, begin, end, out);
     drops_pending = 0;
     pthread_mutex_unlock(&lock);
-    if (!offset_measured && !exit_flushed)
+    if (!offset_measured && !exit_flushed && live)
         calibrate();   /* a measured offset beats back-to-back reads of another clock */
     pthread_mutex_unlock(&collect_lock);
     uint64_t d = sp_cupti_dropped();
@@ -644,6 +668,36 @@ void sp_cupti_shutdown(void)
     state = -1;
 }
 
+/* The program starts torch.profiler, whose Kineto needs CUPTI to itself (one
+ * subscriber; its buffer callbacks replace ours). Called on the program's
+ * thread before Kineto touches CUPTI: kinds off, then a forced flush (no
+ * device sync: a sync on the program's thread could break a stream capture)
+ * so that every buffer of ours comes back, its records kept for the window
+ * in progress, then unsubscribe; after that no CUPTI call is made again in
+ * this process (not even cuptiFinalize at exit: Kineto's). GPU work still
+ * running at that moment comes back incomplete and is counted as dropped.
+ * Returns 1 if stepprof held CUPTI or could still have taken it. */
+int sp_cupti_release(void)
+{
+    pthread_mutex_lock(&collect_lock);
+    pthread_mutex_lock(&kinds_lock);
+    pthread_mutex_lock(&lock);
+    int was = state;
+    if (state >= 0)
+        state = HANDED_OVER;   /* a later sp_cupti_init does nothing */
+    pthread_mutex_unlock(&lock);
+    if (was == 1) {
+        if (is_on)
+            set_kinds(0);
+        if (!exit_flushed)
+            api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        api.unsubscribe(subscriber);
+        handover_close = closes + 1;
+    }
+    pthread_mutex_unlock(&kinds_lock);
+    pthread_mutex_unlock(&collect_lock);
+    return was == 0 || was == 1;
+}
 
 void sp_cupti_after_fork_child(void)
 {
@@ -651,8 +705,9 @@ void sp_cupti_after_fork_child(void)
     pthread_mutex_init(&kinds_lock, NULL);
     pthread_mutex_init(&collect_lock, NULL);
     exit_flushed = 0;
-    state = state > 0 ? 2 : 0;
-    want_on = is_on = takes_pending = 0;
+    state = state > 0 ? 2 : state == HANDED_OVER ? HANDED_OVER : 0;
+    want_on = is_on = takes_pending = last_close_collects = 0;
+    closes = handover_close = 0;
     dropped_base = 0;
     nrecs = 0;
 }

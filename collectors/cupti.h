@@ -67,5 +67,9 @@ void sp_cupti_query_devices(void);
  * records of calls made in between on that thread are dropped. */
 void sp_cupti_own_calls(int begin);
 void sp_cupti_after_fork_child(void);
+/* The program runs torch.profiler: CUPTI is handed over to it for the rest of
+ * the process (the records gathered so far go to the current window). 1 if
+ * stepprof held CUPTI or would have taken it. */
+int sp_cupti_release(void);
 
 #endif

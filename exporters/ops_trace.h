@@ -7,10 +7,16 @@
 
 /* The category of a range record: "cpu_op" for an operator, else "user_annotation". */
 const char *sp_ops_trace_cat(const sp_event_t *e);
-/* Operator args after "External id" (nothing for plain ranges). */
-void sp_ops_trace_args(sp_jw_t *w, const sp_event_t *e);
 
+/* Forward-to-backward links of one cycle's events (sorted by start); NULL
+ * when there is no backward op (or no memory: then no links). */
+typedef struct sp_ops_links sp_ops_links_t;
+sp_ops_links_t *sp_ops_trace_link(const sp_event_ref_t *ev, size_t n);
+void sp_ops_trace_free(sp_ops_links_t *l);
+
+/* Operator args of ev[i] after "External id" (nothing for plain ranges). */
+void sp_ops_trace_args(sp_jw_t *w, const sp_ops_links_t *l, const sp_event_ref_t *ev, size_t i);
 /* Kineto's "fwdbwd" flow pairs linking forward ops to their backward nodes. */
-void sp_ops_trace_flows(sp_jw_t *w, const sp_event_ref_t *ev, size_t n, int pid, uint64_t base_ns);
+void sp_ops_trace_flows(sp_jw_t *w, const sp_ops_links_t *l, const sp_event_ref_t *ev, int pid, uint64_t base_ns);
 
 #endif

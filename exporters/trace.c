@@ -33,6 +33,8 @@ typedef struct ctx {
     int pid;
     uint64_t base_ns;
     const sp_gpu_view_t *gpu;
+    const sp_event_ref_t *ev;
+    const sp_ops_links_t *links;   /* forward-to-backward links of the operators */
 } ctx_t;
 
 static uint64_t correlation(const sp_event_ref_t *r)
@@ -147,7 +149,7 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
     case SP_EV_RANGE:
         slice_head(c, sp_ops_trace_cat(e), sp_str_get(e->name), r);
         sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64, ext);
-        sp_ops_trace_args(w, e);
+        sp_ops_trace_args(w, c->links, c->ev, index);
         sp_stacks_write_arg(w, SP_EV_STACK(e));
         sp_jw_puts(w, "}}");
         break;
@@ -303,13 +305,15 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
         }
     }
     sp_jw_init(w, f.fd, gz);
-    ctx_t c = {w, (int)getpid(), base_ns, gpu};
+    sp_ops_links_t *links = sp_ops_trace_link(ev, n);
+    ctx_t c = {w, (int)getpid(), base_ns, gpu, ev, links};
     write_header(w, job, gpu, mem != NULL, base_ns + (uint64_t)sp_clock_epoch_offset());
     write_metadata(&c, ev, n);
     sp_gpuv_write_metadata(w, gpu);
     for (size_t i = 0; i < n && !w->err; i++)
         write_event(&c, &ev[i], i);
-    sp_ops_trace_flows(w, ev, n, c.pid, base_ns);
+    sp_ops_trace_flows(w, links, ev, c.pid, base_ns);
+    sp_ops_trace_free(links);
     sp_gpuv_write_events(w, gpu, ev, n, c.pid, base_ns);
     sp_memtrace_write(w, mem, c.pid, base_ns, end_ns);
     sp_jw_puts(w, "{\"name\": \"Record Window End\", \"ph\": \"i\", \"s\": \"g\", \"pid\": \"\", \"tid\": \"\", \"ts\": ");

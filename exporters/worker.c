@@ -167,7 +167,12 @@ void sp_export_submit(const sp_export_job_t *job)
         free(n);
         return;
     }
-    push(job->gpu_collect && start(&collects, collector_main, "stepprof-collect") ? &collects : &exports, n);
+    /* Exports run in close order: a job with nothing to collect still queues
+     * behind a pending collect (a window closed after CUPTI was handed over,
+     * collectors/cupti.c, would otherwise be exported first and take the
+     * host records of the windows before it). */
+    int behind = job->gpu_collect ? start(&collects, collector_main, "stepprof-collect") : !queue_empty(&collects);
+    push(behind ? &collects : &exports, n);
     pthread_mutex_unlock(&lock);
 }
 

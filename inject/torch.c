@@ -6,11 +6,13 @@
  * point, stepprof_torch(op): torch is being imported (the torch marker becomes
  * the default), torch is ready (activate, and say which parts are wanted), an
  * optimizer step ended a step (a boundary), the program runs torch.profiler
- * itself (stepprof leaves operators to it). Every answer carries whether
- * operators are wanted now: only in warmup and record windows. */
+ * itself (stepprof hands CUPTI and operators over to it) or emit_nvtx
+ * (operators only). Every answer carries whether operators are wanted now:
+ * only in warmup and record windows. */
 #define _GNU_SOURCE
 #include "hook.h"
 
+#include "../collectors/cupti.h"
 #include "../collectors/events.h"
 #include "../collectors/log.h"
 #include "../schedule/schedule.h"
@@ -25,7 +27,7 @@
 
 /* Ops of stepprof_torch and bits of its answer; inject/python/stepprof_torch.py
  * spells the same numbers. */
-enum { OP_IMPORTING = 1, OP_READY = 2, OP_STEP = 3, OP_YIELD = 4, OP_STATE = 5 };
+enum { OP_IMPORTING = 1, OP_READY = 2, OP_STEP = 3, OP_YIELD = 4, OP_STATE = 5, OP_YIELD_OPS = 6 };
 enum { ANS_ON = 1, ANS_STEPS = 2, ANS_SHAPES = 4, ANS_STACK = 8, ANS_OPS_NOW = 16, ANS_WHOLE_RUN = 32 };
 
 int InitializeInjection(void); /* inject/preload.c: activation */
@@ -121,9 +123,14 @@ SP_EXPORT int stepprof_torch(int op)
         if (cfg && cfg->marker.kind == SP_MARK_TORCH)
             sp_sched_boundary();
         return ops_now();
-    case OP_YIELD:
-        sp_log(SP_LOG_WARN, "this program runs torch.profiler itself: stepprof leaves operators to it and "
-                            "records the rest");
+    case OP_YIELD:   /* torch.profiler (Kineto) is about to set up; the Python side turned operators off */
+        cfg = sp_sched_config();
+        sp_log(SP_LOG_WARN, "this program runs torch.profiler itself: stepprof hands %s over to it and records the "
+                            "rest", cfg && cfg->cupti && sp_cupti_release() ? "CUPTI and operators" : "operators");
+        return 0;
+    case OP_YIELD_OPS:
+        sp_log(SP_LOG_WARN, "this program runs emit_nvtx itself: stepprof hands operators over to it and records "
+                            "the rest");
         return 0;
     case OP_STATE:
         return ops_now();

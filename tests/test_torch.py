@@ -63,8 +63,8 @@ def ops_per_step(trace):
     return per
 
 
-def fwdbwd_pairs(trace):
-    """Counter of (forward op, backward op) names joined by Kineto's fwdbwd flows."""
+def fwdbwd_links(trace):
+    """[(forward op, backward op)] joined by the trace's fwdbwd flows."""
     at = {}
     for e in trace["traceEvents"]:
         if e.get("cat") == "cpu_op" and e.get("ph") == "X":
@@ -73,10 +73,16 @@ def fwdbwd_pairs(trace):
     for e in trace["traceEvents"]:
         if e.get("cat") == "fwdbwd":
             ends[e["id"]][e["ph"]] = at[(e["tid"], e["ts"])]
-    for pair in ends.values():
-        assert pair["s"]["args"]["Fwd thread id"] == 0 and pair["f"]["args"]["Fwd thread id"] > 0
-        assert pair["s"]["args"]["Sequence number"] == pair["f"]["args"]["Sequence number"]
-    return collections.Counter((p["s"]["name"], p["f"]["name"]) for p in ends.values())
+    return [(p["s"], p["f"]) for p in ends.values()]
+
+
+def fwdbwd_pairs(trace):
+    """Counter of (forward op, backward op) names joined by Kineto's fwdbwd flows."""
+    links = fwdbwd_links(trace)
+    for f, g in links:
+        assert f["args"]["Fwd thread id"] == 0 and g["args"]["Fwd thread id"] > 0
+        assert f["args"]["Sequence number"] == g["args"]["Sequence number"]
+    return collections.Counter((f["name"], g["name"]) for f, g in links)
 
 
 def tensorboard_operators(path):

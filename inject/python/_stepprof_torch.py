@@ -11,10 +11,10 @@
 # windows. The autograd profiler is per thread: it is switched on and off on
 # the thread that steps the optimizer; when the whole run is one window, on
 # the main thread only (from import to exit). torch carries it into
-# autograd's threads. A
-# program that starts
-# torch.profiler (or emit_nvtx) itself gets it: stepprof turns its operators
-# off for good and says so once. DataLoader and multiprocessing children stay
+# autograd's threads. A program that starts torch.profiler itself gets it:
+# just before Kineto sets up, stepprof turns its operators off and hands
+# CUPTI over for good (inject/torch.c, collectors/cupti.c) and says so once;
+# emit_nvtx gets the operators. DataLoader and multiprocessing children stay
 # inert. Ops and answer bits are the numbers of inject/torch.c. With
 # with_stack the operator switch also switches stepprof's Python frame
 # recording on that thread (inject/pystack.c).
@@ -38,7 +38,7 @@ import os
 import sys
 import threading
 
-_IMPORTING, _READY, _STEP, _YIELD, _STATE = 1, 2, 3, 4, 5
+_IMPORTING, _READY, _STEP, _YIELD, _STATE, _YIELD_OPS = 1, 2, 3, 4, 5, 6
 _ON, _STEPS, _SHAPES, _STACK, _OPS_NOW, _WHOLE_RUN = 1, 2, 4, 8, 16, 32
 
 
@@ -95,13 +95,14 @@ class _State:
         self.main_only = bool(ans & _WHOLE_RUN)
         self.ops_threads = set()  # threads where this module turned the autograd profiler on
         self.broken = False       # switching it failed once: operators stay off
-        self.user_owns = False
+        self.user_owns = 0     # _YIELD_OPS: the program has the operators; _YIELD: CUPTI too
         self.opener = None     # id() of the first optimizer to step
         self.closer = None     # id() of the optimizer whose step ends a step
         self.learned = False   # the opener has stepped twice: closer is final
         self.other = None      # last optimizer other than the opener before that
-        self.pending = []      # id()s of optimizers whose step the post hook saw
-        self.depth = 0         # nesting of Optimizer.step calls
+        # Per thread (optimizers may step on several threads at once): .pending, the id()s of
+        # optimizers whose step the post hook saw; .depth, the nesting of Optimizer.step calls.
+        self.tls = threading.local()
 
     def apply(self, ans):
         me = threading.get_ident()
@@ -138,19 +139,26 @@ class _State:
     def boundary(self):
         self.apply(self.entry(_STEP))
 
+    def mine(self):
+        tls = self.tls
+        if not hasattr(tls, "depth"):
+            tls.depth, tls.pending = 0, []
+        return tls
+
     def post_hook(self, optimizer, args, kwargs):
-        self.pending.append(id(optimizer))
+        self.mine().pending.append(id(optimizer))
 
     def wrap_step(self, hooked):
         @functools.wraps(hooked)
         def step(*args, **kwargs):
-            self.depth += 1
+            tls = self.mine()
+            tls.depth += 1
             try:
                 return hooked(*args, **kwargs)
             finally:
-                self.depth -= 1
-                if self.depth == 0 and self.pending:
-                    done, self.pending = self.pending, []
+                tls.depth -= 1
+                if tls.depth == 0 and tls.pending:
+                    done, tls.pending = tls.pending, []
                     try:
                         for k in done:
                             self.on_step(k)
@@ -159,34 +167,39 @@ class _State:
         return step
 
     def on_step(self, k):
-        if not self.steps:
-            self.apply(self.entry(_STATE))
-        elif self.opener is None:
-            self.opener = self.closer = k
+        if self.ends_step(k):
             self.boundary()
-        elif not self.learned and k != self.opener:
+        else:   # another optimizer, maybe on another thread: operators there follow the window too
+            self.apply(self.entry(_STATE))
+
+    def ends_step(self, k):
+        if not self.steps:
+            return False
+        if self.opener is None:
+            self.opener = self.closer = k
+            return True
+        if not self.learned and k != self.opener:
             self.other = k
-        elif not self.learned:
+            return False
+        if not self.learned:
             self.learned = True
             self.closer = self.other if self.other is not None else self.opener
-            if self.closer == self.opener:
-                self.boundary()
-        elif k == self.closer:
-            self.boundary()
+            return self.closer == self.opener
+        return k == self.closer
 
-    def user_profiler(self):
-        if self.user_owns:
+    def user_profiler(self, op):
+        if self.user_owns == _YIELD or self.user_owns == op:
             return
         self.apply(0)
-        self.user_owns = True
-        self.entry(_YIELD)
+        self.user_owns = op
+        self.entry(op)
 
 
-def _wrap_yield(cls, name, state):
+def _wrap_yield(cls, name, state, op):
     orig = getattr(cls, name)
 
     def wrapper(self, *a, **kw):
-        state.user_profiler()
+        state.user_profiler(op)
         return orig(self, *a, **kw)
 
     setattr(cls, name, wrapper)
@@ -201,8 +214,8 @@ def _attach(torch, entry):
     register_optimizer_step_post_hook(state.post_hook)
     profile_hook_step = Optimizer.profile_hook_step
     Optimizer.profile_hook_step = staticmethod(lambda func: state.wrap_step(profile_hook_step(func)))
-    _wrap_yield(torch.autograd.profiler.profile, "_prepare_trace", state)
-    _wrap_yield(torch.autograd.profiler.emit_nvtx, "__enter__", state)
+    _wrap_yield(torch.autograd.profiler.profile, "_prepare_trace", state, _YIELD)   # torch.profiler's Kineto
+    _wrap_yield(torch.autograd.profiler.emit_nvtx, "__enter__", state, _YIELD_OPS)
     atexit.register(state.at_exit)
     state.apply(ans)
 
