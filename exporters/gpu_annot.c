@@ -110,7 +110,7 @@ out:
         const sp_event_t *re = &ev[v->range_ev[s.id - 1]].ev;
         sp_gpuv_slice(w, "gpu_user_annotation", sp_str_get(re->name), s.dev, s.stream, (int64_t)(s.a - base),
                       (int64_t)(s.b - s.a));
-        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}},\n", s.id);
+        sp_jw_printf(w, ",\"args\":{\"External id\":%" PRIu64 "}},\n", s.id);
     }
     free(sp);
 }

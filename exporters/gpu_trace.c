@@ -331,11 +331,15 @@ static const char *sync_name(uint8_t t)
 
 void sp_gpuv_slice(sp_jw_t *w, const char *cat, const char *name, long pid, long tid, int64_t ts, int64_t dur)
 {
-    sp_jw_printf(w, "{\"ph\": \"X\", \"cat\": \"%s\", \"name\": ", cat);
+    SP_JW_LIT(w, "{\"ph\":\"X\",\"cat\":\"");
+    sp_jw_puts(w, cat);
+    SP_JW_LIT(w, "\",\"name\":");
     sp_jw_str(w, name, 1);
-    sp_jw_printf(w, ", \"pid\": %ld, \"tid\": %ld, \"ts\": ", pid, tid);
+    SP_JW_KI(w, ",\"pid\":", pid);
+    SP_JW_KI(w, ",\"tid\":", tid);
+    SP_JW_LIT(w, ",\"ts\":");
     sp_jw_us(w, ts);
-    sp_jw_puts(w, ", \"dur\": ");
+    SP_JW_LIT(w, ",\"dur\":");
     sp_jw_us(w, dur < 0 ? 0 : sp_trace_dur(ts, dur));
 }
 
@@ -350,9 +354,17 @@ static void occupancy(sp_jw_t *w, const sp_gpu_event_t *e)
     int known = p && p->num_sms > 0 && tpb > 0 && p->warp_size > 0;
     double bps = known ? (double)blocks / p->num_sms : 0;
     long warps_pb = known ? (tpb + p->warp_size - 1) / p->warp_size : 0;
-    sp_jw_printf(w, ", \"blocks per SM\": %.6f, \"warps per SM\": %.6f", bps, bps * (double)warps_pb);
-    sp_jw_printf(w, ", \"grid\": [%d, %d, %d], \"block\": [%d, %d, %d]", e->grid[0], e->grid[1], e->grid[2],
-                 e->block[0], e->block[1], e->block[2]);
+    SP_JW_LIT(w, ",\"blocks per SM\":");
+    sp_jw_fix6(w, bps);
+    SP_JW_LIT(w, ",\"warps per SM\":");
+    sp_jw_fix6(w, bps * (double)warps_pb);
+    SP_JW_KI(w, ",\"grid\":[", e->grid[0]);
+    SP_JW_KI(w, ",", e->grid[1]);
+    SP_JW_KI(w, ",", e->grid[2]);
+    SP_JW_KI(w, "],\"block\":[", e->block[0]);
+    SP_JW_KI(w, ",", e->block[1]);
+    SP_JW_KI(w, ",", e->block[2]);
+    SP_JW_LIT(w, "]");
     if (!known)
         return;
     long max_by_threads = p->max_threads_per_sm / (warps_pb * p->warp_size);
@@ -370,28 +382,31 @@ static void occupancy(sp_jw_t *w, const sp_gpu_event_t *e)
     double resident = bps < (double)active ? bps : (double)active;
     double max_warps = (double)p->max_threads_per_sm / p->warp_size;
     double occ = max_warps > 0 ? 100.0 * resident * (double)warps_pb / max_warps : 0;
-    sp_jw_printf(w, ", \"est. achieved occupancy %%\": %d", (int)(occ > 100 ? 100 : occ + 0.5));
+    SP_JW_KI(w, ",\"est. achieved occupancy %\":", (int)(occ > 100 ? 100 : occ + 0.5));
 }
 
 static void gpu_args(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext)
 {
-    sp_jw_printf(w, ", \"args\": {");
+    SP_JW_LIT(w, ",\"args\":{");
     if (ext)
-        sp_jw_printf(w, "\"External id\": %" PRIu64 ", ", ext);
+        SP_JW_KU(w, "\"External id\":", ext), SP_JW_LIT(w, ",");
     if (e->kind == SP_GPU_KERNEL)
-        sp_jw_printf(w, "\"queued\": %" PRIu64 ", ", e->queued > e->start ? 0 : e->queued ? (e->start - e->queued) : 0);
-    sp_jw_printf(w, "\"device\": %u, \"context\": %u, \"stream\": %u, \"correlation\": %u", e->device, e->context,
-                 e->stream, e->correlation);
+        SP_JW_KU(w, "\"queued\":", e->queued > e->start ? 0 : e->queued ? (e->start - e->queued) : 0), SP_JW_LIT(w, ",");
+    SP_JW_KU(w, "\"device\":", e->device);
+    SP_JW_KU(w, ",\"context\":", e->context);
+    SP_JW_KU(w, ",\"stream\":", e->stream);
+    SP_JW_KU(w, ",\"correlation\":", e->correlation);
     if (e->kind == SP_GPU_KERNEL) {
-        sp_jw_printf(w, ", \"registers per thread\": %u, \"shared memory\": %d", e->registers,
-                     e->static_smem + e->dynamic_smem);
+        SP_JW_KU(w, ",\"registers per thread\":", e->registers);
+        SP_JW_KI(w, ",\"shared memory\":", e->static_smem + e->dynamic_smem);
         occupancy(w, e);
     } else if (e->kind == SP_GPU_MEMCPY || e->kind == SP_GPU_MEMSET) {
         uint64_t dur = sp_gpu_end(e) - e->start;
-        sp_jw_printf(w, ", \"bytes\": %" PRIu64 ", \"memory bandwidth (GB/s)\": %.6f", e->bytes,
-                     dur ? (double)e->bytes / (double)dur : 0.0);
+        SP_JW_KU(w, ",\"bytes\":", e->bytes);
+        SP_JW_LIT(w, ",\"memory bandwidth (GB/s)\":");
+        sp_jw_fix6(w, dur ? (double)e->bytes / (double)dur : 0.0);
     }
-    sp_jw_puts(w, "}},\n");
+    SP_JW_LIT(w, "}},\n");
 }
 
 const char *sp_gpuv_name(const sp_gpu_event_t *e, char *buf, size_t len)
@@ -444,24 +459,30 @@ static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ex
     const char *name = sp_gpuv_api_name(real, buf, sizeof buf);
     sp_gpuv_slice(w, e->kind == SP_GPU_DRIVER ? "cuda_driver" : "cuda_runtime", name, pid, e->tid, (int64_t)(e->start - base),
           (int64_t)(e->end - e->start));
-    sp_jw_printf(w, ", \"args\": {\"cbid\": %u, \"%s\": %u", e->cbid,
+    sp_jw_printf(w, ",\"args\":{\"cbid\":%u,\"%s\":%u", e->cbid,
                  nested ? "stepprof_runtime_correlation" : "correlation", e->correlation);
     if (ext)
-        sp_jw_printf(w, ", \"External id\": %" PRIu64, ext);
+        SP_JW_KU(w, ",\"External id\":", ext);
     if (name != real)
-        sp_jw_printf(w, ", \"stepprof_api\": \"%s\"", real);
-    sp_jw_printf(w, ", \"result\": %d, \"stepprof_source\": \"cupti\"}},\n", e->result);
+        sp_jw_printf(w, ",\"stepprof_api\":\"%s\"", real);
+    SP_JW_KI(w, ",\"result\":", e->result);
+    SP_JW_LIT(w, ",\"stepprof_source\":\"cupti\"}},\n");
 }
 
 /* Flow arrow from the launching call (tid, ts) to the GPU event. */
 static void flow(sp_jw_t *w, uint32_t id, long pid, long tid, int64_t ts, long gpid, long gtid, int64_t gts)
 {
-    sp_jw_printf(w, "{\"ph\": \"s\", \"id\": %u, \"pid\": %ld, \"tid\": %ld, \"ts\": ", id, pid, tid);
+    SP_JW_KU(w, "{\"ph\":\"s\",\"id\":", id);
+    SP_JW_KI(w, ",\"pid\":", pid);
+    SP_JW_KI(w, ",\"tid\":", tid);
+    SP_JW_LIT(w, ",\"ts\":");
     sp_jw_us(w, ts);
-    sp_jw_printf(w, ", \"cat\": \"ac2g\", \"name\": \"ac2g\"},\n{\"ph\": \"f\", \"id\": %u, \"pid\": %ld, \"tid\": %ld, "
-                    "\"ts\": ", id, gpid, gtid);
+    SP_JW_KU(w, ",\"cat\":\"ac2g\",\"name\":\"ac2g\"},\n{\"ph\":\"f\",\"id\":", id);
+    SP_JW_KI(w, ",\"pid\":", gpid);
+    SP_JW_KI(w, ",\"tid\":", gtid);
+    SP_JW_LIT(w, ",\"ts\":");
     sp_jw_us(w, gts);
-    sp_jw_puts(w, ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"},\n");
+    SP_JW_LIT(w, ",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"},\n");
 }
 
 typedef struct launch {
