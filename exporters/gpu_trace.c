@@ -66,7 +66,7 @@ static void external_ids(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
         v->ext = NULL;
     }
     for (size_t i = 0; v->ext && ts && i < nev; i++) {
-        const sp_event_t *e = &ev[i].ev;
+        const sp_event_t *e = ev[i].ev;
         size_t k = 0;
         while (k < nts && ts[k].thread != ev[i].thread)
             k++;
@@ -102,14 +102,14 @@ static const sp_event_ref_t *host_base;
 
 static uint32_t host_cbid(const sp_event_ref_t *r)
 {
-    return (uint32_t)sp_api_table[r->ev.name].cbid;
+    return (uint32_t)sp_api_table[r->ev->name].cbid;
 }
 
 /* The CUPTI domain of an intercepted call: its row says whether its cbid is
  * a runtime or a driver cbid. */
 static uint32_t host_domain(const sp_event_ref_t *r)
 {
-    return sp_api_table[r->ev.name].driver ? SP_GPU_DRIVER : SP_GPU_RUNTIME;
+    return sp_api_table[r->ev->name].driver ? SP_GPU_DRIVER : SP_GPU_RUNTIME;
 }
 
 static int cmp_host(const void *a, const void *b)
@@ -121,7 +121,7 @@ static int cmp_host(const void *a, const void *b)
         return host_domain(x) < host_domain(y) ? -1 : 1;
     if (host_cbid(x) != host_cbid(y))
         return host_cbid(x) < host_cbid(y) ? -1 : 1;
-    return (x->ev.t0 > y->ev.t0) - (x->ev.t0 < y->ev.t0);
+    return (x->ev->t0 > y->ev->t0) - (x->ev->t0 < y->ev->t0);
 }
 
 static int key_cmp(const sp_gpu_event_t *m, uint32_t tid, uint32_t domain, uint32_t cbid)
@@ -155,7 +155,7 @@ static void pair_group(sp_gpu_view_t *v, const sp_event_ref_t *ev, const uint32_
         return;
     }
     for (size_t j = 0, k = 0; j < nh; j++) {
-        const sp_event_t *e = &ev[h[j]].ev;
+        const sp_event_t *e = ev[h[j]].ev;
         while (k < nc && v->gpu[c[k]].start + SLACK_NS < e->t0)
             k++;
         if (k < nc && v->gpu[c[k]].start <= e->t1 + SLACK_NS) {
@@ -194,7 +194,7 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
     uint32_t *hidx = malloc((nev ? nev : 1) * sizeof *hidx);
     size_t nh = 0;
     for (size_t h = 0; hidx && h < nev; h++)
-        if (ev[h].ev.kind == SP_EV_API && ev[h].ev.name < SP_API_COUNT)
+        if (ev[h].ev->kind == SP_EV_API && ev[h].ev->name < SP_API_COUNT)
             hidx[nh++] = (uint32_t)h;
     host_base = ev;
     if (hidx)
@@ -539,8 +539,8 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
     for (size_t h = 0; h < nev; h++) {
         const sp_gpu_event_t *m = sp_gpuv_match(v, h);
         if (m)
-            l[nl++] = (launch_t){m->correlation, m->kind == SP_GPU_DRIVER, 0, v->ext ? v->ext[h] : 0, ev[h].thread->tid, (int64_t)ev[h].ev.t0,
-                                 (int64_t)ev[h].ev.t1};
+            l[nl++] = (launch_t){m->correlation, m->kind == SP_GPU_DRIVER, 0, v->ext ? v->ext[h] : 0, ev[h].thread->tid, (int64_t)ev[h].ev->t0,
+                                 (int64_t)ev[h].ev->t1};
     }
     qsort(l, nl, sizeof *l, cmp_launch);
     size_t nhost = nl;

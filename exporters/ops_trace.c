@@ -40,13 +40,13 @@ typedef struct link {
 
 static int later(const sp_event_ref_t *ev, size_t have, size_t i)
 {
-    return !have || ev[i].ev.t0 >= ev[have - 1].ev.t0;
+    return !have || ev[i].ev->t0 >= ev[have - 1].ev->t0;
 }
 
 static void flow(sp_jw_t *w, const char *ph, size_t id, const sp_event_ref_t *r, int pid, uint64_t base_ns)
 {
     sp_jw_printf(w, "{\"ph\": \"%s\", \"id\": %zu, \"pid\": %d, \"tid\": %d, \"ts\": ", ph, id, pid, r->thread->tid);
-    sp_jw_us(w, (int64_t)(r->ev.t0 - base_ns));
+    sp_jw_us(w, (int64_t)(r->ev->t0 - base_ns));
     sp_jw_printf(w, ", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"%s},\n", *ph == 'f' ? ", \"bp\": \"e\"" : "");
 }
 
@@ -60,7 +60,7 @@ void sp_ops_trace_flows(sp_jw_t *w, const sp_event_ref_t *ev, size_t n, int pid,
 {
     size_t numbered = 0, cap = 16;
     for (size_t i = 0; i < n; i++)
-        numbered += ev[i].ev.kind == SP_EV_RANGE && (ev[i].ev.flags & SP_RANGE_OP) && ev[i].ev.a[1];
+        numbered += ev[i].ev->kind == SP_EV_RANGE && (ev[i].ev->flags & SP_RANGE_OP) && ev[i].ev->a[1];
     if (!numbered)
         return;
     while (cap < 2 * numbered)
@@ -69,7 +69,7 @@ void sp_ops_trace_flows(sp_jw_t *w, const sp_event_ref_t *ev, size_t n, int pid,
     if (!t)
         return;
     for (size_t i = 0; i < n; i++) {
-        const sp_event_t *e = &ev[i].ev;
+        const sp_event_t *e = ev[i].ev;
         if (e->kind != SP_EV_RANGE || !(e->flags & SP_RANGE_OP) || !e->a[1])
             continue;
         size_t h = (size_t)(e->a[1] * 0x9E3779B97F4A7C15ull) & (cap - 1);

@@ -141,7 +141,7 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
     long pid = (long)getpid();
     char name[64];
     for (size_t i = 0; i < n && !s->oom; i++) {
-        const sp_event_t *e = &ev[i].ev;
+        const sp_event_t *e = ev[i].ev;
         if (e->kind != SP_EV_API && e->kind != SP_EV_STEP && e->kind != SP_EV_RANGE)
             continue;
         if (e->kind == SP_EV_API && e->name >= SP_API_COUNT)

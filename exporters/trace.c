@@ -42,8 +42,8 @@ static uint64_t correlation(const sp_event_ref_t *r)
 
 static void slice_head(ctx_t *c, const char *cat, const char *name, const sp_event_ref_t *r)
 {
-    sp_gpuv_slice(c->w, cat, name, c->pid, r->thread->tid, (int64_t)(r->ev.t0 - c->base_ns),
-                  (int64_t)(r->ev.t1 - r->ev.t0));
+    sp_gpuv_slice(c->w, cat, name, c->pid, r->thread->tid, (int64_t)(r->ev->t0 - c->base_ns),
+                  (int64_t)(r->ev->t1 - r->ev->t0));
 }
 
 static void dim_arg(sp_jw_t *w, uint64_t xy, uint32_t z)
@@ -123,7 +123,7 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
 {
     uint64_t ext = c->gpu->ext ? c->gpu->ext[index] : 0;
     sp_jw_t *w = c->w;
-    const sp_event_t *e = &r->ev;
+    const sp_event_t *e = r->ev;
     char name[64];
     switch (e->kind) {
     case SP_EV_API: {
