@@ -121,21 +121,31 @@ void sp_rep_free(sp_rep_set_t *s)
         free(t);
     }
     free(s->ev);
+    free(s->mem);
     memset(s, 0, sizeof *s);
+}
+
+static int grow_to(sp_rep_set_t *s, size_t cap)
+{
+    sp_rep_event_t *ev = realloc(s->ev, cap * sizeof *ev);
+    if (!ev) {
+        s->oom = 1;
+        return -1;
+    }
+    s->ev = ev;
+    s->cap = cap;
+    return 0;
+}
+
+int sp_rep_reserve(sp_rep_set_t *s, size_t n)
+{
+    return s->cap - s->n >= n ? 0 : grow_to(s, s->n + n);
 }
 
 sp_rep_event_t *sp_rep_add(sp_rep_set_t *s)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 4096;
-        sp_rep_event_t *ev = realloc(s->ev, cap * sizeof *ev);
-        if (!ev) {
-            s->oom = 1;
-            return NULL;
-        }
-        s->ev = ev;
-        s->cap = cap;
-    }
+    if (s->n == s->cap && grow_to(s, s->cap ? s->cap * 2 : 4096) != 0)
+        return NULL;
     sp_rep_event_t *e = &s->ev[s->n++];
     memset(e, 0, sizeof *e);
     e->shape = s->no_shape;
@@ -216,20 +226,20 @@ static int cmp_lane(const void *pa, const void *pb)
     return (a->idx > b->idx) - (a->idx < b->idx);
 }
 
-static void charge_memory(sp_rep_event_t *ev, long owner, const sp_rep_event_t *m)
+static void charge_memory(const sp_rep_event_t *ev, sp_rep_mem_t *mem, long owner, const sp_rep_event_t *m)
 {
     if (owner < 0)
         return;
     int cuda = m->device == 1;
     if (cuda)
-        ev[owner].self_cuda_mem += m->bytes;
+        mem[owner].self_cuda += m->bytes;
     else
-        ev[owner].self_cpu_mem += m->bytes;
+        mem[owner].self_cpu += m->bytes;
     for (long p = owner; p >= 0; p = ev[p].parent) {
         if (cuda)
-            ev[p].cuda_mem += m->bytes;
+            mem[p].cuda += m->bytes;
         else
-            ev[p].cpu_mem += m->bytes;
+            mem[p].cpu += m->bytes;
     }
 }
 
@@ -273,7 +283,7 @@ static int nest_threads(sp_rep_set_t *s)
         if (k == 0 || lane[k].pid != lane[k - 1].pid || lane[k].tid != lane[k - 1].tid)
             depth = 0;
         if (e->cat == SP_REP_MEMORY) {
-            charge_memory(ev, memory_owner(ev, stack, depth, e->ts), e);
+            charge_memory(ev, s->mem, memory_owner(ev, stack, depth, e->ts), e);
             continue;
         }
         int64_t end = e->ts + e->dur;
@@ -381,9 +391,12 @@ int sp_rep_analyze(sp_rep_set_t *s)
         e->parent = e->launcher = -1;
         e->self_cpu = sp_rep_is_host(e->cat) ? e->dur : 0;
         e->cuda_total = sp_rep_is_gpu_work(e->cat) || e->cat == SP_REP_SYNC ? e->dur : 0;
-        e->cpu_mem = e->self_cpu_mem = e->cuda_mem = e->self_cuda_mem = 0;
         s->has_memory |= e->cat == SP_REP_MEMORY;
     }
+    free(s->mem);
+    s->mem = s->has_memory ? calloc(s->n, sizeof *s->mem) : NULL;
+    if (s->has_memory && !s->mem)
+        return -1;
     if (nest_threads(s) != 0)
         return -1;
     corr_map_t m = {0};
