@@ -211,6 +211,73 @@ static int cmp_canonical(const void *pa, const void *pb)
     return cmp_i64(a->step, b->step);
 }
 
+/* The canonical sort, for input that is mostly runs already in order (the
+ * adapter appends host events sorted by start, then GPU records, then memory
+ * events): a natural merge sort of 32-bit indices, linear in a sorted run and
+ * n log(runs) overall, then the events permuted in place along the
+ * permutation's cycles. Extra memory: two indices per event, not a copy of
+ * the events. */
+static void merge_runs(const sp_rep_event_t *ev, const uint32_t *a, size_t lo, size_t mid, size_t hi, uint32_t *out)
+{
+    size_t i = lo, j = mid, k = lo;
+    while (i < mid && j < hi)
+        out[k++] = cmp_canonical(&ev[a[j]], &ev[a[i]]) < 0 ? a[j++] : a[i++];
+    while (i < mid)
+        out[k++] = a[i++];
+    while (j < hi)
+        out[k++] = a[j++];
+}
+
+static int sort_canonical(sp_rep_set_t *s)
+{
+    size_t n = s->n;
+    uint32_t *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    if (!a || !b || n > UINT32_MAX) {
+        free(a);
+        free(b);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        a[i] = (uint32_t)i;
+    for (;;) {   /* one pass merges neighbouring runs pairwise */
+        size_t runs = 0;
+        for (size_t lo = 0; lo < n;) {
+            size_t mid = lo + 1;
+            while (mid < n && cmp_canonical(&s->ev[a[mid - 1]], &s->ev[a[mid]]) <= 0)
+                mid++;
+            size_t hi = mid < n ? mid + 1 : n;
+            while (hi < n && cmp_canonical(&s->ev[a[hi - 1]], &s->ev[a[hi]]) <= 0)
+                hi++;
+            merge_runs(s->ev, a, lo, mid, hi, b);
+            runs++;
+            lo = hi;
+        }
+        uint32_t *t = a;
+        a = b;
+        b = t;
+        if (runs <= 1)
+            break;
+    }
+    /* Position i takes event a[i]: follow each cycle once, one event held aside. */
+    for (size_t i = 0; i < n; i++) {
+        if (a[i] == i)
+            continue;
+        sp_rep_event_t held = s->ev[i];
+        size_t k = i;
+        while (a[k] != i) {
+            size_t from = a[k];
+            s->ev[k] = s->ev[from];
+            a[k] = (uint32_t)k;
+            k = from;
+        }
+        s->ev[k] = held;
+        a[k] = (uint32_t)k;
+    }
+    free(a);
+    free(b);
+    return 0;
+}
+
 /* Host lanes: thread order, then canonical order (the index) inside each thread. */
 typedef struct lane_key {
     long pid, tid, idx;
@@ -320,10 +387,18 @@ static size_t mix64(uint64_t x, size_t cap)
     return (size_t)x & (cap - 1);
 }
 
+static int is_call(const sp_rep_event_t *e, int runtime_only)
+{
+    return e->correlation && (e->cat == SP_REP_RUNTIME || (!runtime_only && e->cat == SP_REP_DRIVER));
+}
+
+/* Sized by the calls it holds, not by every event. */
 static int corr_build(corr_map_t *m, const sp_rep_set_t *s, int runtime_only)
 {
-    size_t cap = 16;
-    while (cap < s->n * 2)
+    size_t calls = 0, cap = 16;
+    for (size_t i = 0; i < s->n; i++)
+        calls += is_call(&s->ev[i], runtime_only);
+    while (cap < calls * 2)
         cap *= 2;
     m->cap = cap;
     m->key = calloc(cap, sizeof *m->key);
@@ -332,7 +407,7 @@ static int corr_build(corr_map_t *m, const sp_rep_set_t *s, int runtime_only)
         return -1;
     for (size_t i = 0; i < s->n; i++) {
         const sp_rep_event_t *e = &s->ev[i];
-        if (!e->correlation || (e->cat != SP_REP_RUNTIME && (runtime_only || e->cat != SP_REP_DRIVER)))
+        if (!is_call(e, runtime_only))
             continue;
         size_t j = mix64(e->correlation, cap);
         while (m->key[j] && m->key[j] != e->correlation)
@@ -362,6 +437,11 @@ static long corr_find(const corr_map_t *m, uint64_t c)
  * same correlation id as a runtime call (not the span: CUPTI's clock is mapped to the host's). */
 static int drop_nested_driver_calls(sp_rep_set_t *s)
 {
+    size_t drivers = 0;
+    for (size_t i = 0; i < s->n; i++)
+        drivers += s->ev[i].cat == SP_REP_DRIVER;
+    if (!drivers)
+        return 0;
     corr_map_t m = {0};
     int rc = corr_build(&m, s, 1);
     size_t k = 0;
@@ -381,8 +461,8 @@ static int drop_nested_driver_calls(sp_rep_set_t *s)
 
 int sp_rep_analyze(sp_rep_set_t *s)
 {
-    if (s->n)
-        qsort(s->ev, s->n, sizeof *s->ev, cmp_canonical);
+    if (s->n && sort_canonical(s) != 0)
+        return -1;
     if (drop_nested_driver_calls(s) != 0)
         return -1;
     s->has_memory = 0;
@@ -417,3 +497,4 @@ int sp_rep_analyze(sp_rep_set_t *s)
     free(m.val);
     return 0;
 }
+

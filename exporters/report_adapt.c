@@ -45,17 +45,17 @@ static const char *trace_name(sp_rep_set_t *s, const char *raw)
 
 /* Names by the address of their source string (kernel names, API names:
  * strings that live as long as the process), so a window of a million launches
- * hashes each distinct name once, not once per event. Direct-mapped: a clash
- * only costs an intern. */
+ * hashes each distinct name once, not once per event. Direct-mapped, with
+ * room for a few thousand kernels: a clash only costs an intern. */
 typedef struct name_cache {
-    const char *src[1024];
-    const char *name[1024];
+    const char *src[16384];
+    const char *name[16384];
 } name_cache_t;
 
 static const char *cached_name(sp_rep_set_t *s, name_cache_t *c, const char *raw)
 {
     uintptr_t h = (uintptr_t)raw;
-    h = (h ^ h >> 10 ^ h >> 20) & 1023;
+    h = (h ^ h >> 14 ^ h >> 28) & 16383;
     if (c->src[h] != raw) {
         c->name[h] = trace_name(s, raw);
         c->src[h] = raw;
@@ -206,10 +206,14 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
                 r->shape = sp_rep_intern(s, sp_str_get((uint32_t)e->a[2])); /* operator's Input Dims */
         }
     }
-    for (size_t i = 0; i < gpu->n && !s->oom; i++) {
-        int api = gpu->gpu[i].kind == SP_GPU_RUNTIME || gpu->gpu[i].kind == SP_GPU_DRIVER;
-        if (!api || !gpu->api_used[i])
-            add_gpu(s, c, &gpu->gpu[i], pid, base_ns);
+    /* GPU work first, then the API records no host event claimed: each in
+     * start order as CUPTI delivered them, runs the canonical sort merges. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < gpu->n && !s->oom; i++) {
+            int api = gpu->gpu[i].kind == SP_GPU_RUNTIME || gpu->gpu[i].kind == SP_GPU_DRIVER;
+            if (api == pass && (!api || !gpu->api_used[i]))
+                add_gpu(s, c, &gpu->gpu[i], pid, base_ns);
+        }
     }
     add_memory(s, mem, pid, base_ns, end_ns);
     free(c);
