@@ -139,15 +139,19 @@ int sp_export_run(const sp_export_job_t *job_in)
     sp_mem_cycle_t *mem = sp_mem_cycle_take(job->window); /* NULL unless profile_memory */
     int rc = sp_trace_write(job, stem, ev, n, &gpu, base, end, mem);
     /* Reports sit beside the trace: where it could not be written (its error
-     * said why), they would fail the same way and only repeat the message. */
-    if (rc == 0 && sp_report_write(job, stem, ev, n, &gpu, mem, base, end) != 0)
-        rc = -1;
+     * said why), they would fail the same way and only repeat the message.
+     * The report set holds what it needs: the records, CUPTI's and the memory
+     * operations go before its analysis, which is the export's peak. */
+    sp_rep_set_t rep;
+    int built = rc == 0 ? sp_report_build(&rep, job, ev, n, &gpu, mem, base, end) : 1; /* 1: not tried */
     if (rc == 0 && mem && (sp_memreport_write(job, stem, mem, ev, n) | sp_memhtml_write(job, stem, mem)) != 0)
         rc = -1;
     sp_mem_cycle_free(mem);
     sp_gpuv_free(&gpu);
     free(ev);
     sp_ev_release();
+    if (built == 0 ? sp_report_write(job, stem, &rep) != 0 : built < 0)
+        rc = -1;
     atomic_store(&running_events, 0);
     return rc;
 }
