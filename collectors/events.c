@@ -2,7 +2,8 @@
  * Everything here is the cold path: a thread's first record (registration),
  * a full chunk (refill under a mutex, once per ~900 records), and the
  * exporter's collection pass. A chunk is recycled only after its owner has
- * retired it and the exporter has consumed every record in it, so a writer
+ * retired it and the exporter has consumed every record in it and released
+ * them (the exporter reads records in place, without copying), so a writer
  * never shares a chunk with a reader that frees it. A thread that exits
  * retires its chunk (retire_at_exit), or short-lived threads would keep one
  * chunk each for ever. */
@@ -189,48 +190,64 @@ sp_event_t *sp_ev_reserve_slow(sp_thread_t *t)
     return &c->ev[0];
 }
 
+/* How many records of `window` chunk c holds from its cursor on, before the
+ * first of a later window. Called with pool_lock held. */
+static uint32_t window_records(const sp_chunk_t *c, uint32_t cnt, uint32_t window)
+{
+    uint32_t have = 0;
+    for (uint32_t k = c->consumed; k < cnt && c->ev[k].window <= window; k++)
+        have += c->ev[k].window == window;
+    return have;
+}
+
+/* Two passes under the lock: count, then fill an array of the exact size (a
+ * growing one would hold up to twice the references at its peak). Each chunk's
+ * count is read once, so both passes see the same records. */
 size_t sp_ev_collect(uint32_t window, sp_event_ref_t **out)
 {
-    size_t n = 0, cap = 0;
-    sp_event_ref_t *v = NULL;
+    size_t n = 0;
     pthread_mutex_lock(&pool_lock);
     uint32_t used = pool_next;
-    for (uint32_t i = 0; i < used; i++) {
+    uint32_t *cnt = malloc((used ? used : 1) * sizeof *cnt);
+    for (uint32_t i = 0; cnt && i < used; i++) {
+        sp_chunk_t *c = chunk_at(i);
+        cnt[i] = c->owner ? atomic_load_explicit(&c->count, memory_order_acquire) : 0;
+        n += c->owner ? window_records(c, cnt[i], window) : 0;
+    }
+    sp_event_ref_t *v = cnt && n ? malloc(n * sizeof *v) : NULL;
+    size_t k = 0;
+    for (uint32_t i = 0; v && i < used; i++) {
+        sp_chunk_t *c = chunk_at(i);
+        if (!c->owner)
+            continue;
+        uint32_t j = c->consumed;
+        for (; j < cnt[i] && c->ev[j].window <= window; j++)
+            if (c->ev[j].window == window)
+                v[k++] = (sp_event_ref_t){&c->ev[j], c->owner};
+        c->consumed = j;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    free(cnt);
+    *out = v;
+    return v ? k : 0;
+}
+
+void sp_ev_release(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    for (uint32_t i = 0; i < pool_next; i++) {
         sp_chunk_t *c = chunk_at(i);
         if (!c->owner)
             continue;
         /* retired is read before count: a retired chunk's count is final. */
         int retired = atomic_load_explicit(&c->retired, memory_order_acquire);
-        uint32_t cnt = atomic_load_explicit(&c->count, memory_order_acquire);
-        uint32_t k = c->consumed;
-        for (; k < cnt; k++) {
-            const sp_event_t *e = &c->ev[k];
-            if (e->window > window)
-                break;
-            if (e->window < window)
-                continue;
-            if (n == cap) {
-                size_t ncap = cap ? cap * 2 : 4096;
-                sp_event_ref_t *nv = realloc(v, ncap * sizeof *nv);
-                if (!nv)
-                    break;
-                v = nv;
-                cap = ncap;
-            }
-            v[n].ev = *e;
-            v[n].thread = c->owner;
-            n++;
-        }
-        c->consumed = k;
-        if (retired && k == cnt) {
+        if (retired && c->consumed == atomic_load_explicit(&c->count, memory_order_acquire)) {
             c->owner = NULL;
             c->next_free = free_list;
             free_list = c;
         }
     }
     pthread_mutex_unlock(&pool_lock);
-    *out = v;
-    return n;
 }
 
 uint64_t sp_ev_dropped_total(void)

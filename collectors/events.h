@@ -127,14 +127,19 @@ static inline void sp_ev_commit(sp_thread_t *t)
 int sp_ev_pool_init(long buffer_mb);
 void sp_ev_set_gate(uint32_t value);
 
-/* Read API for exporters. sp_ev_collect copies every stored record of
- * `window` (published so far) into a malloc'ed array, with the owning thread
- * of each in *threads_out, and advances the chunks' cursors past them. */
+/* Read API for exporters. sp_ev_collect finds every stored record of
+ * `window` (published so far) and returns, in a malloc'ed array sized
+ * exactly, a reference to each in its chunk with its owning thread, advancing
+ * the chunks' cursors past them. The records stay in place and belong to the
+ * caller (which may rewrite their times) until sp_ev_release, which recycles
+ * the chunks that are retired and wholly consumed. Collects and releases come
+ * from one thread at a time (the exporter). */
 typedef struct sp_event_ref {
-    sp_event_t ev;
+    sp_event_t *ev;
     const sp_thread_t *thread;
 } sp_event_ref_t;
 size_t sp_ev_collect(uint32_t window, sp_event_ref_t **out);
+void sp_ev_release(void);
 uint64_t sp_ev_dropped_total(void);
 
 /* Per-cycle cap (max_events_per_cycle / max_trace_mb): once the current

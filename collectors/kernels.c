@@ -6,13 +6,15 @@
  * names of stubs nobody registered (plain C programs passing a function
  * pointer) come from the dynamic symbol table via dladdr. Export sees a
  * kernel once per launch: each distinct name is demangled once (a table by
- * content) and each stub or handle resolved once (tables by pointer, cleared
- * when a stub is registered again under another name), dladdr included. */
+ * content) and each stub or handle resolved once (tables by pointer, read
+ * without the lock, forgotten when a stub is registered again under another
+ * name), dladdr included. */
 #define _GNU_SOURCE
 #include "kernels.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,25 +92,88 @@ typedef struct pretty {
 } pretty_t;
 static pretty_t **pretty_tab;
 static size_t pretty_cap, pretty_used;
-static table_t resolved[2]; /* stub / handle -> pretty_t *, or &unknown */
 static pretty_t unknown;
+
+/* What a stub or handle resolved to, read without the lock (the export looks
+ * a name up per launch, the kernel marker per launch on the program's
+ * thread). Nodes are immutable once published and never freed while the
+ * process lives; a lookup trusts a node only when its generation is the
+ * current one, so forgetting every answer is one increment, and forgetting
+ * one is publishing a node of generation 0. Tables grow by publishing a
+ * bigger copy; readers still probing an old one find what it held, which is
+ * at worst a miss that the locked path settles. All writes hold the lock. */
+typedef struct rnode {
+    const void *key;
+    const pretty_t *val;     /* &unknown: nobody registered it, dladdr neither */
+    uint64_t gen;
+    struct rnode *all;       /* every node ever made, so none is lost */
+} rnode_t;
+
+typedef struct rtable {
+    size_t cap, used;
+    struct rtable *older;    /* retired tables, kept for readers still in them */
+    _Atomic(rnode_t *) slot[];
+} rtable_t;
+
+static _Atomic(rtable_t *) resolved[2];  /* stub / handle */
+static _Atomic uint64_t resolved_gen = 1;
+static rnode_t *all_nodes;
 
 static void forget_resolved(void)
 {
-    for (int i = 0; i < 2; i++) {
-        free(resolved[i].s);
-        resolved[i] = (table_t){0};
+    atomic_fetch_add_explicit(&resolved_gen, 1, memory_order_release);
+}
+
+static _Atomic(rnode_t *) *rslot(rtable_t *t, const void *key)
+{
+    for (size_t i = hash_ptr(key, t->cap);; i = (i + 1) & (t->cap - 1)) {
+        rnode_t *n = atomic_load_explicit(&t->slot[i], memory_order_acquire);
+        if (!n || n->key == key)
+            return &t->slot[i];
     }
+}
+
+/* Caller holds lock. */
+static void rput(int which, const void *key, const pretty_t *val, uint64_t gen)
+{
+    rtable_t *t = atomic_load_explicit(&resolved[which], memory_order_relaxed);
+    if (!t || (t->used + 1) * 2 > t->cap) {
+        size_t cap = t ? t->cap * 2 : 256;
+        rtable_t *nt = calloc(1, sizeof *nt + cap * sizeof nt->slot[0]);
+        if (!nt)
+            return;
+        nt->cap = cap;
+        nt->older = t;
+        for (size_t i = 0; t && i < t->cap; i++) {
+            rnode_t *n = atomic_load_explicit(&t->slot[i], memory_order_relaxed);
+            if (n) {
+                atomic_store_explicit(rslot(nt, n->key), n, memory_order_relaxed);
+                nt->used++;
+            }
+        }
+        atomic_store_explicit(&resolved[which], nt, memory_order_release);
+        t = nt;
+    }
+    rnode_t *n = malloc(sizeof *n);
+    if (!n)
+        return;
+    *n = (rnode_t){key, val, gen, all_nodes};
+    all_nodes = n;
+    _Atomic(rnode_t *) *s = rslot(t, key);
+    if (!atomic_load_explicit(s, memory_order_relaxed))
+        t->used++;
+    atomic_store_explicit(s, n, memory_order_release);
 }
 
 /* A stub or handle that gets a name resolves again (it may have been looked
  * up, and found unknown, before); handles resolved through a stub, too. */
 static void forget_one(int is_handle, const void *ptr)
 {
-    slot_t *r = find(&resolved[is_handle], ptr);
-    if (r && r->key)
-        r->val = NULL;
-    if (!is_handle && resolved[1].used)
+    rtable_t *t = atomic_load_explicit(&resolved[is_handle], memory_order_relaxed);
+    if (t && atomic_load_explicit(rslot(t, ptr), memory_order_relaxed))
+        rput(is_handle, ptr, NULL, 0);
+    t = atomic_load_explicit(&resolved[1], memory_order_relaxed);
+    if (!is_handle && t && t->used)
         forget_resolved();
 }
 
@@ -270,19 +335,22 @@ const char *sp_kern_demangle(const char *m)
 
 const char *sp_kern_name(const void *ptr, int is_handle)
 {
-    table_t *t = &resolved[is_handle ? 1 : 0];
-    pthread_mutex_lock(&lock);
-    slot_t *s = find(t, ptr);
-    const pretty_t *p = s && s->key ? s->val : NULL;
+    int which = is_handle ? 1 : 0;
+    uint64_t gen = atomic_load_explicit(&resolved_gen, memory_order_acquire);
+    rtable_t *t = atomic_load_explicit(&resolved[which], memory_order_acquire);
+    rnode_t *n = t ? atomic_load_explicit(rslot(t, ptr), memory_order_acquire) : NULL;
+    const pretty_t *p = n && n->gen == gen ? n->val : NULL;
     if (!p) {
+        pthread_mutex_lock(&lock);
+        gen = atomic_load_explicit(&resolved_gen, memory_order_relaxed);
         const char *m = mangled_locked(ptr, is_handle);
         p = m ? pretty_locked(m) : NULL;
         if (!m)
             p = &unknown;
         if (p)
-            put(t, ptr, p);
+            rput(which, ptr, p, gen);
+        pthread_mutex_unlock(&lock);
     }
-    pthread_mutex_unlock(&lock);
     return p && p != &unknown ? p->display : NULL;
 }
 

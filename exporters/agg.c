@@ -121,21 +121,31 @@ void sp_rep_free(sp_rep_set_t *s)
         free(t);
     }
     free(s->ev);
+    free(s->mem);
     memset(s, 0, sizeof *s);
+}
+
+static int grow_to(sp_rep_set_t *s, size_t cap)
+{
+    sp_rep_event_t *ev = realloc(s->ev, cap * sizeof *ev);
+    if (!ev) {
+        s->oom = 1;
+        return -1;
+    }
+    s->ev = ev;
+    s->cap = cap;
+    return 0;
+}
+
+int sp_rep_reserve(sp_rep_set_t *s, size_t n)
+{
+    return s->cap - s->n >= n ? 0 : grow_to(s, s->n + n);
 }
 
 sp_rep_event_t *sp_rep_add(sp_rep_set_t *s)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 4096;
-        sp_rep_event_t *ev = realloc(s->ev, cap * sizeof *ev);
-        if (!ev) {
-            s->oom = 1;
-            return NULL;
-        }
-        s->ev = ev;
-        s->cap = cap;
-    }
+    if (s->n == s->cap && grow_to(s, s->cap ? s->cap * 2 : 4096) != 0)
+        return NULL;
     sp_rep_event_t *e = &s->ev[s->n++];
     memset(e, 0, sizeof *e);
     e->shape = s->no_shape;
@@ -201,6 +211,73 @@ static int cmp_canonical(const void *pa, const void *pb)
     return cmp_i64(a->step, b->step);
 }
 
+/* The canonical sort, for input that is mostly runs already in order (the
+ * adapter appends host events sorted by start, then GPU records, then memory
+ * events): a natural merge sort of 32-bit indices, linear in a sorted run and
+ * n log(runs) overall, then the events permuted in place along the
+ * permutation's cycles. Extra memory: two indices per event, not a copy of
+ * the events. */
+static void merge_runs(const sp_rep_event_t *ev, const uint32_t *a, size_t lo, size_t mid, size_t hi, uint32_t *out)
+{
+    size_t i = lo, j = mid, k = lo;
+    while (i < mid && j < hi)
+        out[k++] = cmp_canonical(&ev[a[j]], &ev[a[i]]) < 0 ? a[j++] : a[i++];
+    while (i < mid)
+        out[k++] = a[i++];
+    while (j < hi)
+        out[k++] = a[j++];
+}
+
+static int sort_canonical(sp_rep_set_t *s)
+{
+    size_t n = s->n;
+    uint32_t *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    if (!a || !b || n > UINT32_MAX) {
+        free(a);
+        free(b);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        a[i] = (uint32_t)i;
+    for (;;) {   /* one pass merges neighbouring runs pairwise */
+        size_t runs = 0;
+        for (size_t lo = 0; lo < n;) {
+            size_t mid = lo + 1;
+            while (mid < n && cmp_canonical(&s->ev[a[mid - 1]], &s->ev[a[mid]]) <= 0)
+                mid++;
+            size_t hi = mid < n ? mid + 1 : n;
+            while (hi < n && cmp_canonical(&s->ev[a[hi - 1]], &s->ev[a[hi]]) <= 0)
+                hi++;
+            merge_runs(s->ev, a, lo, mid, hi, b);
+            runs++;
+            lo = hi;
+        }
+        uint32_t *t = a;
+        a = b;
+        b = t;
+        if (runs <= 1)
+            break;
+    }
+    /* Position i takes event a[i]: follow each cycle once, one event held aside. */
+    for (size_t i = 0; i < n; i++) {
+        if (a[i] == i)
+            continue;
+        sp_rep_event_t held = s->ev[i];
+        size_t k = i;
+        while (a[k] != i) {
+            size_t from = a[k];
+            s->ev[k] = s->ev[from];
+            a[k] = (uint32_t)k;
+            k = from;
+        }
+        s->ev[k] = held;
+        a[k] = (uint32_t)k;
+    }
+    free(a);
+    free(b);
+    return 0;
+}
+
 /* Host lanes: thread order, then canonical order (the index) inside each thread. */
 typedef struct lane_key {
     long pid, tid, idx;
@@ -216,20 +293,20 @@ static int cmp_lane(const void *pa, const void *pb)
     return (a->idx > b->idx) - (a->idx < b->idx);
 }
 
-static void charge_memory(sp_rep_event_t *ev, long owner, const sp_rep_event_t *m)
+static void charge_memory(const sp_rep_event_t *ev, sp_rep_mem_t *mem, long owner, const sp_rep_event_t *m)
 {
     if (owner < 0)
         return;
     int cuda = m->device == 1;
     if (cuda)
-        ev[owner].self_cuda_mem += m->bytes;
+        mem[owner].self_cuda += m->bytes;
     else
-        ev[owner].self_cpu_mem += m->bytes;
+        mem[owner].self_cpu += m->bytes;
     for (long p = owner; p >= 0; p = ev[p].parent) {
         if (cuda)
-            ev[p].cuda_mem += m->bytes;
+            mem[p].cuda += m->bytes;
         else
-            ev[p].cpu_mem += m->bytes;
+            mem[p].cpu += m->bytes;
     }
 }
 
@@ -273,7 +350,7 @@ static int nest_threads(sp_rep_set_t *s)
         if (k == 0 || lane[k].pid != lane[k - 1].pid || lane[k].tid != lane[k - 1].tid)
             depth = 0;
         if (e->cat == SP_REP_MEMORY) {
-            charge_memory(ev, memory_owner(ev, stack, depth, e->ts), e);
+            charge_memory(ev, s->mem, memory_owner(ev, stack, depth, e->ts), e);
             continue;
         }
         int64_t end = e->ts + e->dur;
@@ -310,10 +387,18 @@ static size_t mix64(uint64_t x, size_t cap)
     return (size_t)x & (cap - 1);
 }
 
+static int is_call(const sp_rep_event_t *e, int runtime_only)
+{
+    return e->correlation && (e->cat == SP_REP_RUNTIME || (!runtime_only && e->cat == SP_REP_DRIVER));
+}
+
+/* Sized by the calls it holds, not by every event. */
 static int corr_build(corr_map_t *m, const sp_rep_set_t *s, int runtime_only)
 {
-    size_t cap = 16;
-    while (cap < s->n * 2)
+    size_t calls = 0, cap = 16;
+    for (size_t i = 0; i < s->n; i++)
+        calls += is_call(&s->ev[i], runtime_only);
+    while (cap < calls * 2)
         cap *= 2;
     m->cap = cap;
     m->key = calloc(cap, sizeof *m->key);
@@ -322,7 +407,7 @@ static int corr_build(corr_map_t *m, const sp_rep_set_t *s, int runtime_only)
         return -1;
     for (size_t i = 0; i < s->n; i++) {
         const sp_rep_event_t *e = &s->ev[i];
-        if (!e->correlation || (e->cat != SP_REP_RUNTIME && (runtime_only || e->cat != SP_REP_DRIVER)))
+        if (!is_call(e, runtime_only))
             continue;
         size_t j = mix64(e->correlation, cap);
         while (m->key[j] && m->key[j] != e->correlation)
@@ -352,6 +437,11 @@ static long corr_find(const corr_map_t *m, uint64_t c)
  * same correlation id as a runtime call (not the span: CUPTI's clock is mapped to the host's). */
 static int drop_nested_driver_calls(sp_rep_set_t *s)
 {
+    size_t drivers = 0;
+    for (size_t i = 0; i < s->n; i++)
+        drivers += s->ev[i].cat == SP_REP_DRIVER;
+    if (!drivers)
+        return 0;
     corr_map_t m = {0};
     int rc = corr_build(&m, s, 1);
     size_t k = 0;
@@ -371,8 +461,8 @@ static int drop_nested_driver_calls(sp_rep_set_t *s)
 
 int sp_rep_analyze(sp_rep_set_t *s)
 {
-    if (s->n)
-        qsort(s->ev, s->n, sizeof *s->ev, cmp_canonical);
+    if (s->n && sort_canonical(s) != 0)
+        return -1;
     if (drop_nested_driver_calls(s) != 0)
         return -1;
     s->has_memory = 0;
@@ -381,9 +471,12 @@ int sp_rep_analyze(sp_rep_set_t *s)
         e->parent = e->launcher = -1;
         e->self_cpu = sp_rep_is_host(e->cat) ? e->dur : 0;
         e->cuda_total = sp_rep_is_gpu_work(e->cat) || e->cat == SP_REP_SYNC ? e->dur : 0;
-        e->cpu_mem = e->self_cpu_mem = e->cuda_mem = e->self_cuda_mem = 0;
         s->has_memory |= e->cat == SP_REP_MEMORY;
     }
+    free(s->mem);
+    s->mem = s->has_memory ? calloc(s->n, sizeof *s->mem) : NULL;
+    if (s->has_memory && !s->mem)
+        return -1;
     if (nest_threads(s) != 0)
         return -1;
     corr_map_t m = {0};
@@ -404,3 +497,4 @@ int sp_rep_analyze(sp_rep_set_t *s)
     free(m.val);
     return 0;
 }
+

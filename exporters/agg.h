@@ -30,7 +30,6 @@ static inline int sp_rep_is_gpu_work(int cat) { return cat >= SP_REP_KERNEL && c
 
 typedef struct sp_rep_event {
     const char *name;       /* interned */
-    int cat;                /* enum sp_rep_cat */
     int64_t ts, dur;        /* ns from the trace base */
     long pid, tid;
     uint64_t correlation;   /* links a GPU event to its launching API call; 0 = none */
@@ -40,21 +39,28 @@ typedef struct sp_rep_event {
     const char *shape;      /* input shapes text, "[]" when none (interned) */
     const char *stack;      /* "outermost;...;innermost" (interned), NULL when none */
     long step;              /* ProfilerStep#N: N, else -1 */
-    int launch;             /* a kernel launch API call (it has grid / block) */
-    int device;             /* GPU events: device id; memory events: Device Type (0 CPU, 1 CUDA) */
+    int32_t device;         /* GPU events: device id; memory events: Device Type (0 CPU, 1 CUDA) */
+    uint8_t cat;            /* enum sp_rep_cat */
+    uint8_t launch;         /* a kernel launch API call (it has grid / block) */
     /* Filled by sp_rep_analyze. */
-    long parent;            /* enclosing host event on the same thread, -1 */
-    long launcher;          /* GPU events: the API call with the same correlation, -1 */
+    int32_t parent;         /* enclosing host event on the same thread, -1 */
+    int32_t launcher;       /* GPU events: the API call with the same correlation, -1 */
     int64_t self_cpu;       /* host: dur minus direct children */
     int64_t cuda_total;     /* host: GPU time it launched, itself or below; GPU: dur */
-    int64_t cpu_mem, self_cpu_mem, cuda_mem, self_cuda_mem;
 } sp_rep_event_t;
+
+/* Memory charged to an event (profile_memory), kept beside the events: most
+ * windows have none, and every event would carry these 32 bytes. */
+typedef struct sp_rep_mem {
+    int64_t cpu, self_cpu, cuda, self_cuda;
+} sp_rep_mem_t;
 
 struct sp_intern;
 
 typedef struct sp_rep_set {
     sp_rep_event_t *ev;
     size_t n, cap;
+    sp_rep_mem_t *mem;      /* per event, after sp_rep_analyze; NULL unless has_memory */
     struct sp_intern *strings;
     uint64_t dropped;       /* records lost in the window (stepprof_dropped_events) */
     int has_memory;         /* any SP_REP_MEMORY event */
@@ -69,6 +75,9 @@ const char *sp_rep_intern_n(sp_rep_set_t *s, const char *str, size_t len);
 /* A zeroed event (bytes -1, step -1, shape "[]") appended to the set; NULL
  * when out of memory (s->oom set). */
 sp_rep_event_t *sp_rep_add(sp_rep_set_t *s);
+/* Room for n more events without growing (a builder that knows its count
+ * allocates once, not up to twice the events); 0, or -1 (s->oom set). */
+int sp_rep_reserve(sp_rep_set_t *s, size_t n);
 
 /* Input shapes as key_averages(group_by_input_shape=True) shows them: a launch
  * is [[grid], [block], [shared memory]], a copy / set / allocation [[bytes]]. */

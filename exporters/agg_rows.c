@@ -127,7 +127,7 @@ static int same_key(const sp_rep_row_t *a, const sp_rep_row_t *b)
     return a->name == b->name && a->cat == b->cat && a->shape == b->shape && a->stack == b->stack;
 }
 
-static void add_to_row(sp_rep_row_t *r, const sp_rep_event_t *e)
+static void add_to_row(sp_rep_row_t *r, const sp_rep_event_t *e, const sp_rep_mem_t *m)
 {
     r->count++;
     if (sp_rep_is_host(e->cat)) {
@@ -137,10 +137,12 @@ static void add_to_row(sp_rep_row_t *r, const sp_rep_event_t *e)
         r->self_cuda += e->dur;
     }
     r->cuda_total += e->cuda_total;
-    r->cpu_mem += e->cpu_mem;
-    r->self_cpu_mem += e->self_cpu_mem;
-    r->cuda_mem += e->cuda_mem;
-    r->self_cuda_mem += e->self_cuda_mem;
+    if (!m)
+        return;
+    r->cpu_mem += m->cpu;
+    r->self_cpu_mem += m->self_cpu;
+    r->cuda_mem += m->cuda;
+    r->self_cuda_mem += m->self_cuda;
 }
 
 long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
@@ -173,7 +175,7 @@ long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
             rows[n] = key;
             m.slot[j] = ++n;
         }
-        add_to_row(&rows[m.slot[j] - 1], e);
+        add_to_row(&rows[m.slot[j] - 1], e, s->mem ? &s->mem[i] : NULL);
     }
     free(m.slot);
     if (s->oom) {

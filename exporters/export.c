@@ -1,5 +1,5 @@
 /* exporters/export.c — one export job from records to files: collect the
- * window's records from the buffer, convert ticks to nanoseconds, sort by
+ * window's records from the buffer (in place), convert ticks to nanoseconds, sort by
  * start (ties: the longer, enclosing event first, so nesting reads top-down),
  * and hand them to each file writer under one stem. Also the bound on how
  * many traces a run writes: cycles that end faster than SP_EXPORT_MAX_PER_S
@@ -24,7 +24,7 @@
 
 static int cmp_start(const void *a, const void *b)
 {
-    const sp_event_t *x = &((const sp_event_ref_t *)a)->ev, *y = &((const sp_event_ref_t *)b)->ev;
+    const sp_event_t *x = ((const sp_event_ref_t *)a)->ev, *y = ((const sp_event_ref_t *)b)->ev;
     if (x->t0 != y->t0)
         return x->t0 < y->t0 ? -1 : 1;
     if (x->t1 != y->t1)
@@ -79,6 +79,7 @@ static void discard(const sp_export_job_t *job)
     sp_event_ref_t *ev = NULL;
     sp_ev_collect(job->window, &ev);
     free(ev);
+    sp_ev_release();
     free(job->gpu);
     sp_mem_cycle_free(sp_mem_cycle_take(job->window));
 }
@@ -108,9 +109,9 @@ int sp_export_run(const sp_export_job_t *job_in)
     size_t n = sp_ev_collect(job->window, &ev);
     atomic_store(&running_events, (uint64_t)n + job->ngpu);
     sp_clock_recalibrate();
-    for (size_t i = 0; i < n; i++) {
-        ev[i].ev.t0 = sp_clock_to_ns(ev[i].ev.t0);
-        ev[i].ev.t1 = sp_clock_to_ns(ev[i].ev.t1);
+    for (size_t i = 0; i < n; i++) {   /* in place: the records are ours until sp_ev_release */
+        ev[i].ev->t0 = sp_clock_to_ns(ev[i].ev->t0);
+        ev[i].ev->t1 = sp_clock_to_ns(ev[i].ev->t1);
     }
     if (n)   /* a window of driver calls only has no records: ev is NULL */
         qsort(ev, n, sizeof *ev, cmp_start);
@@ -121,11 +122,11 @@ int sp_export_run(const sp_export_job_t *job_in)
     if (capped.dropped && (n == event_limit || sp_ev_window_capped(job->window)))
         capped.truncated |= SP_TRUNC_LIMIT;
     uint64_t base = sp_clock_to_ns(job->t_begin), end = sp_clock_to_ns(job->t_end);
-    if (n && ev[0].ev.t0 < base)
-        base = ev[0].ev.t0;
+    if (n && ev[0].ev->t0 < base)
+        base = ev[0].ev->t0;
     for (size_t i = 0; i < n; i++)
-        if (ev[i].ev.t1 > end)
-            end = ev[i].ev.t1;
+        if (ev[i].ev->t1 > end)
+            end = ev[i].ev->t1;
     char stem[512];
     sp_outfile_stem(stem, sizeof stem, job->worker, end + (uint64_t)sp_clock_epoch_offset());
     sp_gpu_view_t gpu;
@@ -138,14 +139,19 @@ int sp_export_run(const sp_export_job_t *job_in)
     sp_mem_cycle_t *mem = sp_mem_cycle_take(job->window); /* NULL unless profile_memory */
     int rc = sp_trace_write(job, stem, ev, n, &gpu, base, end, mem);
     /* Reports sit beside the trace: where it could not be written (its error
-     * said why), they would fail the same way and only repeat the message. */
-    if (rc == 0 && sp_report_write(job, stem, ev, n, &gpu, mem, base, end) != 0)
-        rc = -1;
+     * said why), they would fail the same way and only repeat the message.
+     * The report set holds what it needs: the records, CUPTI's and the memory
+     * operations go before its analysis, which is the export's peak. */
+    sp_rep_set_t rep;
+    int built = rc == 0 ? sp_report_build(&rep, job, ev, n, &gpu, mem, base, end) : 1; /* 1: not tried */
     if (rc == 0 && mem && (sp_memreport_write(job, stem, mem, ev, n) | sp_memhtml_write(job, stem, mem)) != 0)
         rc = -1;
     sp_mem_cycle_free(mem);
     sp_gpuv_free(&gpu);
     free(ev);
+    sp_ev_release();
+    if (built == 0 ? sp_report_write(job, stem, &rep) != 0 : built < 0)
+        rc = -1;
     atomic_store(&running_events, 0);
     return rc;
 }

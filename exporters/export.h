@@ -52,6 +52,11 @@ enum { SP_TRUNC_END = 1, SP_TRUNC_LIMIT = 2 };   /* process ended mid-cycle; a s
  * left out, counted as dropped, and the job marked SP_TRUNC_LIMIT. */
 void sp_export_set_limit(uint64_t max_events);
 
+/* Starts the exporter thread (and with collect the collecting thread) now,
+ * when a record window opens: the close that ends the window then only hands
+ * its job over (design.md: the close is a handful of stores). Idempotent. */
+void sp_export_start(int collect);
+
 /* Queue a job for the exporter thread (started on first use). Falls back to
  * running it on the caller when the thread cannot be created. */
 void sp_export_submit(const sp_export_job_t *job);

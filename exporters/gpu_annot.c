@@ -20,8 +20,8 @@ static int cmp_range(const void *a, const void *b)
                          *y = &range_events[range_view->range_ev[*(const uint64_t *)b - 1]];
     if (x->thread->tid != y->thread->tid)
         return x->thread->tid < y->thread->tid ? -1 : 1;
-    if (x->ev.t0 != y->ev.t0)
-        return x->ev.t0 < y->ev.t0 ? -1 : 1;
+    if (x->ev->t0 != y->ev->t0)
+        return x->ev->t0 < y->ev->t0 ? -1 : 1;
     return (*(const uint64_t *)a > *(const uint64_t *)b) - (*(const uint64_t *)a < *(const uint64_t *)b);
 }
 
@@ -44,7 +44,7 @@ uint64_t sp_annot_range_at(const sp_gpu_view_t *v, const sp_event_ref_t *ev, con
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         const sp_event_ref_t *r = &ev[v->range_ev[byt[mid] - 1]];
-        if (r->thread->tid < tid || (r->thread->tid == tid && (int64_t)r->ev.t0 <= t))
+        if (r->thread->tid < tid || (r->thread->tid == tid && (int64_t)r->ev->t0 <= t))
             lo = mid + 1;
         else
             hi = mid;
@@ -52,7 +52,7 @@ uint64_t sp_annot_range_at(const sp_gpu_view_t *v, const sp_event_ref_t *ev, con
     if (!lo || ev[v->range_ev[byt[lo - 1] - 1]].thread->tid != tid)
         return 0;
     uint64_t id = byt[lo - 1];
-    while (id && (int64_t)ev[v->range_ev[id - 1]].ev.t1 < t)
+    while (id && (int64_t)ev[v->range_ev[id - 1]].ev->t1 < t)
         id = v->range_parent[id - 1];
     return id;
 }
@@ -84,7 +84,7 @@ void sp_annot_write(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *g = &v->gpu[i];
         for (uint64_t id = gext[i]; id; id = v->range_parent[id - 1]) {
-            const sp_event_t *re = &ev[v->range_ev[id - 1]].ev;
+            const sp_event_t *re = ev[v->range_ev[id - 1]].ev;
             if (re->kind != SP_EV_RANGE || (re->flags & SP_RANGE_OP))
                 continue; /* steps are walked through; operators get no GPU span, as in Kineto */
             if (ns == cap) {
@@ -107,10 +107,10 @@ out:
             s.a = sp[i].a < s.a ? sp[i].a : s.a;
             s.b = sp[i].b > s.b ? sp[i].b : s.b;
         }
-        const sp_event_t *re = &ev[v->range_ev[s.id - 1]].ev;
+        const sp_event_t *re = ev[v->range_ev[s.id - 1]].ev;
         sp_gpuv_slice(w, "gpu_user_annotation", sp_str_get(re->name), s.dev, s.stream, (int64_t)(s.a - base),
                       (int64_t)(s.b - s.a));
-        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}},\n", s.id);
+        sp_jw_printf(w, ",\"args\":{\"External id\":%" PRIu64 "}},\n", s.id);
     }
     free(sp);
 }

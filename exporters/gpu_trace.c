@@ -66,7 +66,7 @@ static void external_ids(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
         v->ext = NULL;
     }
     for (size_t i = 0; v->ext && ts && i < nev; i++) {
-        const sp_event_t *e = &ev[i].ev;
+        const sp_event_t *e = ev[i].ev;
         size_t k = 0;
         while (k < nts && ts[k].thread != ev[i].thread)
             k++;
@@ -102,14 +102,14 @@ static const sp_event_ref_t *host_base;
 
 static uint32_t host_cbid(const sp_event_ref_t *r)
 {
-    return (uint32_t)sp_api_table[r->ev.name].cbid;
+    return (uint32_t)sp_api_table[r->ev->name].cbid;
 }
 
 /* The CUPTI domain of an intercepted call: its row says whether its cbid is
  * a runtime or a driver cbid. */
 static uint32_t host_domain(const sp_event_ref_t *r)
 {
-    return sp_api_table[r->ev.name].driver ? SP_GPU_DRIVER : SP_GPU_RUNTIME;
+    return sp_api_table[r->ev->name].driver ? SP_GPU_DRIVER : SP_GPU_RUNTIME;
 }
 
 static int cmp_host(const void *a, const void *b)
@@ -121,7 +121,7 @@ static int cmp_host(const void *a, const void *b)
         return host_domain(x) < host_domain(y) ? -1 : 1;
     if (host_cbid(x) != host_cbid(y))
         return host_cbid(x) < host_cbid(y) ? -1 : 1;
-    return (x->ev.t0 > y->ev.t0) - (x->ev.t0 < y->ev.t0);
+    return (x->ev->t0 > y->ev->t0) - (x->ev->t0 < y->ev->t0);
 }
 
 static int key_cmp(const sp_gpu_event_t *m, uint32_t tid, uint32_t domain, uint32_t cbid)
@@ -155,7 +155,7 @@ static void pair_group(sp_gpu_view_t *v, const sp_event_ref_t *ev, const uint32_
         return;
     }
     for (size_t j = 0, k = 0; j < nh; j++) {
-        const sp_event_t *e = &ev[h[j]].ev;
+        const sp_event_t *e = ev[h[j]].ev;
         while (k < nc && v->gpu[c[k]].start + SLACK_NS < e->t0)
             k++;
         if (k < nc && v->gpu[c[k]].start <= e->t1 + SLACK_NS) {
@@ -194,7 +194,7 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
     uint32_t *hidx = malloc((nev ? nev : 1) * sizeof *hidx);
     size_t nh = 0;
     for (size_t h = 0; hidx && h < nev; h++)
-        if (ev[h].ev.kind == SP_EV_API && ev[h].ev.name < SP_API_COUNT)
+        if (ev[h].ev->kind == SP_EV_API && ev[h].ev->name < SP_API_COUNT)
             hidx[nh++] = (uint32_t)h;
     host_base = ev;
     if (hidx)
@@ -331,11 +331,15 @@ static const char *sync_name(uint8_t t)
 
 void sp_gpuv_slice(sp_jw_t *w, const char *cat, const char *name, long pid, long tid, int64_t ts, int64_t dur)
 {
-    sp_jw_printf(w, "{\"ph\": \"X\", \"cat\": \"%s\", \"name\": ", cat);
+    SP_JW_LIT(w, "{\"ph\":\"X\",\"cat\":\"");
+    sp_jw_puts(w, cat);
+    SP_JW_LIT(w, "\",\"name\":");
     sp_jw_str(w, name, 1);
-    sp_jw_printf(w, ", \"pid\": %ld, \"tid\": %ld, \"ts\": ", pid, tid);
+    SP_JW_KI(w, ",\"pid\":", pid);
+    SP_JW_KI(w, ",\"tid\":", tid);
+    SP_JW_LIT(w, ",\"ts\":");
     sp_jw_us(w, ts);
-    sp_jw_puts(w, ", \"dur\": ");
+    SP_JW_LIT(w, ",\"dur\":");
     sp_jw_us(w, dur < 0 ? 0 : sp_trace_dur(ts, dur));
 }
 
@@ -350,9 +354,17 @@ static void occupancy(sp_jw_t *w, const sp_gpu_event_t *e)
     int known = p && p->num_sms > 0 && tpb > 0 && p->warp_size > 0;
     double bps = known ? (double)blocks / p->num_sms : 0;
     long warps_pb = known ? (tpb + p->warp_size - 1) / p->warp_size : 0;
-    sp_jw_printf(w, ", \"blocks per SM\": %.6f, \"warps per SM\": %.6f", bps, bps * (double)warps_pb);
-    sp_jw_printf(w, ", \"grid\": [%d, %d, %d], \"block\": [%d, %d, %d]", e->grid[0], e->grid[1], e->grid[2],
-                 e->block[0], e->block[1], e->block[2]);
+    SP_JW_LIT(w, ",\"blocks per SM\":");
+    sp_jw_fix6(w, bps);
+    SP_JW_LIT(w, ",\"warps per SM\":");
+    sp_jw_fix6(w, bps * (double)warps_pb);
+    SP_JW_KI(w, ",\"grid\":[", e->grid[0]);
+    SP_JW_KI(w, ",", e->grid[1]);
+    SP_JW_KI(w, ",", e->grid[2]);
+    SP_JW_KI(w, "],\"block\":[", e->block[0]);
+    SP_JW_KI(w, ",", e->block[1]);
+    SP_JW_KI(w, ",", e->block[2]);
+    SP_JW_LIT(w, "]");
     if (!known)
         return;
     long max_by_threads = p->max_threads_per_sm / (warps_pb * p->warp_size);
@@ -370,28 +382,31 @@ static void occupancy(sp_jw_t *w, const sp_gpu_event_t *e)
     double resident = bps < (double)active ? bps : (double)active;
     double max_warps = (double)p->max_threads_per_sm / p->warp_size;
     double occ = max_warps > 0 ? 100.0 * resident * (double)warps_pb / max_warps : 0;
-    sp_jw_printf(w, ", \"est. achieved occupancy %%\": %d", (int)(occ > 100 ? 100 : occ + 0.5));
+    SP_JW_KI(w, ",\"est. achieved occupancy %\":", (int)(occ > 100 ? 100 : occ + 0.5));
 }
 
 static void gpu_args(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext)
 {
-    sp_jw_printf(w, ", \"args\": {");
+    SP_JW_LIT(w, ",\"args\":{");
     if (ext)
-        sp_jw_printf(w, "\"External id\": %" PRIu64 ", ", ext);
+        SP_JW_KU(w, "\"External id\":", ext), SP_JW_LIT(w, ",");
     if (e->kind == SP_GPU_KERNEL)
-        sp_jw_printf(w, "\"queued\": %" PRIu64 ", ", e->queued > e->start ? 0 : e->queued ? (e->start - e->queued) : 0);
-    sp_jw_printf(w, "\"device\": %u, \"context\": %u, \"stream\": %u, \"correlation\": %u", e->device, e->context,
-                 e->stream, e->correlation);
+        SP_JW_KU(w, "\"queued\":", e->queued > e->start ? 0 : e->queued ? (e->start - e->queued) : 0), SP_JW_LIT(w, ",");
+    SP_JW_KU(w, "\"device\":", e->device);
+    SP_JW_KU(w, ",\"context\":", e->context);
+    SP_JW_KU(w, ",\"stream\":", e->stream);
+    SP_JW_KU(w, ",\"correlation\":", e->correlation);
     if (e->kind == SP_GPU_KERNEL) {
-        sp_jw_printf(w, ", \"registers per thread\": %u, \"shared memory\": %d", e->registers,
-                     e->static_smem + e->dynamic_smem);
+        SP_JW_KU(w, ",\"registers per thread\":", e->registers);
+        SP_JW_KI(w, ",\"shared memory\":", e->static_smem + e->dynamic_smem);
         occupancy(w, e);
     } else if (e->kind == SP_GPU_MEMCPY || e->kind == SP_GPU_MEMSET) {
         uint64_t dur = sp_gpu_end(e) - e->start;
-        sp_jw_printf(w, ", \"bytes\": %" PRIu64 ", \"memory bandwidth (GB/s)\": %.6f", e->bytes,
-                     dur ? (double)e->bytes / (double)dur : 0.0);
+        SP_JW_KU(w, ",\"bytes\":", e->bytes);
+        SP_JW_LIT(w, ",\"memory bandwidth (GB/s)\":");
+        sp_jw_fix6(w, dur ? (double)e->bytes / (double)dur : 0.0);
     }
-    sp_jw_puts(w, "}},\n");
+    SP_JW_LIT(w, "}},\n");
 }
 
 const char *sp_gpuv_name(const sp_gpu_event_t *e, char *buf, size_t len)
@@ -444,24 +459,30 @@ static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ex
     const char *name = sp_gpuv_api_name(real, buf, sizeof buf);
     sp_gpuv_slice(w, e->kind == SP_GPU_DRIVER ? "cuda_driver" : "cuda_runtime", name, pid, e->tid, (int64_t)(e->start - base),
           (int64_t)(e->end - e->start));
-    sp_jw_printf(w, ", \"args\": {\"cbid\": %u, \"%s\": %u", e->cbid,
+    sp_jw_printf(w, ",\"args\":{\"cbid\":%u,\"%s\":%u", e->cbid,
                  nested ? "stepprof_runtime_correlation" : "correlation", e->correlation);
     if (ext)
-        sp_jw_printf(w, ", \"External id\": %" PRIu64, ext);
+        SP_JW_KU(w, ",\"External id\":", ext);
     if (name != real)
-        sp_jw_printf(w, ", \"stepprof_api\": \"%s\"", real);
-    sp_jw_printf(w, ", \"result\": %d, \"stepprof_source\": \"cupti\"}},\n", e->result);
+        sp_jw_printf(w, ",\"stepprof_api\":\"%s\"", real);
+    SP_JW_KI(w, ",\"result\":", e->result);
+    SP_JW_LIT(w, ",\"stepprof_source\":\"cupti\"}},\n");
 }
 
 /* Flow arrow from the launching call (tid, ts) to the GPU event. */
 static void flow(sp_jw_t *w, uint32_t id, long pid, long tid, int64_t ts, long gpid, long gtid, int64_t gts)
 {
-    sp_jw_printf(w, "{\"ph\": \"s\", \"id\": %u, \"pid\": %ld, \"tid\": %ld, \"ts\": ", id, pid, tid);
+    SP_JW_KU(w, "{\"ph\":\"s\",\"id\":", id);
+    SP_JW_KI(w, ",\"pid\":", pid);
+    SP_JW_KI(w, ",\"tid\":", tid);
+    SP_JW_LIT(w, ",\"ts\":");
     sp_jw_us(w, ts);
-    sp_jw_printf(w, ", \"cat\": \"ac2g\", \"name\": \"ac2g\"},\n{\"ph\": \"f\", \"id\": %u, \"pid\": %ld, \"tid\": %ld, "
-                    "\"ts\": ", id, gpid, gtid);
+    SP_JW_KU(w, ",\"cat\":\"ac2g\",\"name\":\"ac2g\"},\n{\"ph\":\"f\",\"id\":", id);
+    SP_JW_KI(w, ",\"pid\":", gpid);
+    SP_JW_KI(w, ",\"tid\":", gtid);
+    SP_JW_LIT(w, ",\"ts\":");
     sp_jw_us(w, gts);
-    sp_jw_puts(w, ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"},\n");
+    SP_JW_LIT(w, ",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"},\n");
 }
 
 typedef struct launch {
@@ -518,8 +539,8 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
     for (size_t h = 0; h < nev; h++) {
         const sp_gpu_event_t *m = sp_gpuv_match(v, h);
         if (m)
-            l[nl++] = (launch_t){m->correlation, m->kind == SP_GPU_DRIVER, 0, v->ext ? v->ext[h] : 0, ev[h].thread->tid, (int64_t)ev[h].ev.t0,
-                                 (int64_t)ev[h].ev.t1};
+            l[nl++] = (launch_t){m->correlation, m->kind == SP_GPU_DRIVER, 0, v->ext ? v->ext[h] : 0, ev[h].thread->tid, (int64_t)ev[h].ev->t0,
+                                 (int64_t)ev[h].ev->t1};
     }
     qsort(l, nl, sizeof *l, cmp_launch);
     size_t nhost = nl;

@@ -60,7 +60,7 @@ void sp_gpuv_free(sp_gpu_view_t *v);
  * (slot 0 with a plain slot << 32 would give CUPTI's own small ids). */
 static inline uint64_t sp_gpuv_host_corr(const sp_event_ref_t *r)
 {
-    return ((uint64_t)r->thread->slot + 1) << 32 | r->ev.corr;
+    return ((uint64_t)r->thread->slot + 1) << 32 | r->ev->corr;
 }
 
 /* For a host API event: CUPTI's record of the same call, or NULL. */

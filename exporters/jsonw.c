@@ -50,13 +50,8 @@ int sp_jw_flush(sp_jw_t *w)
     return w->err ? -1 : 0;
 }
 
-void sp_jw_raw(sp_jw_t *w, const char *s, size_t len)
+void sp_jw_raw_slow(sp_jw_t *w, const char *s, size_t len)
 {
-    if (__builtin_expect(len <= sizeof w->buf - w->n, 1)) {
-        memcpy(w->buf + w->n, s, len);
-        w->n += len;
-        return;
-    }
     while (len) {
         if (w->n == sizeof w->buf && sp_jw_flush(w) != 0)
             return;
@@ -228,10 +223,18 @@ static void jw_put(void *w, const char *p, size_t n)
     sp_jw_raw(w, p, n);
 }
 
+/* Most names need no escaping: the printable ASCII run before the first byte
+ * that might is copied whole, the escaper sees only the rest. */
 void sp_jw_str(sp_jw_t *w, const char *str, int as_name)
 {
+    const unsigned char *s = (const unsigned char *)(str ? str : "");
+    size_t k = 0;
+    while (s[k] >= 0x20 && s[k] < 0x7f && s[k] != '"' && s[k] != '\\')
+        k++;
     sp_jw_raw(w, "\"", 1);
-    sp_json_escape(str, as_name, jw_put, w);
+    sp_jw_raw(w, (const char *)s, k);
+    if (s[k])
+        sp_json_escape((const char *)s + k, as_name, jw_put, w);
     sp_jw_raw(w, "\"", 1);
 }
 
@@ -250,6 +253,25 @@ void sp_jw_us(sp_jw_t *w, int64_t ns)
     sp_jw_raw(w, p, (size_t)(end - p));
 }
 
+void sp_jw_fix6(sp_jw_t *w, double v)
+{
+    double m = v < 0 ? -v : v;
+    if (!(m < 9e9)) {   /* also NaN */
+        sp_jw_printf(w, "%.6f", v);
+        return;
+    }
+    uint64_t u = (uint64_t)(m * 1e6 + 0.5);
+    char tmp[32], *end = tmp + sizeof tmp, *p = end - 7;
+    uint64_t frac = u % 1000000;
+    for (int i = 1; i <= 6; i++, frac /= 10)
+        end[-i] = (char)('0' + frac % 10);
+    *p = '.';
+    p = utoa_end(u / 1000000, p);
+    if (v < 0 && u)
+        *--p = '-';
+    sp_jw_raw(w, p, (size_t)(end - p));
+}
+
 int sp_jw_finish(sp_jw_t *w)
 {
     sp_jw_flush(w);
@@ -264,8 +286,8 @@ int sp_jw_finish(sp_jw_t *w)
 
 void sp_jw_meta(sp_jw_t *w, const char *name, long pid, long tid, const char *key, const char *sval, long ival)
 {
-    sp_jw_printf(w, "{\"name\": \"%s\", \"ph\": \"M\", \"ts\": 0, \"pid\": %ld, \"tid\": %ld, \"args\": {\"%s\": ",
-                 name, pid, tid, key);
+    sp_jw_printf(w, "{\"name\":\"%s\",\"ph\":\"M\",\"ts\":0,\"pid\":%ld,\"tid\":%ld,\"args\":{\"%s\":", name, pid,
+                 tid, key);
     if (sval)
         sp_jw_str(w, sval, 1);
     else

@@ -20,7 +20,26 @@ typedef struct sp_jw {
 } sp_jw_t;
 
 void sp_jw_init(sp_jw_t *w, int fd, struct sp_gz *gz);
-void sp_jw_raw(sp_jw_t *w, const char *s, size_t len);
+void sp_jw_raw_slow(sp_jw_t *w, const char *s, size_t len);
+
+/* Appends len bytes: a memcpy while the buffer has room. */
+static inline void sp_jw_raw(sp_jw_t *w, const char *s, size_t len)
+{
+    if (__builtin_expect(len <= sizeof w->buf - w->n, 1)) {
+        __builtin_memcpy(w->buf + w->n, s, len);
+        w->n += len;
+        return;
+    }
+    sp_jw_raw_slow(w, s, len);
+}
+
+/* A string literal, its length known at compile time: the per-event writers
+ * use these and the integer writers below instead of a format per field. */
+#define SP_JW_LIT(w, lit) sp_jw_raw((w), "" lit, sizeof(lit) - 1)
+/* A literal (the key, with its separators) and then an integer. */
+#define SP_JW_KU(w, lit, v) (SP_JW_LIT(w, lit), sp_jw_u64((w), (v)))
+#define SP_JW_KI(w, lit, v) (SP_JW_LIT(w, lit), sp_jw_i64((w), (v)))
+
 void sp_jw_puts(sp_jw_t *w, const char *s);
 void sp_jw_printf(sp_jw_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A quoted JSON string. as_name applies the trace's name rules: backslash
@@ -34,6 +53,10 @@ void sp_jw_u64(sp_jw_t *w, uint64_t v);
 void sp_jw_i64(sp_jw_t *w, int64_t v);
 /* Nanoseconds as microseconds with exactly three decimals. */
 void sp_jw_us(sp_jw_t *w, int64_t ns);
+/* A number with six decimals, as printf's %.6f prints it (rounded to the
+ * nearest millionth: a value within an ulp of a tie may round the other way;
+ * printf itself for what is not finite or past 9e9). */
+void sp_jw_fix6(sp_jw_t *w, double v);
 int sp_jw_flush(sp_jw_t *w);
 /* Flush, and finish the gzip stream if any; 0 or -1 (w->err set). */
 int sp_jw_finish(sp_jw_t *w);

@@ -123,8 +123,8 @@ static void where_text(sp_rb_t *b, uint32_t stack, uintptr_t site)
 static void nvtx_text(sp_rb_t *b, const sp_event_ref_t *ev, size_t n, int tid, uint64_t t)
 {
     size_t before = b->n;
-    for (size_t i = 0; i < n && ev[i].ev.t0 <= t; i++) {
-        const sp_event_t *e = &ev[i].ev;
+    for (size_t i = 0; i < n && ev[i].ev->t0 <= t; i++) {
+        const sp_event_t *e = ev[i].ev;
         if (e->kind == SP_EV_RANGE && e->t1 >= t && ev[i].thread->tid == tid)
             sp_rb_printf(b, "%s%s", b->n > before ? " > " : "", sp_str_get(e->name));
     }

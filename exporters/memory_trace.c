@@ -27,26 +27,26 @@ static void ts(const ctx_t *c, uint64_t t)
 static void counter(const ctx_t *c, int slot, uint64_t t, int64_t bytes)
 {
     if (slot == SP_MEM_HOST)
-        sp_jw_puts(c->w, "{\"ph\": \"C\", \"cat\": \"memory\", \"name\": \"pinned host memory allocated\"");
+        sp_jw_puts(c->w, "{\"ph\":\"C\",\"cat\":\"memory\",\"name\":\"pinned host memory allocated\"");
     else
-        sp_jw_printf(c->w, "{\"ph\": \"C\", \"cat\": \"memory\", \"name\": \"GPU %d memory allocated\"", slot);
-    sp_jw_printf(c->w, ", \"pid\": %d, \"ts\": ", c->pid);
+        sp_jw_printf(c->w, "{\"ph\":\"C\",\"cat\":\"memory\",\"name\":\"GPU %d memory allocated\"", slot);
+    sp_jw_printf(c->w, ",\"pid\":%d,\"ts\":", c->pid);
     ts(c, t);
-    sp_jw_printf(c->w, ", \"args\": {\"bytes\": %" PRId64 "}},\n", bytes);
+    sp_jw_printf(c->w, ",\"args\":{\"bytes\":%" PRId64 "}},\n", bytes);
 }
 
 static void instant(const ctx_t *c, const sp_mem_op_t *op)
 {
     int oom = op->type == SP_MOP_OOM, host = op->slot == SP_MEM_HOST;
     int64_t bytes = op->type == SP_MOP_FREE ? -(int64_t)op->bytes : (int64_t)op->bytes;
-    sp_jw_printf(c->w, "{\"ph\": \"i\", \"s\": \"t\", \"cat\": \"cpu_instant_event\", \"name\": \"%s\", "
-                       "\"pid\": %d, \"tid\": %d, \"ts\": ",
+    sp_jw_printf(c->w, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cpu_instant_event\",\"name\":\"%s\","
+                       "\"pid\":%d,\"tid\":%d,\"ts\":",
                  oom ? "[OutOfMemory]" : "[memory]", c->pid, op->tid ? op->tid : c->pid);
     ts(c, op->t);
-    sp_jw_printf(c->w, ", \"args\": {\"Device Type\": %d, \"Device Id\": %d, ", host ? 0 : 1, host ? -1 : op->slot);
+    sp_jw_printf(c->w, ",\"args\":{\"Device Type\":%d,\"Device Id\":%d,", host ? 0 : 1, host ? -1 : op->slot);
     if (!oom)
-        sp_jw_printf(c->w, "\"Addr\": %" PRIu64 ", ", op->addr);
-    sp_jw_printf(c->w, "\"Bytes\": %" PRId64 ", \"Total Allocated\": %" PRId64 ", \"Total Reserved\": %" PRId64
+        sp_jw_printf(c->w, "\"Addr\":%" PRIu64 ",", op->addr);
+    sp_jw_printf(c->w, "\"Bytes\":%" PRId64 ",\"Total Allocated\":%" PRId64 ",\"Total Reserved\":%" PRId64
                        "}},\n", bytes, op->total, op->total);
 }
 

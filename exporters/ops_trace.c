@@ -78,7 +78,7 @@ static int fwd_tid(const sp_ops_links_t *l, size_t i)
 
 void sp_ops_trace_args(sp_jw_t *w, const sp_ops_links_t *l, const sp_event_ref_t *ev, size_t i)
 {
-    const sp_event_t *e = &ev[i].ev;
+    const sp_event_t *e = ev[i].ev;
     if (!(e->flags & SP_RANGE_OP))
         return;
     if (e->a[1]) {
@@ -115,8 +115,8 @@ static size_t make_groups(group_t *g, const sp_event_ref_t *ev, size_t n)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (numbered(&ev[i].ev) && !(ev[i].ev.flags & SP_RANGE_BWD))
-            g[k++] = (group_t){ev[i].ev.a[1], ev[i].thread->tid, ev[i].ev.t0, i + 1, 0};
+        if (numbered(ev[i].ev) && !(ev[i].ev->flags & SP_RANGE_BWD))
+            g[k++] = (group_t){ev[i].ev->a[1], ev[i].thread->tid, ev[i].ev->t0, i + 1, 0};
     qsort(g, k, sizeof *g, cmp_group);
     size_t m = 0;
     for (size_t j = 0; j < k; j++) {
@@ -131,7 +131,7 @@ static size_t make_groups(group_t *g, const sp_event_ref_t *ev, size_t n)
 /* The one group numbered like backward op i that began before it; NULL when none or several. */
 static group_t *forward_of(group_t *g, size_t m, const sp_event_ref_t *ev, size_t i)
 {
-    uint64_t seq = ev[i].ev.a[1];
+    uint64_t seq = ev[i].ev->a[1];
     size_t lo = 0, hi = m;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -142,7 +142,7 @@ static group_t *forward_of(group_t *g, size_t m, const sp_event_ref_t *ev, size_
     }
     group_t *found = NULL;
     for (size_t j = lo; j < m && g[j].seq == seq; j++) {
-        if (g[j].first >= ev[i].ev.t0)
+        if (g[j].first >= ev[i].ev->t0)
             continue;
         if (found)
             return NULL;
@@ -155,9 +155,9 @@ sp_ops_links_t *sp_ops_trace_link(const sp_event_ref_t *ev, size_t n)
 {
     size_t nops = 0, nb = 0;
     for (size_t i = 0; i < n; i++)
-        if (numbered(&ev[i].ev)) {
+        if (numbered(ev[i].ev)) {
             nops++;
-            nb += (ev[i].ev.flags & SP_RANGE_BWD) != 0;
+            nb += (ev[i].ev->flags & SP_RANGE_BWD) != 0;
         }
     if (!nb)
         return NULL;
@@ -172,7 +172,7 @@ sp_ops_links_t *sp_ops_trace_link(const sp_event_ref_t *ev, size_t n)
     }
     size_t m = make_groups(g, ev, n);
     for (size_t i = 0; i < n; i++) {
-        if (!numbered(&ev[i].ev) || !(ev[i].ev.flags & SP_RANGE_BWD))
+        if (!numbered(ev[i].ev) || !(ev[i].ev->flags & SP_RANGE_BWD))
             continue;
         group_t *f = forward_of(g, m, ev, i);
         if (!f)
@@ -202,7 +202,7 @@ void sp_ops_trace_free(sp_ops_links_t *l)
 static void flow(sp_jw_t *w, const char *ph, size_t id, const sp_event_ref_t *r, int pid, uint64_t base_ns)
 {
     sp_jw_printf(w, "{\"ph\": \"%s\", \"id\": %zu, \"pid\": %d, \"tid\": %d, \"ts\": ", ph, id, pid, r->thread->tid);
-    sp_jw_us(w, (int64_t)(r->ev.t0 - base_ns));
+    sp_jw_us(w, (int64_t)(r->ev->t0 - base_ns));
     sp_jw_printf(w, ", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"%s},\n", *ph == 'f' ? ", \"bp\": \"e\"" : "");
 }
 

@@ -43,14 +43,34 @@ static const char *trace_name(sp_rep_set_t *s, const char *raw)
     return r;
 }
 
-static void api_fields(sp_rep_set_t *s, sp_rep_event_t *r, const sp_event_t *e)
+/* Names by the address of their source string (kernel names, API names:
+ * strings that live as long as the process), so a window of a million launches
+ * hashes each distinct name once, not once per event. Direct-mapped, with
+ * room for a few thousand kernels: a clash only costs an intern. */
+typedef struct name_cache {
+    const char *src[16384];
+    const char *name[16384];
+} name_cache_t;
+
+static const char *cached_name(sp_rep_set_t *s, name_cache_t *c, const char *raw)
+{
+    uintptr_t h = (uintptr_t)raw;
+    h = (h ^ h >> 14 ^ h >> 28) & 16383;
+    if (c->src[h] != raw) {
+        c->name[h] = trace_name(s, raw);
+        c->src[h] = raw;
+    }
+    return c->name[h];
+}
+
+static void api_fields(sp_rep_set_t *s, name_cache_t *c, sp_rep_event_t *r, const sp_event_t *e)
 {
     const sp_api_info_t *api = &sp_api_table[e->name];
     switch (api->shape) {
     case SP_SHAPE_LAUNCH:
     case SP_SHAPE_KLAUNCH: {
         const char *k = sp_kern_name((const void *)(uintptr_t)e->a[0], api->shape == SP_SHAPE_KLAUNCH);
-        r->kernel = k ? trace_name(s, k) : NULL;
+        r->kernel = k ? cached_name(s, c, k) : NULL;
         unsigned grid[3] = {(unsigned)(e->a[1] & 0xffffffffu), (unsigned)(e->a[1] >> 32), (unsigned)e->a[4]};
         unsigned block[3] = {(unsigned)(e->a[2] & 0xffffffffu), (unsigned)(e->a[2] >> 32),
                              (unsigned)(e->a[4] >> 32)};
@@ -71,7 +91,7 @@ static void api_fields(sp_rep_set_t *s, sp_rep_event_t *r, const sp_event_t *e)
     }
 }
 
-static void add_gpu(sp_rep_set_t *s, const sp_gpu_event_t *g, long pid, uint64_t base_ns)
+static void add_gpu(sp_rep_set_t *s, name_cache_t *c, const sp_gpu_event_t *g, long pid, uint64_t base_ns)
 {
     static const int cat[] = {[SP_GPU_KERNEL] = SP_REP_KERNEL, [SP_GPU_MEMCPY] = SP_REP_MEMCPY,
                               [SP_GPU_MEMSET] = SP_REP_MEMSET, [SP_GPU_SYNC] = SP_REP_SYNC,
@@ -99,7 +119,8 @@ static void add_gpu(sp_rep_set_t *s, const sp_gpu_event_t *g, long pid, uint64_t
         r->tid = g->tid;
         return;
     }
-    r->name = trace_name(s, sp_gpuv_name(g, buf, sizeof buf));
+    const char *name = sp_gpuv_name(g, buf, sizeof buf);
+    r->name = name == buf ? trace_name(s, name) : cached_name(s, c, name);
     r->pid = g->kind == SP_GPU_SYNC ? 0 : g->device;
     r->tid = g->stream;
     r->device = (int)g->device;
@@ -140,8 +161,18 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
 {
     long pid = (long)getpid();
     char name[64];
+    if (sp_rep_reserve(s, n + gpu->n + (mem ? mem->nops : 0)) != 0)
+        return -1;
+    name_cache_t *c = calloc(1, sizeof *c);
+    const char **api_names = calloc(SP_API_COUNT, sizeof *api_names);   /* by API id */
+    if (!c || !api_names) {
+        free(c);
+        free(api_names);
+        s->oom = 1;
+        return -1;
+    }
     for (size_t i = 0; i < n && !s->oom; i++) {
-        const sp_event_t *e = &ev[i].ev;
+        const sp_event_t *e = ev[i].ev;
         if (e->kind != SP_EV_API && e->kind != SP_EV_STEP && e->kind != SP_EV_RANGE)
             continue;
         if (e->kind == SP_EV_API && e->name >= SP_API_COUNT)
@@ -155,10 +186,12 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
         r->tid = ev[i].thread->tid;
         if (e->kind == SP_EV_API) {
             r->cat = SP_REP_RUNTIME;
-            r->name = sp_rep_intern(s, sp_gpuv_api_name(sp_api_table[e->name].name, name, sizeof name));
+            if (!api_names[e->name])
+                api_names[e->name] = sp_rep_intern(s, sp_gpuv_api_name(sp_api_table[e->name].name, name, sizeof name));
+            r->name = api_names[e->name];
             const sp_gpu_event_t *m = sp_gpuv_match(gpu, i);
             r->correlation = m ? m->correlation : sp_gpuv_host_corr(&ev[i]);
-            api_fields(s, r, e);
+            api_fields(s, c, r, e);
         } else if (e->kind == SP_EV_STEP) {
             r->cat = SP_REP_ANNOTATION;
             snprintf(name, sizeof name, "ProfilerStep#%" PRIu64, e->a[0]);
@@ -173,11 +206,17 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
         const char *st = sp_stacks_text(SP_EV_STACK(e)); /* API calls; operators: Python frames */
         r->stack = st ? sp_rep_intern(s, st) : NULL;
     }
-    for (size_t i = 0; i < gpu->n && !s->oom; i++) {
-        int api = gpu->gpu[i].kind == SP_GPU_RUNTIME || gpu->gpu[i].kind == SP_GPU_DRIVER;
-        if (!api || !gpu->api_used[i])
-            add_gpu(s, &gpu->gpu[i], pid, base_ns);
+    /* GPU work first, then the API records no host event claimed: each in
+     * start order as CUPTI delivered them, runs the canonical sort merges. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < gpu->n && !s->oom; i++) {
+            int api = gpu->gpu[i].kind == SP_GPU_RUNTIME || gpu->gpu[i].kind == SP_GPU_DRIVER;
+            if (api == pass && (!api || !gpu->api_used[i]))
+                add_gpu(s, c, &gpu->gpu[i], pid, base_ns);
+        }
     }
     add_memory(s, mem, pid, base_ns, end_ns);
+    free(c);
+    free(api_names);
     return s->oom ? -1 : 0;
 }

@@ -1,6 +1,6 @@
 /* exporters/report_write.c — see report_write.h. Builds the neutral event
- * set once (report_adapt.c), analyses it once, and renders every report from
- * it; each file goes through outfile.h (temporary name, then rename). The
+ * set once (report_adapt.c), analyses it once (after the caller has freed
+ * what it was built from), and renders every report from it; each file goes through outfile.h (temporary name, then rename). The
  * table printed on stderr is one write(2), so it never interleaves with the
  * program's own lines. A failure loses that report only, never the trace. */
 #include "report_write.h"
@@ -75,22 +75,31 @@ static int summary(sp_rep_set_t *s, const sp_export_job_t *job, const char *stem
     return rc ? -1 : 0;
 }
 
-int sp_report_write(const sp_export_job_t *job, const char *stem, const sp_event_ref_t *ev, size_t n,
+int sp_report_build(sp_rep_set_t *s, const sp_export_job_t *job, const sp_event_ref_t *ev, size_t n,
                     const sp_gpu_view_t *gpu, const sp_mem_cycle_t *mem, uint64_t base_ns, uint64_t end_ns)
 {
-    sp_rep_set_t s;
-    sp_rep_init(&s);
-    s.dropped = job->dropped + job->cupti_dropped;
-    if (sp_report_adapt(&s, ev, n, gpu, mem, base_ns, end_ns) != 0 || sp_rep_analyze(&s) != 0) {
+    sp_rep_init(s);
+    s->dropped = job->dropped + job->cupti_dropped;
+    if (sp_report_adapt(s, ev, n, gpu, mem, base_ns, end_ns) != 0) {
         sp_log(SP_LOG_ERROR, "out of memory analysing cycle %ld; its reports are dropped", job->cycle);
-        sp_rep_free(&s);
+        sp_rep_free(s);
         return -1;
     }
-    int rc = table(&s, job, stem);
-    if (job->with_stack && stacks(&s, job, stem) != 0)
+    return 0;
+}
+
+int sp_report_write(const sp_export_job_t *job, const char *stem, sp_rep_set_t *s)
+{
+    if (sp_rep_analyze(s) != 0) {
+        sp_log(SP_LOG_ERROR, "out of memory analysing cycle %ld; its reports are dropped", job->cycle);
+        sp_rep_free(s);
+        return -1;
+    }
+    int rc = table(s, job, stem);
+    if (job->with_stack && stacks(s, job, stem) != 0)
         rc = -1;
-    if (summary(&s, job, stem) != 0)
+    if (summary(s, job, stem) != 0)
         rc = -1;
-    sp_rep_free(&s);
+    sp_rep_free(s);
     return rc;
 }

@@ -44,18 +44,16 @@ static uint64_t correlation(const sp_event_ref_t *r)
 
 static void slice_head(ctx_t *c, const char *cat, const char *name, const sp_event_ref_t *r)
 {
-    sp_jw_t *w = c->w;
-    sp_jw_printf(w, "{\"ph\": \"X\", \"cat\": \"%s\", \"name\": ", cat);
-    sp_jw_str(w, name, 1);
-    sp_jw_printf(w, ", \"pid\": %d, \"tid\": %d, \"ts\": ", c->pid, r->thread->tid);
-    sp_jw_us(w, (int64_t)(r->ev.t0 - c->base_ns));
-    sp_jw_puts(w, ", \"dur\": ");
-    sp_jw_us(w, sp_trace_dur((int64_t)(r->ev.t0 - c->base_ns), (int64_t)(r->ev.t1 - r->ev.t0)));
+    sp_gpuv_slice(c->w, cat, name, c->pid, r->thread->tid, (int64_t)(r->ev->t0 - c->base_ns),
+                  (int64_t)(r->ev->t1 - r->ev->t0));
 }
 
-static void dim_arg(sp_jw_t *w, const char *key, uint64_t xy, uint32_t z)
+static void dim_arg(sp_jw_t *w, uint64_t xy, uint32_t z)
 {
-    sp_jw_printf(w, ", \"%s\": [%u, %u, %u]", key, (unsigned)(xy & 0xffffffffu), (unsigned)(xy >> 32), z);
+    SP_JW_KU(w, "[", xy & 0xffffffffu);
+    SP_JW_KU(w, ",", xy >> 32);
+    SP_JW_KU(w, ",", z);
+    SP_JW_LIT(w, "]");
 }
 
 static void api_args(sp_jw_t *w, const sp_event_t *e)
@@ -66,59 +64,68 @@ static void api_args(sp_jw_t *w, const sp_event_t *e)
     case SP_SHAPE_KLAUNCH: {
         const char *k = sp_kern_name((const void *)(uintptr_t)e->a[0], api->shape == SP_SHAPE_KLAUNCH);
         if (k) {
-            sp_jw_puts(w, ", \"kernel\": ");
+            SP_JW_LIT(w, ",\"kernel\":");
             sp_jw_str(w, k, 1);
         }
-        dim_arg(w, "grid", e->a[1], (uint32_t)e->a[4]);
-        dim_arg(w, "block", e->a[2], (uint32_t)(e->a[4] >> 32));
-        sp_jw_printf(w, ", \"shared memory\": %u", e->aux);
+        SP_JW_LIT(w, ",\"grid\":");
+        dim_arg(w, e->a[1], (uint32_t)e->a[4]);
+        SP_JW_LIT(w, ",\"block\":");
+        dim_arg(w, e->a[2], (uint32_t)(e->a[4] >> 32));
+        SP_JW_KU(w, ",\"shared memory\":", e->aux);
         break;
     }
     case SP_SHAPE_GRAPH:
-        sp_jw_printf(w, ", \"graph exec\": %" PRIu64, e->a[0]);
+        SP_JW_KU(w, ",\"graph exec\":", e->a[0]);
         break;
     case SP_SHAPE_HOSTFN:
-        sp_jw_printf(w, ", \"host function\": %" PRIu64, e->a[0]);
+        SP_JW_KU(w, ",\"host function\":", e->a[0]);
         break;
     case SP_SHAPE_ALLOC:
-        sp_jw_printf(w, ", \"bytes\": %" PRIu64 ", \"ptr\": %" PRIu64, e->a[1], e->a[0]);
+        SP_JW_KU(w, ",\"bytes\":", e->a[1]);
+        SP_JW_KU(w, ",\"ptr\":", e->a[0]);
         if (e->name == SP_API_cudaMallocPitch)
-            sp_jw_printf(w, ", \"pitch\": %" PRIu64, e->a[2]);
+            SP_JW_KU(w, ",\"pitch\":", e->a[2]);
         else if (e->a[2])
-            sp_jw_printf(w, ", \"flags\": %" PRIu64, e->a[2]);
+            SP_JW_KU(w, ",\"flags\":", e->a[2]);
         break;
     case SP_SHAPE_FREE:
-        sp_jw_printf(w, ", \"ptr\": %" PRIu64, e->a[0]);
+        SP_JW_KU(w, ",\"ptr\":", e->a[0]);
         if (e->a[1])
-            sp_jw_printf(w, ", \"bytes\": %" PRIu64, e->a[1]);
+            SP_JW_KU(w, ",\"bytes\":", e->a[1]);
         break;
     case SP_SHAPE_COPY:
-        sp_jw_printf(w, ", \"bytes\": %" PRIu64 ", \"kind\": \"%s\", \"dst\": %" PRIu64 ", \"src\": %" PRIu64, e->a[1],
-                     sp_api_copy_kind_name(e->a[2]), e->a[0], e->a[4]);
-        if (e->a[2] == SP_COPY_PEER)
-            sp_jw_printf(w, ", \"dstDevice\": %u, \"srcDevice\": %u", e->aux & 0xffffu, e->aux >> 16);
+        SP_JW_KU(w, ",\"bytes\":", e->a[1]);
+        SP_JW_LIT(w, ",\"kind\":\"");
+        sp_jw_puts(w, sp_api_copy_kind_name(e->a[2]));
+        SP_JW_KU(w, "\",\"dst\":", e->a[0]);
+        SP_JW_KU(w, ",\"src\":", e->a[4]);
+        if (e->a[2] == SP_COPY_PEER) {
+            SP_JW_KU(w, ",\"dstDevice\":", e->aux & 0xffffu);
+            SP_JW_KU(w, ",\"srcDevice\":", e->aux >> 16);
+        }
         break;
     case SP_SHAPE_SET:
-        sp_jw_printf(w, ", \"bytes\": %" PRIu64 ", \"ptr\": %" PRIu64 ", \"value\": %d", e->a[1], e->a[0],
-                     (int)e->a[2]);
+        SP_JW_KU(w, ",\"bytes\":", e->a[1]);
+        SP_JW_KU(w, ",\"ptr\":", e->a[0]);
+        SP_JW_KI(w, ",\"value\":", (int)e->a[2]);
         break;
     case SP_SHAPE_SYNC:
         if (e->a[0])
-            sp_jw_printf(w, ", \"event\": %" PRIu64, e->a[0]);
+            SP_JW_KU(w, ",\"event\":", e->a[0]);
         break;
     case SP_SHAPE_PLAIN:
         break;
     }
     /* Never "stream": HTA takes any event with args.stream for GPU work. */
     if (api->has_stream)
-        sp_jw_printf(w, ", \"stream handle\": %" PRIu64, e->a[3]);
+        SP_JW_KU(w, ",\"stream handle\":", e->a[3]);
 }
 
 static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
 {
     uint64_t ext = c->gpu->ext ? c->gpu->ext[index] : 0;
     sp_jw_t *w = c->w;
-    const sp_event_t *e = &r->ev;
+    const sp_event_t *e = r->ev;
     char name[64];
     switch (e->kind) {
     case SP_EV_API: {
@@ -129,41 +136,47 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
         const sp_gpu_event_t *m = sp_gpuv_match(c->gpu, index);
         const char *real = sp_api_table[e->name].name, *shown = sp_gpuv_api_name(real, name, sizeof name);
         slice_head(c, sp_api_table[e->name].driver ? "cuda_driver" : "cuda_runtime", shown, r);
-        sp_jw_printf(w, ", \"args\": {\"cbid\": %d, \"correlation\": %" PRIu64, sp_api_table[e->name].cbid,
-                     m ? (uint64_t)m->correlation : correlation(r));
+        SP_JW_KI(w, ",\"args\":{\"cbid\":", sp_api_table[e->name].cbid);
+        SP_JW_KU(w, ",\"correlation\":", m ? (uint64_t)m->correlation : correlation(r));
         if (ext)
-            sp_jw_printf(w, ", \"External id\": %" PRIu64, ext);
-        if (shown != real)
-            sp_jw_printf(w, ", \"stepprof_api\": \"%s\"", real);
-        sp_jw_printf(w, ", \"result\": %d", e->result);
+            SP_JW_KU(w, ",\"External id\":", ext);
+        if (shown != real) {
+            SP_JW_LIT(w, ",\"stepprof_api\":\"");
+            sp_jw_puts(w, real);
+            SP_JW_LIT(w, "\"");
+        }
+        SP_JW_KI(w, ",\"result\":", e->result);
         api_args(w, e);
         sp_stacks_write_arg(w, SP_EV_STACK(e));
-        sp_jw_puts(w, "}}");
+        SP_JW_LIT(w, "}}");
         break;
     }
     case SP_EV_STEP:
         snprintf(name, sizeof name, "ProfilerStep#%" PRIu64, e->a[0]);
         slice_head(c, "user_annotation", name, r);
-        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64 "}}", ext);
+        SP_JW_KU(w, ",\"args\":{\"External id\":", ext);
+        SP_JW_LIT(w, "}}");
         break;
     case SP_EV_RANGE:
         slice_head(c, sp_ops_trace_cat(e), sp_str_get(e->name), r);
-        sp_jw_printf(w, ", \"args\": {\"External id\": %" PRIu64, ext);
+        SP_JW_KU(w, ",\"args\":{\"External id\":", ext);
         sp_ops_trace_args(w, c->links, c->ev, index);
         sp_stacks_write_arg(w, SP_EV_STACK(e));
-        sp_jw_puts(w, "}}");
+        SP_JW_LIT(w, "}}");
         break;
     case SP_EV_MARK:
-        sp_jw_puts(w, "{\"ph\": \"i\", \"s\": \"t\", \"cat\": \"user_annotation\", \"name\": ");
+        SP_JW_LIT(w, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"user_annotation\",\"name\":");
         sp_jw_str(w, sp_str_get(e->name), 1);
-        sp_jw_printf(w, ", \"pid\": %d, \"tid\": %d, \"ts\": ", c->pid, r->thread->tid);
+        SP_JW_KI(w, ",\"pid\":", c->pid);
+        SP_JW_KI(w, ",\"tid\":", r->thread->tid);
+        SP_JW_LIT(w, ",\"ts\":");
         sp_jw_us(w, (int64_t)(e->t0 - c->base_ns));
-        sp_jw_puts(w, "}");
+        SP_JW_LIT(w, "}");
         break;
     default:
         return;
     }
-    sp_jw_puts(w, ",\n");
+    SP_JW_LIT(w, ",\n");
 }
 
 static void read_comm(const char *path, char *out, size_t len, const char *fallback)
@@ -316,7 +329,7 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
     sp_ops_trace_free(links);
     sp_gpuv_write_events(w, gpu, ev, n, c.pid, base_ns);
     sp_memtrace_write(w, mem, c.pid, base_ns, end_ns);
-    sp_jw_puts(w, "{\"name\": \"Record Window End\", \"ph\": \"i\", \"s\": \"g\", \"pid\": \"\", \"tid\": \"\", \"ts\": ");
+    sp_jw_puts(w, "{\"name\":\"Record Window End\",\"ph\":\"i\",\"s\":\"g\",\"pid\":\"\",\"tid\":\"\",\"ts\":");
     sp_jw_us(w, (int64_t)(end_ns - base_ns));
     sp_jw_puts(w, "}\n  ],\n  \"traceName\": ");
     sp_jw_str(w, f.final, 0);

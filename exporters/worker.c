@@ -152,6 +152,15 @@ static int start(queue_t *q, void *(*fn)(void *), const char *name)
     return q->started > 0;
 }
 
+void sp_export_start(int collect)
+{
+    pthread_mutex_lock(&lock);
+    start(&exports, worker_main, "stepprof-export");
+    if (collect)
+        start(&collects, collector_main, "stepprof-collect");
+    pthread_mutex_unlock(&lock);
+}
+
 void sp_export_submit(const sp_export_job_t *job)
 {
     node_t *n = malloc(sizeof *n);

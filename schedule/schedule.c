@@ -120,6 +120,7 @@ static void open_record_window(uint64_t now)
     drop_base = sp_ev_dropped_total();
     cycle_first_step = step;
     sp_mem_window_open(cur_window, step);
+    sp_export_start(sp_cupti_active());
     sp_ev_set_gate(cur_window);
 }
 

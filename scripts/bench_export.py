@@ -3,7 +3,8 @@
 tests/programs/export_bench on the CUDA stand-in (CUPTI on through the CUPTI stand-in, NVTX ranges,
 4096 distinct kernel names) and prints, per size and variant: the trace's events, export events/s
 (trace events / wall time from the window's close to the end of the process, which waits for the
-export: trace + table + summary), JSON bytes per trace event, export memory per trace event (peak
+export: trace + table + summary; and per CPU-second the process spent from the close on, which a
+busy machine disturbs less), JSON bytes per trace event, export memory per trace event (peak
 RSS minus RSS before the close) and the training thread's stall in the call that closed the window.
 
 Environment: SP_BUILD (default build/), BENCH_EXPORT_SIZES (launches, default
@@ -53,7 +54,7 @@ def measure(launches, variant):
         r = run_wait4(launches, variant, out)
         if r is None:
             return None
-        done, maxrss_kb, vals = r
+        done, maxrss_kb, cpu_s, vals = r
         traces = [f for f in os.listdir(out) if ".pt.trace.json" in f]
         left = [f for f in os.listdir(out) if ".tmp" in f]
         if len(traces) != 1 or left:
@@ -61,7 +62,8 @@ def measure(launches, variant):
         events, size = count_events(os.path.join(out, traces[0]))
         gz_bytes = os.path.getsize(os.path.join(out, traces[0]))
         secs = (done - int(vals["close_realtime_ns"])) / 1e9
-        return {"events": events, "rate": events / secs, "secs": secs, "bytes": size / events,
+        cpu = cpu_s - int(vals["cpu_before_close_ns"]) / 1e9
+        return {"events": events, "rate": events / secs, "secs": secs, "cpu_rate": events / cpu, "bytes": size / events,
                 "gz": gz_bytes / events if traces[0].endswith(".gz") else None,
                 "mem": (maxrss_kb - int(vals["rss_before_close_kb"])) * 1024 / events,
                 "stall_ms": int(vals["close_stall_ns"]) / 1e6}
@@ -94,15 +96,15 @@ def run_wait4(launches, variant, out):
     vals = dict(line.split() for line in outf.read().splitlines() if line.count(" ") == 1)
     if p.returncode != 0 or "close_realtime_ns" not in vals:
         return None
-    return done, ru.ru_maxrss, vals
+    return done, ru.ru_maxrss, ru.ru_utime + ru.ru_stime, vals
 
 
 def main():
     print("export benchmark: one recorded window per row on the stand-in (CUPTI stand-in %s, an NVTX range per "
           "8 launches, 4096 kernel names); export = trace + table + summary, until the process ends"
           % ("on" if CUPTI != "0" else "off"))
-    print("  %-9s %9s %10s %8s %12s %8s %8s %12s" % ("variant", "launches", "events", "secs", "events/s", "B/event",
-                                                     "mem/ev", "close stall"))
+    print("  %-9s %9s %10s %8s %12s %12s %8s %8s %12s" % ("variant", "launches", "events", "secs", "events/s",
+                                                          "ev/cpu-s", "B/event", "mem/ev", "close stall"))
     rows = []
     for i, n in enumerate(SIZES):
         for v in VARIANTS:
@@ -115,8 +117,8 @@ def main():
                 continue
             rows.append((v, n, r))
             gz = " (gz %.0f B/ev)" % r["gz"] if r["gz"] else ""
-            print("  %-9s %9d %10d %8.2f %12.0f %8.1f %8.1f %9.3f ms%s" % (v, n, r["events"], r["secs"], r["rate"],
-                                                                         r["bytes"], r["mem"], r["stall_ms"], gz))
+            print("  %-9s %9d %10d %8.2f %12.0f %12.0f %8.1f %8.1f %9.3f ms%s" % (
+                v, n, r["events"], r["secs"], r["rate"], r["cpu_rate"], r["bytes"], r["mem"], r["stall_ms"], gz))
             sys.stdout.flush()
     plain = {n: r for v, n, r in rows if v == "plain"}
     if 100000 in plain and 3000000 in plain:

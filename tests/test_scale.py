@@ -1,7 +1,8 @@
 """tests/test_scale.py — issue 10: real sizes. A window of a million events is recorded and exported
 whole (every launch, range and allocation counted in the trace, the table and the summary; the trace
 parses as JSON; nothing dropped, no .tmp left); a window of 25,000 distinct range names keeps every
-name; and the unit tests of the structures behind it (interned strings, the JSON writer) run here.
+name; and the unit tests of the structures behind it (interned strings, the JSON writer, the kernel
+names looked up without a lock) run here.
 Speed is measured by `make bench` (scripts/bench_export.py), never here.
 
 The CUPTI stand-in is off in the million-event run: the GPU side of a window that size belongs to
@@ -73,7 +74,7 @@ def test_every_distinct_range_name_is_kept():
 
 
 def test_unit_tests_of_the_export_structures():
-    for name in ("test_strings", "test_jsonw"):
+    for name in ("test_strings", "test_jsonw", "test_kernels"):
         path = os.path.join(BUILD, "unit", name)
         assert os.path.exists(path), f"{path} not built (make unit)"
         p = subprocess.run([path], capture_output=True, text=True, timeout=120)

@@ -10,7 +10,8 @@
  * DISTINCT_RANGE_NAMES > 0 "range_<i mod DISTINCT_RANGE_NAMES>"), a cudaMalloc/cudaFree pair per
  * 1024 launches; then the push of the next "step", which closes the window, timed.
  * Stdout: `launches N`, `ranges N`, `rss_before_close_kb N`, `close_stall_ns N`,
- * `close_realtime_ns N` (CLOCK_REALTIME at the close), then it returns from main (stepprof exports
+ * `close_realtime_ns N` (CLOCK_REALTIME at the close), `cpu_before_close_ns N` (the process's CPU
+ * time before the close: what the export costs in CPU is the rest), then it returns from main (stepprof exports
  * the window before the process ends). Exit 0; 2 on bad usage.
  */
 #include <stdio.h>
@@ -96,12 +97,13 @@ int main(int argc, char **argv)
     nvtxRangePop();
     nvtxRangePop();
     long rss = rss_kb();
+    long cpu = now_ns(CLOCK_PROCESS_CPUTIME_ID);
     long t0 = now_ns(CLOCK_MONOTONIC);
     nvtxRangePushA("step");
     long stall = now_ns(CLOCK_MONOTONIC) - t0;
     long real = now_ns(CLOCK_REALTIME);
     nvtxRangePop();
-    printf("launches %ld\nranges %ld\nrss_before_close_kb %ld\nclose_stall_ns %ld\nclose_realtime_ns %ld\n", launches,
-           ranges, rss, stall, real);
+    printf("launches %ld\nranges %ld\nrss_before_close_kb %ld\nclose_stall_ns %ld\nclose_realtime_ns %ld\n"
+           "cpu_before_close_ns %ld\n", launches, ranges, rss, stall, real, cpu);
     return 0;
 }

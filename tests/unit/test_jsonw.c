@@ -58,6 +58,17 @@ static void write_formats(void)
     sp_jw_printf(&w, "%.3f %5d", 1.5, 7); /* not the fast path: vsnprintf */
 }
 
+/* Values of the kind kernels and copies carry (blocks and warps per SM, GB/s); none on a tie. */
+static const double fix6[] = {0, 64.0 / 132, 8 * 64.0 / 132, 1.0 / 3, 2.4e-7, 123.4567894, -0.25, 4096.0 / 7, 1e12, -3e15};
+
+static void write_fix6(void)
+{
+    for (size_t i = 0; i < sizeof fix6 / sizeof fix6[0]; i++) {
+        sp_jw_fix6(&w, fix6[i]);
+        sp_jw_raw(&w, " ", 1);
+    }
+}
+
 static void write_plain_runs(void)
 {
     sp_jw_str(&w, "void kernel_0001<float, 4>(float*, int)", 1);
@@ -80,6 +91,11 @@ int main(void)
     snprintf(want + k, sizeof want - (size_t)k, "%s",
              "0.000 0.001 0.999 1.000 1.001 123456.789 -0.001 -1.000 -123456.789 9223372036854775.807 1.500     7");
     CHECK(strcmp(out, want) == 0, "formats:\n  got  %s\n  want %s", out, want);
+    capture(write_fix6, out, sizeof out);
+    k = 0;
+    for (size_t i = 0; i < sizeof fix6 / sizeof fix6[0]; i++)
+        k += snprintf(want + k, sizeof want - (size_t)k, "%.6f ", fix6[i]);
+    CHECK(strcmp(out, want) == 0, "six decimals:\n  got  %s\n  want %s", out, want);
     capture(write_plain_runs, out, sizeof out);
     CHECK(strcmp(out, "\"void kernel_0001<float, 4>(float*, int)\"\"caf\xc3\xa9 \xe2\x82\xac\\u007f\"") == 0,
           "plain runs: %s", out);
