@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "prefault.h"
+#include "strings.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -229,6 +230,9 @@ size_t sp_ev_collect(uint32_t window, sp_event_ref_t **out)
         }
     }
     pthread_mutex_unlock(&pool_lock);
+    /* NVTX names the program's thread only copied (sp_str_defer) are interned
+     * here, off it; their text is reused once the window is taken. */
+    sp_str_settle(window, v ? &v[0].ev.name : NULL, n, sizeof *v);
     *out = v;
     return n;
 }
