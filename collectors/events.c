@@ -12,8 +12,10 @@
 
 #include "log.h"
 #include "prefault.h"
+#include "strings.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,6 +230,10 @@ size_t sp_ev_collect(uint32_t window, sp_event_ref_t **out)
     }
     pthread_mutex_unlock(&pool_lock);
     free(cnt);
+    /* NVTX names the program's thread only copied (sp_str_defer) are interned
+     * here, off it; their text is reused once the window is taken. The
+     * records are the window's, no longer written by their threads. */
+    sp_str_settle_refs(window, v ? (void *const *)&v[0].ev : NULL, v ? k : 0, sizeof *v, offsetof(sp_event_t, name));
     *out = v;
     return v ? k : 0;
 }

@@ -1,8 +1,12 @@
 /* collectors/ranges.c — see ranges.h. The push/pop stack (depth 256; deeper
  * pushes are counted so pops stay paired but are not stored) is a per-thread
  * page mapped at the thread's first push and unmapped at its exit: only a
- * pointer and the depth live in initial-exec TLS, so the library stays small
- * enough in static TLS to be loaded by dlopen (CUDA / NVTX injection).
+ * pointer and the depth live in TLS, so the library stays small enough in
+ * static TLS to be loaded by dlopen (CUDA / NVTX injection). A range that
+ * will not be stored (no record window at its start) reads no clock and
+ * gets no name; one in a record window names its text with sp_str_defer
+ * (copied, interned later off this thread), so a push costs the same with
+ * one name or a million.
  * Start/end ranges go through a 4096-slot table indexed by id, each slot
  * claimed with an atomic id so a stale end cannot close a newer range.
  * A range opened before the first CUDA call (gate SP_GATE_UNINIT, its start
@@ -18,6 +22,7 @@
 
 #include "clock.h"
 #include "events.h"
+#include "strings.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -35,8 +40,11 @@ typedef struct open_range {
 
 #define STACK_BYTES (STACK_MAX * sizeof(open_range_t))
 
-static __thread open_range_t *stack;
-static __thread int depth;
+/* One TLS object: each function then pays one TLS-descriptor call. */
+static __thread struct {
+    open_range_t *stack;
+    int depth;
+} me;
 static pthread_key_t stack_key;
 static pthread_once_t stack_key_once = PTHREAD_ONCE_INIT;
 
@@ -53,14 +61,14 @@ static void make_stack_key(void)
 /* mmap rather than malloc: an NVTX push may come from a signal handler. */
 static open_range_t *thread_stack(void)
 {
-    if (__builtin_expect(stack != NULL, 1))
-        return stack;
+    if (__builtin_expect(me.stack != NULL, 1))
+        return me.stack;
     void *p = mmap(NULL, STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
     pthread_once(&stack_key_once, make_stack_key);
     pthread_setspecific(stack_key, p);
-    return stack = p;
+    return me.stack = p;
 }
 
 static struct {
@@ -171,9 +179,14 @@ void sp_range_adopt_early(uint32_t window)
         adopt_completed(window);
 }
 
+/* t1 == 0: the range ends now (read only when it is stored). */
 static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_arg)
 {
     open_range_t early;
+    if (!sp_win_records(r->window) && r->window != SP_GATE_UNINIT)
+        return;
+    if (!t1)
+        t1 = sp_clock_ticks();
     if (__builtin_expect(r->window == SP_GATE_UNINIT, 0)) {
         uint32_t w = atomic_load_explicit(&early_window, memory_order_relaxed);
         if (w == 0 && sp_ev_gate_load() == SP_GATE_UNINIT) {
@@ -206,45 +219,69 @@ static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_a
     t->in_hook = 0;
 }
 
-void sp_range_push_op(uint32_t name, const sp_range_op_t *op)
+/* Ticks for a range opened under gate w: none when it will not be stored. */
+static uint64_t stamp(uint32_t w)
+{
+    return sp_win_records(w) || w == SP_GATE_UNINIT ? sp_clock_ticks() : 0;
+}
+
+static uint32_t name_in(uint32_t w, const char *text, uint32_t id)
+{
+    if (!text)
+        return id;
+    if (sp_win_records(w))
+        return sp_str_defer(text, w);
+    return w == SP_GATE_UNINIT ? sp_str_intern_cached(text) : 0;
+}
+
+static void push_in(uint32_t w, uint32_t name, const sp_range_op_t *op)
 {
     open_range_t *s = thread_stack();
-    if (depth < STACK_MAX && s)
-        s[depth] = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load(), *op};
-    depth++;
+    int d = me.depth++;
+    if (d < STACK_MAX && s)
+        s[d] = (open_range_t){stamp(w), name, w, *op};
+}
+
+void sp_range_push_op(uint32_t name, const sp_range_op_t *op)
+{
+    push_in(sp_ev_gate_load(), name, op);
 }
 
 sp_range_op_t *sp_range_top_op(uint32_t *name)
 {
-    if (depth <= 0 || depth > STACK_MAX || !stack)
+    int d = me.depth;
+    if (d <= 0 || d > STACK_MAX || !me.stack)
         return NULL;
-    *name = stack[depth - 1].name;
-    return &stack[depth - 1].op;
+    *name = me.stack[d - 1].name;
+    return &me.stack[d - 1].op;
 }
 
-void sp_range_push(uint32_t name)
+void sp_range_push(const char *text, uint32_t id)
 {
     static const sp_range_op_t plain;
-    sp_range_push_op(name, &plain);
+    uint32_t w = sp_ev_gate_load();
+    push_in(w, name_in(w, text, id), &plain);
 }
 
 int sp_range_pop(void)
 {
-    if (depth == 0)
+    int d = me.depth;
+    if (d == 0)
         return -1;
-    int level = depth--;
-    if (depth < STACK_MAX && stack)
-        store(&stack[depth], sp_clock_ticks(), SP_EV_RANGE, (uint64_t)depth);
-    return level - 1;
+    me.depth = --d;
+    if (d < STACK_MAX && me.stack)
+        store(&me.stack[d], 0, SP_EV_RANGE, (uint64_t)d);
+    return d;
 }
 
-uint64_t sp_range_start(uint32_t name)
+uint64_t sp_range_start(const char *text, uint32_t id)
 {
-    uint64_t id = atomic_fetch_add(&next_id, 1);
-    unsigned i = (unsigned)(id & (SLOTS - 1));
-    slots[i].r = (open_range_t){sp_clock_ticks(), name, sp_ev_gate_load(), {0, 0, 0, 0}};
-    atomic_store_explicit(&slots[i].id, id, memory_order_release);
-    return id;
+    uint32_t w = sp_ev_gate_load();
+    uint64_t rid = atomic_fetch_add(&next_id, 1);
+    unsigned i = (unsigned)(rid & (SLOTS - 1));
+    slots[i].r = (open_range_t){stamp(w), name_in(w, text, id), w, {0, 0, 0, 0}};
+    atomic_store_explicit(&slots[i].id, rid, memory_order_release);
+    return rid;
 }
 
 void sp_range_end(uint64_t id)
@@ -254,12 +291,15 @@ void sp_range_end(uint64_t id)
     open_range_t r = slots[i].r;
     if (!atomic_compare_exchange_strong(&slots[i].id, &expect, 0))
         return;
-    store(&r, sp_clock_ticks(), SP_EV_RANGE, 0);
+    store(&r, 0, SP_EV_RANGE, 0);
 }
 
-void sp_range_mark(uint32_t name)
+void sp_range_mark(const char *text, uint32_t id)
 {
+    uint32_t w = sp_ev_gate_load();
+    if (!sp_win_records(w) && w != SP_GATE_UNINIT)
+        return;
     uint64_t now = sp_clock_ticks();
-    open_range_t r = {now, name, sp_ev_gate_load(), {0, 0, 0, 0}};
+    open_range_t r = {now, name_in(w, text, id), w, {0, 0, 0, 0}};
     store(&r, now, SP_EV_MARK, 0);
 }

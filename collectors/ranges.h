@@ -7,7 +7,11 @@
 
 #include <stdint.h>
 
-void sp_range_push(uint32_t name);
+/* An NVTX range's name is either an interned id (text NULL) or text, named
+ * as the window at the push needs: a copy interned at collection while it
+ * records (strings.h sp_str_defer), interned at once before activation
+ * (such a range may be adopted), not at all otherwise. */
+void sp_range_push(const char *text, uint32_t id);
 
 /* A PyTorch operator pushed as an NVTX range (collectors/ops.c): stored in
  * the range record as flags, a[1] = seq, a[2] = shapes, stack. */
@@ -25,9 +29,9 @@ void sp_range_push_op(uint32_t name, const sp_range_op_t *op);
  * name in *name), NULL when none. */
 sp_range_op_t *sp_range_top_op(uint32_t *name);
 int sp_range_pop(void);                  /* returns the depth before the pop, -1 if empty (NVTX's contract) */
-uint64_t sp_range_start(uint32_t name);  /* the nvtxRangeId_t to hand back */
+uint64_t sp_range_start(const char *text, uint32_t id);  /* the nvtxRangeId_t to hand back */
 void sp_range_end(uint64_t id);
-void sp_range_mark(uint32_t name);
+void sp_range_mark(const char *text, uint32_t id);
 /* The schedule's whole-run window opened at activation: ranges still open
  * from before the first CUDA call are stored in it when they end. */
 void sp_range_adopt_early(uint32_t window);

@@ -6,7 +6,8 @@
  * the live table again. Ids index pages of string pointers that never move,
  * so sp_str_get is lock-free too. The per-thread cache is direct-mapped by
  * pointer: NVTX messages are mostly string literals, so a hit costs one
- * compare of the cached copy instead of a hash. */
+ * compare of the cached copy instead of a hash. Names deferred on the hot
+ * path (sp_str_defer) live in collectors/strings_log.c until settled. */
 #include "strings.h"
 
 #include <pthread.h>
@@ -172,4 +173,5 @@ const char *sp_str_get(uint32_t id)
 void sp_str_after_fork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
+    sp_str_log_after_fork_child();
 }

@@ -2,11 +2,14 @@
  * (hidden) into every DSO that uses it, so the only hook is injection: on its
  * first call each DSO dlopens NVTX_INJECTION64_PATH (set to our own path by
  * the constructor) and calls InitializeInjectionNvtx2, where we fill the slots
- * of the core and domain function tables. Messages are interned (ASCII;
- * registered strings are interned once at registration); a push or start of
- * a range matching the nvtx: step marker is a step boundary, taken before the
- * range is opened so the range belongs to the step it starts. PyTorch's
- * operator ranges go to collectors/ops.c. */
+ * of the core and domain function tables. ASCII messages go to
+ * collectors/ranges.c as text, which names them only while a window records
+ * (and then without interning on this thread); registered strings are
+ * interned once at registration. A push or start of a range matching the
+ * nvtx: step marker is a step boundary, taken before the range is opened so
+ * the range belongs to the step it starts; the marker is matched on the text
+ * itself, without a lock or a per-name cache. PyTorch's operator ranges go
+ * to collectors/ops.c. */
 #define _GNU_SOURCE
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
@@ -17,10 +20,7 @@
 #include "../schedule/schedule.h"
 #include "hook.h"
 
-#include <dlfcn.h>
 #include <fnmatch.h>
-#include <limits.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,15 +30,13 @@ typedef struct domain {
     int marker;    /* does the marker's @DOMAIN match: 0 not known yet, 1 no, 2 yes */
 } domain_t;
 
-/* Per-string-id marker match cache: 0 unknown, 1 no, 2 yes. Grown under a
- * lock; read without one (a stale 0 only costs a re-match). Published with
- * atomics: a grown array before its capacity (release), so a reader that
- * sees the new capacity (acquire) indexes the new array, never past the old. */
-static unsigned char *match_cache;
-static size_t match_cap;
-static pthread_mutex_t match_lock = PTHREAD_MUTEX_INITIALIZER;
+/* A message: text, or an id registered with nvtxDomainRegisterString. */
+typedef struct msg {
+    const char *text;
+    uint32_t id;
+} msg_t;
 
-/* Settled once per domain: the glob and the string lock stay off later pushes. */
+/* Settled once per domain: the glob stays off later pushes. */
 static int domain_matches(domain_t *d, const char *glob)
 {
     int m = __atomic_load_n(&d->marker, __ATOMIC_RELAXED);
@@ -49,7 +47,55 @@ static int domain_matches(domain_t *d, const char *glob)
     return m == 2;
 }
 
-static int marker_matches(uint32_t name, const domain_t *dom)
+static const char *utf8_next(const char *s)
+{
+    s++;
+    while ((*s & 0xC0) == 0x80)
+        s++;
+    return s;
+}
+
+/* fnmatch(p, s, 0) for a pattern of literals, '*', '?' and '\\' escapes, in
+ * one pass with one backtrack point, no locale lookup and no allocation:
+ * every push of a new name is matched (nothing is cached per name), so this
+ * is what keeps a marker cheap with a million distinct names. '?' takes one
+ * UTF-8 character, as fnmatch does in a UTF-8 locale. -1 when the match
+ * reaches a bracket expression: fnmatch decides those. Every element but '*'
+ * takes exactly one character, so retrying from the last '*' only is enough,
+ * and an answer reached before any '[' was compared holds whatever follows. */
+static int glob_match(const char *p, const char *s)
+{
+    const char *star_p = NULL, *star_s = NULL;
+    while (*s) {
+        if (*p == '*') {
+            star_p = ++p;
+            star_s = s;
+            continue;
+        }
+        if (*p == '[')
+            return -1;
+        if (*p == '?') {
+            p++;
+            s = utf8_next(s);
+            continue;
+        }
+        const char *lit = *p == '\\' && p[1] ? p + 1 : p;
+        if (*lit && *lit == *s) {
+            p = lit + 1;
+            s++;
+            continue;
+        }
+        if (!star_p)
+            return 0;
+        p = star_p;      /* the last '*' takes one more byte */
+        s = ++star_s;
+    }
+    while (*p == '*')
+        p++;
+    return *p == 0;
+}
+
+static int marker_matches(msg_t m, const domain_t *dom)
 {
     const sp_config_t *cfg = sp_sched_config();
     if (!cfg || cfg->marker.kind != SP_MARK_NVTX)
@@ -59,88 +105,76 @@ static int marker_matches(uint32_t name, const domain_t *dom)
         return 0;
     if (dom && !domain_matches((domain_t *)dom, want))
         return 0;
-    size_t cap = __atomic_load_n(&match_cap, __ATOMIC_ACQUIRE);
-    unsigned char *cache = __atomic_load_n(&match_cache, __ATOMIC_ACQUIRE);
-    unsigned char known = name < cap ? __atomic_load_n(&cache[name], __ATOMIC_RELAXED) : 0;
-    if (known)
-        return known == 2;
-    int m = fnmatch(cfg->marker.name, sp_str_get(name), 0) == 0;
-    pthread_mutex_lock(&match_lock);
-    if (name >= match_cap) {
-        size_t ncap = match_cap ? match_cap : 1024;
-        while (ncap <= name)
-            ncap *= 2;
-        unsigned char *nc = calloc(ncap, 1);
-        if (nc) {
-            if (match_cache)
-                memcpy(nc, match_cache, match_cap);
-            /* The old array is leaked on purpose: a reader may still hold it. */
-            __atomic_store_n(&match_cache, nc, __ATOMIC_RELEASE);
-            __atomic_store_n(&match_cap, ncap, __ATOMIC_RELEASE);
-        }
-    }
-    if (name < match_cap)
-        __atomic_store_n(&match_cache[name], (unsigned char)(m ? 2 : 1), __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&match_lock);
-    return m;
+    const char *glob = cfg->marker.name, *text = m.text ? m.text : sp_str_get(m.id);
+    int r = glob_match(glob, text);
+    return r < 0 ? fnmatch(glob, text, 0) == 0 : r;
 }
 
-static uint32_t attr_name(const nvtxEventAttributes_t *a)
+static msg_t attr_msg(const nvtxEventAttributes_t *a)
 {
     if (!a)
-        return sp_str_intern_cached("");
+        return (msg_t){"", 0};
     switch (a->messageType) {
     case NVTX_MESSAGE_TYPE_ASCII:
-        return sp_str_intern_cached(a->message.ascii);
+        return (msg_t){a->message.ascii ? a->message.ascii : "", 0};
     case NVTX_MESSAGE_TYPE_REGISTERED:
-        return (uint32_t)(uintptr_t)a->message.registered;
+        return (msg_t){NULL, (uint32_t)(uintptr_t)a->message.registered};
     default:
-        return sp_str_intern_cached("(unicode NVTX message)");
+        return (msg_t){"(unicode NVTX message)", 0};
     }
 }
 
-static void open_range(uint32_t name, const domain_t *dom)
+static int push_named(msg_t m, const domain_t *dom)
 {
-    if (marker_matches(name, dom))
+    if (marker_matches(m, dom))
         sp_sched_boundary();
-}
-
-static int push_named(uint32_t name, const domain_t *dom)
-{
-    open_range(name, dom);
-    sp_range_push(name);
+    sp_range_push(m.text, m.id);
     return 0;
 }
 
-static nvtxRangeId_t start_named(uint32_t name, const domain_t *dom)
+static nvtxRangeId_t start_named(msg_t m, const domain_t *dom)
 {
-    open_range(name, dom);
-    return sp_range_start(name);
+    if (marker_matches(m, dom))
+        sp_sched_boundary();
+    return sp_range_start(m.text, m.id);
+}
+
+static msg_t ascii(const char *m)
+{
+    return (msg_t){m ? m : "", 0};
 }
 
 static int nv_RangePushA(const char *m)
 {
-    return sp_ops_push(m) ? 0 : push_named(sp_str_intern_cached(m), NULL);
+    return sp_ops_push(m) ? 0 : push_named(ascii(m), NULL);
 }
-static int nv_RangePushEx(const nvtxEventAttributes_t *a) { return push_named(attr_name(a), NULL); }
+static int nv_RangePushEx(const nvtxEventAttributes_t *a) { return push_named(attr_msg(a), NULL); }
 static int nv_RangePop(void) { return sp_range_pop(); }
-static nvtxRangeId_t nv_RangeStartA(const char *m) { return start_named(sp_str_intern_cached(m), NULL); }
-static nvtxRangeId_t nv_RangeStartEx(const nvtxEventAttributes_t *a) { return start_named(attr_name(a), NULL); }
+static nvtxRangeId_t nv_RangeStartA(const char *m) { return start_named(ascii(m), NULL); }
+static nvtxRangeId_t nv_RangeStartEx(const nvtxEventAttributes_t *a) { return start_named(attr_msg(a), NULL); }
 static void nv_RangeEnd(nvtxRangeId_t id) { sp_range_end(id); }
-static void nv_MarkA(const char *m) { sp_range_mark(sp_str_intern_cached(m)); }
-static void nv_MarkEx(const nvtxEventAttributes_t *a) { sp_range_mark(attr_name(a)); }
+static void nv_MarkA(const char *m) { sp_range_mark(ascii(m).text, 0); }
+static void nv_MarkEx(const nvtxEventAttributes_t *a)
+{
+    msg_t m = attr_msg(a);
+    sp_range_mark(m.text, m.id);
+}
 
 static int nv_DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
 {
-    return push_named(attr_name(a), (const domain_t *)d);
+    return push_named(attr_msg(a), (const domain_t *)d);
 }
 static int nv_DomainRangePop(nvtxDomainHandle_t d) { (void)d; return sp_range_pop(); }
 static nvtxRangeId_t nv_DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
 {
-    return start_named(attr_name(a), (const domain_t *)d);
+    return start_named(attr_msg(a), (const domain_t *)d);
 }
 static void nv_DomainRangeEnd(nvtxDomainHandle_t d, nvtxRangeId_t id) { (void)d; sp_range_end(id); }
-static void nv_DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a) { (void)d; sp_range_mark(attr_name(a)); }
+static void nv_DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
+{
+    (void)d;
+    nv_MarkEx(a);
+}
 
 static nvtxStringHandle_t nv_DomainRegisterStringA(nvtxDomainHandle_t d, const char *s)
 {
@@ -207,11 +241,4 @@ SP_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_table)
         return 0;
     return fill(cb, NVTX_CB_MODULE_CORE, core_slots, sizeof core_slots / sizeof core_slots[0]) &&
            fill(cb, NVTX_CB_MODULE_CORE2, core2_slots, sizeof core2_slots / sizeof core2_slots[0]);
-}
-
-/* fork() copies a lock some other thread (often the exporter) may hold; the
- * child has only the forking thread, so the lock starts over there. */
-void sp_nvtx_after_fork_child(void)
-{
-    pthread_mutex_init(&match_lock, NULL);
 }

@@ -29,7 +29,6 @@
 #include <unistd.h>
 
 int InitializeInjectionNvtx2(const void *get_table); /* inject/nvtx.c */
-void sp_nvtx_after_fork_child(void);                 /* inject/nvtx.c */
 void sp_torch_bootstrap_env(void);                   /* inject/torch.c */
 
 static pthread_once_t activate_once = PTHREAD_ONCE_INIT;
@@ -158,7 +157,6 @@ static void after_fork_child(void)
 {
     sp_str_after_fork_child();
     sp_kern_after_fork_child();
-    sp_nvtx_after_fork_child();
     activate_once = (pthread_once_t)PTHREAD_ONCE_INIT;
     atomic_store(&activation_started, 0);
     sp_sched_after_fork_child();

@@ -1,11 +1,17 @@
 /* tests/unit/test_strings.c — the interned-string table (collectors/strings.c): ids stable and
  * distinct across growth to a million strings, the same id for the same text from 8 threads at
  * once (lock-free finds racing inserts and table doublings), sp_str_get round trips, the
- * per-thread pointer cache verified by content when a buffer is reused. */
+ * per-thread pointer cache verified by content when a buffer is reused. The deferred-text log
+ * (collectors/strings_log.c): deferred ids settle to the interned id of their text; text too
+ * long for a block is interned at once; the log's blocks are reused once their windows are
+ * settled (more text than the log can hold goes through it without a fallback); 64 writer
+ * threads and short-lived threads defer window r+1 while the collecting side settles window r
+ * (lock-free block refills racing the reuse of blocks), every name checked. */
 #include "../../collectors/strings.h"
 #include "check.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +31,138 @@ static void *worker(void *arg)
         ids[t][k] = (t & 1) ? sp_str_intern_cached(buf) : sp_str_intern(buf);
     }
     return NULL;
+}
+
+/* The deferred-text log's bound (unit.mk builds it with 1024 blocks of 16 KiB). */
+#ifndef SP_STR_LOG_BLOCKS
+#define SP_STR_LOG_BLOCKS 16384u
+#endif
+#define LOG_BYTES ((size_t)SP_STR_LOG_BLOCKS * 16384u)
+enum { WRITERS = 64, PER = 200, ROUNDS = 100, SHORT = 50 };
+
+static void text_of(char *buf, size_t len, long t, long window, long i)
+{
+    if (i % 4 == 0) /* a quarter of the names repeat across writers and windows */
+        snprintf(buf, len, "common_%ld", i % 40);
+    else
+        snprintf(buf, len, "w%ld_t%ld_i%ld", window, t, i);
+}
+
+static int settle_and_check(uint32_t window, uint32_t *ids, size_t n, long writers)
+{
+    int bad = 0;
+    for (size_t k = 0; k < n; k++)
+        bad += !(ids[k] & SP_STR_DEFERRED);
+    sp_str_settle(window, ids, n, sizeof *ids);
+    char buf[64];
+    for (size_t k = 0; k < n; k++) {
+        long t = (long)k / PER, i = (long)k % PER;
+        text_of(buf, sizeof buf, t < writers ? t : 1000 + t, window, i);
+        bad += ids[k] == 0 || (ids[k] & SP_STR_DEFERRED) || strcmp(sp_str_get(ids[k]), buf) != 0;
+    }
+    return bad;
+}
+
+static void check_defer_basics(void)
+{
+    char buf[64];
+    uint32_t ids[3 * PER];
+    for (long i = 0; i < 3 * PER; i++) {
+        text_of(buf, sizeof buf, i / PER, 1, i % PER);
+        ids[i] = sp_str_defer(buf, 1);
+    }
+    CHECK(settle_and_check(1, ids, 3 * PER, 3) == 0, "deferred names settle to their interned text");
+    char *big = malloc(20000);
+    if (big) {
+        memset(big, 'x', 19999);
+        big[19999] = 0;
+        uint32_t id = sp_str_defer(big, 2);
+        CHECK(!(id & SP_STR_DEFERRED) && strcmp(sp_str_get(id), big) == 0, "text longer than a block is interned");
+        free(big);
+    }
+    uint32_t none = 5;
+    sp_str_settle(2, &none, 1, sizeof none);
+    CHECK(none == 5, "settling leaves interned ids alone");
+}
+
+/* One writer per window, each window settled before the next: 1.5x the log's bound in all. */
+static void check_reuse(void)
+{
+    enum { LEN = 200, NAMES = 1000 };
+    long windows = (long)(LOG_BYTES * 3 / 2 / (NAMES * (LEN + 8)));
+    char buf[LEN + 1];
+    uint32_t *ids = malloc(NAMES * sizeof *ids);
+    int bad = 0;
+    for (long w = 10; ids && w < 10 + windows; w++) {
+        for (long i = 0; i < NAMES; i++) {
+            memset(buf, 'a' + (int)(i % 26), LEN);
+            snprintf(buf, sizeof buf, "reuse_%ld", i);
+            buf[strlen(buf)] = '.';
+            buf[LEN] = 0;
+            ids[i] = sp_str_defer(buf, (uint32_t)w);
+            bad += !(ids[i] & SP_STR_DEFERRED);
+        }
+        sp_str_settle((uint32_t)w, ids, NAMES, sizeof *ids);
+        bad += strncmp(sp_str_get(ids[NAMES - 1]), "reuse_999.", 10) != 0;
+    }
+    CHECK(ids && bad == 0, "%d names not deferred or wrong: blocks of settled windows not reused", bad);
+    free(ids);
+}
+
+static pthread_barrier_t round_done;
+static uint32_t round_ids[2][(WRITERS + 1) * PER];
+
+static void *writer(void *arg)
+{
+    long t = (long)arg;
+    char buf[64];
+    for (long r = 0; r < ROUNDS; r++) {
+        uint32_t window = (uint32_t)(100000 + r + 1);
+        for (long i = 0; i < PER; i++) {
+            text_of(buf, sizeof buf, t, window, i);
+            round_ids[r & 1][t * PER + i] = sp_str_defer(buf, window);
+        }
+        pthread_barrier_wait(&round_done);
+    }
+    return NULL;
+}
+
+/* A thread that defers SHORT names and exits: its block is retired at exit. */
+static void *short_writer(void *arg)
+{
+    uint32_t window = (uint32_t)(uintptr_t)arg;
+    char buf[64];
+    for (long i = 0; i < SHORT; i++) {
+        text_of(buf, sizeof buf, 1000 + WRITERS, window, i);
+        round_ids[window & 1 ? 0 : 1][WRITERS * PER + i] = sp_str_defer(buf, window);
+    }
+    return NULL;
+}
+
+static void check_concurrent(void)
+{
+    pthread_t th[WRITERS];
+    pthread_barrier_init(&round_done, NULL, WRITERS + 1);
+    for (long t = 0; t < WRITERS; t++)
+        pthread_create(&th[t], NULL, writer, (void *)t);
+    int bad = 0;
+    /* Round r: the writers defer window base+r+1 into round_ids[r & 1]; meanwhile this thread
+     * runs a short-lived writer for it and settles window base+r (round_ids[(r - 1) & 1]). */
+    for (long r = 0; r <= ROUNDS; r++) {
+        uint32_t window = (uint32_t)(100000 + r + 1);
+        pthread_t sh;
+        int spawned = r < ROUNDS && pthread_create(&sh, NULL, short_writer, (void *)(uintptr_t)window) == 0;
+        if (r > 0)
+            bad += settle_and_check(window - 1, round_ids[(r - 1) & 1], WRITERS * PER + SHORT, WRITERS);
+        if (spawned)
+            pthread_join(sh, NULL);
+        if (r < ROUNDS)
+            pthread_barrier_wait(&round_done);
+    }
+    for (long t = 0; t < WRITERS; t++)
+        pthread_join(th[t], NULL);
+    pthread_barrier_destroy(&round_done);
+    CHECK(bad == 0, "%d names wrong with %d writers deferring while windows settle", bad, WRITERS);
 }
 
 int main(void)
@@ -61,6 +199,9 @@ int main(void)
     }
     CHECK(bad == 0, "%d disagreements between threads interning the same names", bad);
     free(mine);
+    check_defer_basics();
+    check_reuse();
+    check_concurrent();
     printf("test_strings: %d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

@@ -19,8 +19,10 @@ UNIT_CONFIG_SRCS := schedule/config.c schedule/config_yaml.c schedule/marker.c c
 $(UNIT_OUT)/test_config: $(UNIT_CONFIG_SRCS) collectors/log.c profiling.example.yaml
 $(UNIT_OUT)/test_plan: schedule/plan.c $(UNIT_CONFIG_SRCS) collectors/log.c
 $(UNIT_OUT)/test_jsonw: exporters/jsonw.c exporters/gz.c collectors/log.c
-$(UNIT_OUT)/test_strings: collectors/strings.c
-$(UNIT_OUT)/test_cupti_names: collectors/cupti_names.c collectors/strings.c
+$(UNIT_OUT)/test_strings: collectors/strings.c collectors/strings_log.c
+# A 16 MiB deferred-text log, so that filling it 1.5 times over (block reuse) takes little time.
+$(UNIT_OUT)/test_strings: UNIT_CFLAGS += -DSP_STR_LOG_BLOCKS=1024
+$(UNIT_OUT)/test_cupti_names: collectors/cupti_names.c collectors/strings.c collectors/strings_log.c
 $(UNIT_OUT)/test_kernels: collectors/kernels.c
 
 $(UNIT_OUT)/%: tests/unit/%.c $(UNIT_HEADERS)

@@ -1,0 +1,244 @@
+/* collectors/strings_log.c — the deferred-text log behind sp_str_defer and
+ * sp_str_settle (strings.h): recording an NVTX range copies its name into
+ * the thread's current 16 KiB block instead of interning it, so a push costs
+ * a strlen and a memcpy whatever the number of distinct names (interning a
+ * new name is a cache miss and more in a table of a million).
+ *
+ * Blocks are slices of one region reserved at first use (MAX_BLOCKS of them,
+ * never unmapped, so a stale read of a block header is always safe). A block
+ * is in exactly one of four places:
+ *   - some thread's current block (TLS cur/off), written by that thread only;
+ *   - the retired list: a full block, or the block of a thread that exited.
+ *     Many threads push (CAS on the head); the collecting side takes the
+ *     whole list at once (exchange), so ABA cannot hurt: a push only needs
+ *     its node's next to equal the head at the moment of its CAS;
+ *   - the pending list, private to the collecting side (under settle_lock):
+ *     retired blocks that hold text of a window not collected yet;
+ *   - the free stack: pushed by the collecting side, popped by any thread.
+ *     Its head carries a 32-bit tag bumped by every successful CAS, so a pop
+ *     whose view of head->next went stale (the block was popped and pushed
+ *     again meanwhile) fails its CAS instead of corrupting the stack.
+ * A block whose highest window (maxwin, written by its owner, published by
+ * the release CAS that retires it) is <= the window just collected goes back
+ * to the free stack: every record naming it has been settled, or belongs to a
+ * window no collection will take. Text written by the owner reaches the
+ * settling thread through the event chunk's release/acquire count (the
+ * record naming the text is committed after the text is written); a reused
+ * block's old text was read before the release CAS that freed it.
+ *
+ * A deferred id is SP_STR_DEFERRED | block << OFF_BITS | offset / 8. */
+#define _GNU_SOURCE
+#include "strings.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define BLOCK_BYTES 16384u
+#define OFF_BITS 11u                /* BLOCK_BYTES / 8 offsets */
+#ifndef SP_STR_LOG_BLOCKS           /* the unit test builds a smaller log */
+#define SP_STR_LOG_BLOCKS 16384u    /* 256 MiB of text in flight at most */
+#endif
+#define MAX_BLOCKS SP_STR_LOG_BLOCKS
+#define HDR 16u
+
+typedef struct block {
+    uint32_t maxwin;                /* highest window of its text; owner-written */
+    _Atomic uint32_t next;          /* retired / pending / free link: index + 1 */
+} block_t;
+
+static unsigned char *region;
+static pthread_once_t region_once = PTHREAD_ONCE_INIT;
+static _Atomic uint32_t fresh;      /* blocks never used yet start here */
+static _Atomic uint32_t retired;    /* index + 1 of the list head, 0 = empty */
+static _Atomic uint64_t free_head;  /* tag << 32 | (index + 1) */
+static uint32_t pending;            /* under settle_lock */
+static pthread_mutex_t settle_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* This thread's block; one TLS object, so one TLS-descriptor call. */
+static __thread struct {
+    uint32_t cur;                   /* index + 1 of the block, 0 = none */
+    uint32_t off;                   /* next free byte in it */
+    volatile int busy;              /* a signal handler must not enter */
+} me;
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static block_t *block_at(uint32_t b) /* b = index + 1 */
+{
+    return (block_t *)(region + (size_t)(b - 1) * BLOCK_BYTES);
+}
+
+static void reserve_region(void)
+{
+    void *p = mmap(NULL, (size_t)MAX_BLOCKS * BLOCK_BYTES, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    region = p == MAP_FAILED ? NULL : p;
+}
+
+static void push_retired(uint32_t b)
+{
+    uint32_t h = atomic_load_explicit(&retired, memory_order_relaxed);
+    do
+        atomic_store_explicit(&block_at(b)->next, h, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&retired, &h, b, memory_order_release, memory_order_relaxed));
+}
+
+static void push_free(uint32_t b)
+{
+    uint64_t h = atomic_load_explicit(&free_head, memory_order_relaxed);
+    do
+        atomic_store_explicit(&block_at(b)->next, (uint32_t)h, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&free_head, &h, ((h >> 32) + 1) << 32 | b, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+static uint32_t pop_free(void)
+{
+    uint64_t h = atomic_load_explicit(&free_head, memory_order_acquire);
+    while ((uint32_t)h) {
+        uint32_t next = atomic_load_explicit(&block_at((uint32_t)h)->next, memory_order_relaxed);
+        if (atomic_compare_exchange_weak_explicit(&free_head, &h, ((h >> 32) + 1) << 32 | next,
+                                                  memory_order_acquire, memory_order_acquire))
+            return (uint32_t)h;
+    }
+    return 0;
+}
+
+static void retire_at_exit(void *unused)
+{
+    (void)unused;
+    if (me.cur)
+        push_retired(me.cur);
+    me.cur = 0;
+}
+
+static void make_exit_key(void)
+{
+    pthread_key_create(&exit_key, retire_at_exit);
+}
+
+/* Cold: the thread's block cannot take `need` more bytes. */
+static int refill(size_t need)
+{
+    if (need > BLOCK_BYTES - HDR || pthread_once(&region_once, reserve_region) != 0 || !region)
+        return 0;
+    if (me.cur) {
+        push_retired(me.cur);
+        me.cur = 0;
+    } else if (pthread_once(&exit_once, make_exit_key) != 0 || pthread_setspecific(exit_key, region) != 0) {
+        return 0;
+    }
+    uint32_t b = pop_free();
+    if (!b) {
+        /* Checked before the add: a full log retried on every push must not
+         * wrap the counter round to blocks still in use. */
+        if (atomic_load_explicit(&fresh, memory_order_relaxed) >= MAX_BLOCKS)
+            return 0;
+        uint32_t i = atomic_fetch_add_explicit(&fresh, 1, memory_order_relaxed);
+        if (i >= MAX_BLOCKS)
+            return 0;
+        b = i + 1;
+    }
+    block_at(b)->maxwin = 0;
+    me.cur = b;
+    me.off = HDR;
+    return 1;
+}
+
+uint32_t sp_str_defer(const char *s, uint32_t window)
+{
+    __typeof__(me) *m = &me;
+    __asm__("" : "+r"(m));      /* opaque: kept, not re-derived by another TLS-descriptor call after memcpy */
+    if (!s)
+        s = "";
+    if (m->busy)
+        return 0;
+    m->busy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    size_t n = strlen(s) + 1, need = (n + 7) & ~(size_t)7;
+    uint32_t id = 0;
+    if (__builtin_expect(m->cur && m->off + need <= BLOCK_BYTES, 1) || refill(need)) {
+        block_t *k = block_at(m->cur);
+        memcpy((char *)k + m->off, s, n);
+        if (window > k->maxwin)
+            k->maxwin = window;
+        id = SP_STR_DEFERRED | (m->cur - 1) << OFF_BITS | m->off >> 3;
+        m->off += (uint32_t)need;
+    }
+    atomic_signal_fence(memory_order_seq_cst);
+    m->busy = 0;
+    return id ? id : sp_str_intern(s);
+}
+
+static uint32_t settle_one(uint32_t id)
+{
+    uint32_t b = ((id & ~SP_STR_DEFERRED) >> OFF_BITS) + 1, at = (id & ((1u << OFF_BITS) - 1)) << 3;
+    if (!region || b > atomic_load_explicit(&fresh, memory_order_relaxed) || b > MAX_BLOCKS || at < HDR)
+        return 0;
+    const char *s = (const char *)block_at(b) + at;
+    return memchr(s, 0, BLOCK_BYTES - at) ? sp_str_intern(s) : 0;
+}
+
+/* Sorts the blocks of list b into free (maxwin <= window) and kept. */
+static uint32_t sort_blocks(uint32_t b, uint32_t window, uint32_t keep)
+{
+    while (b) {
+        block_t *k = block_at(b);
+        uint32_t next = atomic_load_explicit(&k->next, memory_order_relaxed);
+        if (k->maxwin <= window) {
+            push_free(b);
+        } else {
+            atomic_store_explicit(&k->next, keep, memory_order_relaxed);
+            keep = b;
+        }
+        b = next;
+    }
+    return keep;
+}
+
+/* Caller holds settle_lock. */
+static void release(uint32_t window)
+{
+    uint32_t keep = sort_blocks(pending, window, 0);
+    pending = sort_blocks(atomic_exchange_explicit(&retired, 0, memory_order_acquire), window, keep);
+}
+
+/* Ids at base + i * stride (indirect: a record pointer there, the id at off in the record). */
+static void settle(uint32_t window, char *base, size_t n, size_t stride, size_t off, int indirect)
+{
+    pthread_mutex_lock(&settle_lock);
+    for (size_t i = 0; i < n; i++) {
+        char *at = base + i * stride;
+        uint32_t *p = indirect ? (uint32_t *)(*(char **)at + off) : (uint32_t *)at;
+        if (*p & SP_STR_DEFERRED)
+            *p = settle_one(*p);
+    }
+    if (region)
+        release(window);
+    pthread_mutex_unlock(&settle_lock);
+}
+
+void sp_str_settle(uint32_t window, uint32_t *names, size_t n, size_t stride)
+{
+    settle(window, (char *)names, n, stride, 0, 0);
+}
+
+void sp_str_settle_refs(uint32_t window, void *const *refs, size_t n, size_t stride, size_t off)
+{
+    settle(window, (char *)refs, n, stride, off, 1);
+}
+
+/* The child of fork() has only the forking thread: every block starts over
+ * (the region itself is inherited); the settle lock may have been held. */
+void sp_str_log_after_fork_child(void)
+{
+    pthread_mutex_init(&settle_lock, NULL);
+    atomic_store(&fresh, 0);
+    atomic_store(&retired, 0);
+    atomic_store(&free_head, 0);
+    pending = 0;
+    me.cur = 0;
+    me.busy = 0;
+}
