@@ -373,9 +373,16 @@ static int nest_threads(sp_rep_set_t *s)
 
 /* ---- correlation map ------------------------------------------------------ */
 
+/* CUPTI numbers calls densely from 1, so ids below a bound that is a small
+ * multiple of the call count index an array (sequential, cache-friendly:
+ * GPU records come in id order); the rest (stepprof's own ids of calls CUPTI
+ * did not see, (slot + 1) << 32 | sequence, or a sparse foreign trace) go to a
+ * hash table sized by how many there are. */
 typedef struct corr_map {
-    uint64_t *key;
-    long *val;
+    int32_t *dense;   /* id -> event index + 1, 0 = none */
+    uint64_t ndense;
+    uint64_t *key;    /* open addressing, 0 = empty */
+    int32_t *val;
     size_t cap;
 } corr_map_t;
 
@@ -392,29 +399,63 @@ static int is_call(const sp_rep_event_t *e, int runtime_only)
     return e->correlation && (e->cat == SP_REP_RUNTIME || (!runtime_only && e->cat == SP_REP_DRIVER));
 }
 
-/* Sized by the calls it holds, not by every event. */
+static void corr_free(corr_map_t *m)
+{
+    free(m->dense);
+    free(m->key);
+    free(m->val);
+}
+
+/* The first (earliest) call keeps a reused id. */
 static int corr_build(corr_map_t *m, const sp_rep_set_t *s, int runtime_only)
 {
     size_t calls = 0, cap = 16;
-    for (size_t i = 0; i < s->n; i++)
-        calls += is_call(&s->ev[i], runtime_only);
-    while (cap < calls * 2)
+    uint64_t top = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const sp_rep_event_t *e = &s->ev[i];
+        if (!is_call(e, runtime_only))
+            continue;
+        calls++;
+        if (e->correlation < (1ull << 32) && e->correlation > top)
+            top = e->correlation;
+    }
+    m->ndense = top < 4 * (uint64_t)calls + 4096 ? top + 1 : 0;
+    /* Sparse ids are kept only when one is looked up: the driver calls
+     * (runtime_only) or the GPU work carry the ids searched for. */
+    size_t sparse = 0, wanted = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const sp_rep_event_t *e = &s->ev[i];
+        int looked_up = runtime_only ? e->cat == SP_REP_DRIVER : sp_rep_is_gpu_work(e->cat);
+        wanted += looked_up && e->correlation >= m->ndense;
+        sparse += is_call(e, runtime_only) && e->correlation >= m->ndense;
+    }
+    if (!wanted)
+        sparse = 0;
+    while (cap < sparse * 2)
         cap *= 2;
     m->cap = cap;
+    m->dense = calloc(m->ndense ? m->ndense : 1, sizeof *m->dense);
     m->key = calloc(cap, sizeof *m->key);
     m->val = malloc(cap * sizeof *m->val);
-    if (!m->key || !m->val)
+    if (!m->dense || !m->key || !m->val)
         return -1;
     for (size_t i = 0; i < s->n; i++) {
         const sp_rep_event_t *e = &s->ev[i];
         if (!is_call(e, runtime_only))
             continue;
+        if (e->correlation < m->ndense) {
+            if (!m->dense[e->correlation])
+                m->dense[e->correlation] = (int32_t)i + 1;
+            continue;
+        }
+        if (!sparse)
+            continue;
         size_t j = mix64(e->correlation, cap);
         while (m->key[j] && m->key[j] != e->correlation)
             j = (j + 1) & (cap - 1);
-        if (!m->key[j]) {   /* the first (earliest) call keeps a reused id */
+        if (!m->key[j]) {
             m->key[j] = e->correlation;
-            m->val[j] = (long)i;
+            m->val[j] = (int32_t)i;
         }
     }
     return 0;
@@ -424,6 +465,8 @@ static long corr_find(const corr_map_t *m, uint64_t c)
 {
     if (!c)
         return -1;
+    if (c < m->ndense)
+        return (long)m->dense[c] - 1;
     for (size_t j = mix64(c, m->cap); m->key[j]; j = (j + 1) & (m->cap - 1))
         if (m->key[j] == c)
             return m->val[j];
@@ -454,8 +497,7 @@ static int drop_nested_driver_calls(sp_rep_set_t *s)
         s->ev[k++] = *e;
     }
     s->n = k;
-    free(m.key);
-    free(m.val);
+    corr_free(&m);
     return rc;
 }
 
@@ -481,8 +523,7 @@ int sp_rep_analyze(sp_rep_set_t *s)
         return -1;
     corr_map_t m = {0};
     if (corr_build(&m, s, 0) != 0) {
-        free(m.key);
-        free(m.val);
+        corr_free(&m);
         return -1;
     }
     for (size_t i = 0; i < s->n; i++) {
@@ -493,8 +534,7 @@ int sp_rep_analyze(sp_rep_set_t *s)
         for (long p = e->launcher; p >= 0; p = s->ev[p].parent)
             s->ev[p].cuda_total += e->dur;
     }
-    free(m.key);
-    free(m.val);
+    corr_free(&m);
     return 0;
 }
 

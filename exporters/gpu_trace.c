@@ -48,7 +48,6 @@ typedef struct open_range {
 } open_range_t;
 
 typedef struct thread_stack {
-    const sp_thread_t *thread;
     open_range_t *s;
     size_t n, cap;
 } thread_stack_t;
@@ -58,8 +57,13 @@ static void external_ids(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
     v->ext = calloc(nev ? nev : 1, sizeof *v->ext);
     v->range_ev = malloc((nev ? nev : 1) * sizeof *v->range_ev);
     v->range_parent = malloc((nev ? nev : 1) * sizeof *v->range_parent);
-    thread_stack_t *ts = calloc(nev ? nev : 1, sizeof *ts);
+    /* One stack per thread, found by its registration slot (dense, 0-based):
+     * no search per event whatever the number of threads. */
     size_t nts = 0;
+    for (size_t i = 0; i < nev; i++)
+        if (ev[i].thread->slot >= nts)
+            nts = ev[i].thread->slot + 1u;
+    thread_stack_t *ts = calloc(nts ? nts : 1, sizeof *ts);
     uint64_t next = 0;
     if (!v->range_ev || !v->range_parent) {
         free(v->ext);
@@ -67,12 +71,7 @@ static void external_ids(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
     }
     for (size_t i = 0; v->ext && ts && i < nev; i++) {
         const sp_event_t *e = ev[i].ev;
-        size_t k = 0;
-        while (k < nts && ts[k].thread != ev[i].thread)
-            k++;
-        if (k == nts)
-            ts[nts++].thread = ev[i].thread;
-        thread_stack_t *st = &ts[k];
+        thread_stack_t *st = &ts[ev[i].thread->slot];
         while (st->n && st->s[st->n - 1].end <= e->t0)
             st->n--;
         if (e->kind == SP_EV_RANGE || e->kind == SP_EV_STEP) {
