@@ -1,7 +1,8 @@
 /* tests/unit/test_strings.c — the interned-string table (collectors/strings.c): ids stable and
  * distinct across growth to a million strings, the same id for the same text from 8 threads at
  * once (lock-free finds racing inserts and table doublings), sp_str_get round trips, the
- * per-thread pointer cache verified by content when a buffer is reused. The deferred-text log
+ * per-thread pointer cache verified by content when a buffer is reused, batches (sp_str_intern_many)
+ * agreeing with one-by-one interning. The deferred-text log
  * (collectors/strings_log.c): deferred ids settle to the interned id of their text; text too
  * long for a block is interned at once; the log's blocks are reused once their windows are
  * settled (more text than the log can hold goes through it without a fallback); 64 writer
@@ -83,6 +84,28 @@ static void check_defer_basics(void)
     uint32_t none = 5;
     sp_str_settle(2, &none, 1, sizeof none);
     CHECK(none == 5, "settling leaves interned ids alone");
+}
+
+/* Batches of new and known names give sp_str_intern's ids. */
+static void check_intern_many(void)
+{
+    enum { M = 100000 };
+    char (*buf)[24] = malloc(M * sizeof *buf);
+    const char **txt = malloc(M * sizeof *txt);
+    uint32_t *ids = malloc(M * sizeof *ids);
+    int bad = 0;
+    for (long i = 0; buf && txt && ids && i < M; i++) {
+        snprintf(buf[i], sizeof buf[i], i % 3 ? "many_%ld" : "name_%ld", i); /* name_: interned already */
+        txt[i] = buf[i];
+    }
+    for (long i = 0; buf && txt && ids && i < M; i += 1000)
+        sp_str_intern_many(txt + i, ids + i, (size_t)(M - i < 1000 ? M - i : 1000));
+    for (long i = 0; buf && txt && ids && i < M; i++)
+        bad += ids[i] == 0 || ids[i] != sp_str_intern(txt[i]) || strcmp(sp_str_get(ids[i]), txt[i]) != 0;
+    CHECK(buf && txt && ids && bad == 0, "%d names interned in batches differ from one by one", bad);
+    free(buf);
+    free(txt);
+    free(ids);
 }
 
 /* One writer per window, each window settled before the next: 1.5x the log's bound in all. */
@@ -199,6 +222,7 @@ int main(void)
     }
     CHECK(bad == 0, "%d disagreements between threads interning the same names", bad);
     free(mine);
+    check_intern_many();
     check_defer_basics();
     check_reuse();
     check_concurrent();
