@@ -31,6 +31,12 @@ void sp_str_intern_many(const char *const *s, uint32_t *ids, size_t n);
  * that interrupted another sp_str_defer on the same thread. */
 uint32_t sp_str_defer(const char *s, uint32_t window);
 
+/* The record naming deferred id `id` was not stored (the pool is full): its
+ * text is taken back if it is the last this thread deferred, which it is
+ * when every range opened inside it was dropped too (pushes and pops nest),
+ * so a full pool does not fill the log. Only for a window still open. */
+void sp_str_undefer(uint32_t id);
+
 /* The collecting side: replaces every deferred id among the n ids at names
  * (stride bytes apart) with its interned id, then reuses the log blocks that
  * hold text of windows <= window only. The caller promises that no deferred

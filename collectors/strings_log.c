@@ -172,6 +172,17 @@ uint32_t sp_str_defer(const char *s, uint32_t window)
     return id ? id : sp_str_intern(s);
 }
 
+void sp_str_undefer(uint32_t id)
+{
+    __typeof__(me) *m = &me;
+    uint32_t b = ((id & ~SP_STR_DEFERRED) >> OFF_BITS) + 1, at = (id & ((1u << OFF_BITS) - 1)) << 3;
+    if (!(id & SP_STR_DEFERRED) || m->busy || b != m->cur || at < HDR || at >= m->off)
+        return;
+    size_t need = (strlen((const char *)block_at(b) + at) + 1 + 7) & ~(size_t)7;
+    if (at + need == m->off)
+        m->off = at;
+}
+
 /* The text a deferred id names, NULL for an id no block can hold. */
 static const char *text_of(uint32_t id)
 {

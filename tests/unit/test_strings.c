@@ -4,7 +4,7 @@
  * per-thread pointer cache verified by content when a buffer is reused, batches (sp_str_intern_many)
  * agreeing with one-by-one interning. The deferred-text log
  * (collectors/strings_log.c): deferred ids settle to the interned id of their text; text too
- * long for a block is interned at once; the log's blocks are reused once their windows are
+ * long for a block is interned at once; texts of dropped records are taken back in nesting order; the log's blocks are reused once their windows are
  * settled (more text than the log can hold goes through it without a fallback); 64 writer
  * threads and short-lived threads defer window r+1 while the collecting side settles window r
  * (lock-free block refills racing the reuse of blocks), every name checked. */
@@ -84,6 +84,18 @@ static void check_defer_basics(void)
     uint32_t none = 5;
     sp_str_settle(2, &none, 1, sizeof none);
     CHECK(none == 5, "settling leaves interned ids alone");
+    /* Dropped records give their text back, innermost first; an inner one kept pins the outer. */
+    uint32_t a = sp_str_defer("outer", 3), b = sp_str_defer("inner", 3);
+    sp_str_undefer(a);
+    uint32_t c = sp_str_defer("next", 3);
+    CHECK(c != a && c != b, "a text under another is not taken back");
+    sp_str_undefer(c);
+    sp_str_undefer(b);
+    sp_str_undefer(a);
+    uint32_t d = sp_str_defer("again", 3);
+    CHECK(d == a, "texts taken back in nesting order free their space");
+    sp_str_settle(3, &d, 1, sizeof d);
+    CHECK(strcmp(sp_str_get(d), "again") == 0, "a reused place settles to its new text");
 }
 
 /* Batches of new and known names give sp_str_intern's ids. */
