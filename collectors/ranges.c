@@ -179,6 +179,15 @@ void sp_range_adopt_early(uint32_t window)
         adopt_completed(window);
 }
 
+/* A record not stored (the pool is full) gives its name's text back to the
+ * thread's log. Only while its window is open: the log block of a closed
+ * window's text may have been reused since. */
+static void dropped(const open_range_t *r)
+{
+    if (r->window == sp_ev_gate_load())
+        sp_str_undefer(r->name);
+}
+
 /* t1 == 0: the range ends now (read only when it is stored). */
 static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_arg)
 {
@@ -206,12 +215,15 @@ static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_a
     /* The interposers' recursion guard: a signal handler's NVTX (or CUDA)
      * call that interrupts this one on the same thread is not stored, rather
      * than writing into the record this call is filling. */
-    if (!t || t->in_hook)
+    if (!t || t->in_hook) {
+        dropped(r);
         return;
+    }
     t->in_hook = 1;
     sp_event_t *e = sp_ev_reserve(t, r->window);
     if (!e) {
         t->in_hook = 0;
+        dropped(r);
         return;
     }
     fill(e, t, r, t1, kind, depth_arg);

@@ -19,6 +19,8 @@
 uint32_t sp_str_intern(const char *s);          /* 0 on allocation failure */
 uint32_t sp_str_intern_cached(const char *s);   /* pointer cache, verified by content */
 const char *sp_str_get(uint32_t id);            /* "" for unknown ids */
+/* ids[i] = sp_str_intern(s[i]) for n strings, their cache misses overlapped. */
+void sp_str_intern_many(const char *const *s, uint32_t *ids, size_t n);
 
 #define SP_STR_DEFERRED 0x80000000u
 
@@ -28,6 +30,12 @@ const char *sp_str_get(uint32_t id);            /* "" for unknown ids */
  * longer than a block, and returns 0 ("") when called from a signal handler
  * that interrupted another sp_str_defer on the same thread. */
 uint32_t sp_str_defer(const char *s, uint32_t window);
+
+/* The record naming deferred id `id` was not stored (the pool is full): its
+ * text is taken back if it is the last this thread deferred, which it is
+ * when every range opened inside it was dropped too (pushes and pops nest),
+ * so a full pool does not fill the log. Only for a window still open. */
+void sp_str_undefer(uint32_t id);
 
 /* The collecting side: replaces every deferred id among the n ids at names
  * (stride bytes apart) with its interned id, then reuses the log blocks that

@@ -172,13 +172,25 @@ uint32_t sp_str_defer(const char *s, uint32_t window)
     return id ? id : sp_str_intern(s);
 }
 
-static uint32_t settle_one(uint32_t id)
+void sp_str_undefer(uint32_t id)
+{
+    __typeof__(me) *m = &me;
+    uint32_t b = ((id & ~SP_STR_DEFERRED) >> OFF_BITS) + 1, at = (id & ((1u << OFF_BITS) - 1)) << 3;
+    if (!(id & SP_STR_DEFERRED) || m->busy || b != m->cur || at < HDR || at >= m->off)
+        return;
+    size_t need = (strlen((const char *)block_at(b) + at) + 1 + 7) & ~(size_t)7;
+    if (at + need == m->off)
+        m->off = at;
+}
+
+/* The text a deferred id names, NULL for an id no block can hold. */
+static const char *text_of(uint32_t id)
 {
     uint32_t b = ((id & ~SP_STR_DEFERRED) >> OFF_BITS) + 1, at = (id & ((1u << OFF_BITS) - 1)) << 3;
     if (!region || b > atomic_load_explicit(&fresh, memory_order_relaxed) || b > MAX_BLOCKS || at < HDR)
-        return 0;
+        return NULL;
     const char *s = (const char *)block_at(b) + at;
-    return memchr(s, 0, BLOCK_BYTES - at) ? sp_str_intern(s) : 0;
+    return memchr(s, 0, BLOCK_BYTES - at) ? s : NULL;
 }
 
 /* Sorts the blocks of list b into free (maxwin <= window) and kept. */
@@ -208,12 +220,26 @@ static void release(uint32_t window)
 /* Ids at base + i * stride (indirect: a record pointer there, the id at off in the record). */
 static void settle(uint32_t window, char *base, size_t n, size_t stride, size_t off, int indirect)
 {
+    enum { BATCH = 256 };
+    const char *text[BATCH];
+    uint32_t *dst[BATCH], ids[BATCH];
     pthread_mutex_lock(&settle_lock);
-    for (size_t i = 0; i < n; i++) {
-        char *at = base + i * stride;
-        uint32_t *p = indirect ? (uint32_t *)(*(char **)at + off) : (uint32_t *)at;
-        if (*p & SP_STR_DEFERRED)
-            *p = settle_one(*p);
+    for (size_t i = 0; i < n;) {
+        size_t g = 0;
+        for (; i < n && g < BATCH; i++) {
+            char *at = base + i * stride;
+            uint32_t *p = indirect ? (uint32_t *)(*(char **)at + off) : (uint32_t *)at;
+            if (!(*p & SP_STR_DEFERRED))
+                continue;
+            text[g] = text_of(*p);
+            if (text[g])
+                dst[g++] = p;
+            else
+                *p = 0;
+        }
+        sp_str_intern_many(text, ids, g);
+        for (size_t k = 0; k < g; k++)
+            *dst[k] = ids[k];
     }
     if (region)
         release(window);

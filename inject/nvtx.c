@@ -60,9 +60,10 @@ static const char *utf8_next(const char *s)
  * every push of a new name is matched (nothing is cached per name), so this
  * is what keeps a marker cheap with a million distinct names. '?' takes one
  * UTF-8 character, as fnmatch does in a UTF-8 locale. -1 when the match
- * reaches a bracket expression: fnmatch decides those. Every element but '*'
- * takes exactly one character, so retrying from the last '*' only is enough,
- * and an answer reached before any '[' was compared holds whatever follows. */
+ * reaches a bracket expression or a trailing '\\': fnmatch decides those.
+ * Every element but '*' takes exactly one character, so retrying from the
+ * last '*' only is enough, and an answer reached before any '[' was compared
+ * holds whatever follows. */
 static int glob_match(const char *p, const char *s)
 {
     const char *star_p = NULL, *star_s = NULL;
@@ -72,7 +73,7 @@ static int glob_match(const char *p, const char *s)
             star_s = s;
             continue;
         }
-        if (*p == '[')
+        if (*p == '[' || (*p == '\\' && !p[1]))
             return -1;
         if (*p == '?') {
             p++;

@@ -1,9 +1,10 @@
 /* tests/unit/test_strings.c — the interned-string table (collectors/strings.c): ids stable and
  * distinct across growth to a million strings, the same id for the same text from 8 threads at
  * once (lock-free finds racing inserts and table doublings), sp_str_get round trips, the
- * per-thread pointer cache verified by content when a buffer is reused. The deferred-text log
+ * per-thread pointer cache verified by content when a buffer is reused, batches (sp_str_intern_many)
+ * agreeing with one-by-one interning. The deferred-text log
  * (collectors/strings_log.c): deferred ids settle to the interned id of their text; text too
- * long for a block is interned at once; the log's blocks are reused once their windows are
+ * long for a block is interned at once; texts of dropped records are taken back in nesting order; the log's blocks are reused once their windows are
  * settled (more text than the log can hold goes through it without a fallback); 64 writer
  * threads and short-lived threads defer window r+1 while the collecting side settles window r
  * (lock-free block refills racing the reuse of blocks), every name checked. */
@@ -83,6 +84,40 @@ static void check_defer_basics(void)
     uint32_t none = 5;
     sp_str_settle(2, &none, 1, sizeof none);
     CHECK(none == 5, "settling leaves interned ids alone");
+    /* Dropped records give their text back, innermost first; an inner one kept pins the outer. */
+    uint32_t a = sp_str_defer("outer", 3), b = sp_str_defer("inner", 3);
+    sp_str_undefer(a);
+    uint32_t c = sp_str_defer("next", 3);
+    CHECK(c != a && c != b, "a text under another is not taken back");
+    sp_str_undefer(c);
+    sp_str_undefer(b);
+    sp_str_undefer(a);
+    uint32_t d = sp_str_defer("again", 3);
+    CHECK(d == a, "texts taken back in nesting order free their space");
+    sp_str_settle(3, &d, 1, sizeof d);
+    CHECK(strcmp(sp_str_get(d), "again") == 0, "a reused place settles to its new text");
+}
+
+/* Batches of new and known names give sp_str_intern's ids. */
+static void check_intern_many(void)
+{
+    enum { M = 100000 };
+    char (*buf)[24] = malloc(M * sizeof *buf);
+    const char **txt = malloc(M * sizeof *txt);
+    uint32_t *ids = malloc(M * sizeof *ids);
+    int bad = 0;
+    for (long i = 0; buf && txt && ids && i < M; i++) {
+        snprintf(buf[i], sizeof buf[i], i % 3 ? "many_%ld" : "name_%ld", i); /* name_: interned already */
+        txt[i] = buf[i];
+    }
+    for (long i = 0; buf && txt && ids && i < M; i += 1000)
+        sp_str_intern_many(txt + i, ids + i, (size_t)(M - i < 1000 ? M - i : 1000));
+    for (long i = 0; buf && txt && ids && i < M; i++)
+        bad += ids[i] == 0 || ids[i] != sp_str_intern(txt[i]) || strcmp(sp_str_get(ids[i]), txt[i]) != 0;
+    CHECK(buf && txt && ids && bad == 0, "%d names interned in batches differ from one by one", bad);
+    free(buf);
+    free(txt);
+    free(ids);
 }
 
 /* One writer per window, each window settled before the next: 1.5x the log's bound in all. */
@@ -199,6 +234,7 @@ int main(void)
     }
     CHECK(bad == 0, "%d disagreements between threads interning the same names", bad);
     free(mine);
+    check_intern_many();
     check_defer_basics();
     check_reuse();
     check_concurrent();
