@@ -142,12 +142,14 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
  * cost several ns. The tests use only %rax and %r11, which carry no argument
  * of a non-variadic function, so whichever function runs next sees the
  * caller's own arguments and return address. sp_slow_<sym> and real_<sym>
- * are file-local; `used`/`noipa` keep them, with their C signature. */
+ * are file-local; `used`/`noipa` keep them, with their C signature. The CFI
+ * lines let an unwinder (a sampling profiler, a debugger) step out of a stub. */
 _Static_assert(SP_WIN_COUNT == 0x40000000u, "SP_INTERPOSE_GATED's compare");
 #define SP_SLOW_ATTRS __attribute__((noipa, used))
 #define SP_ENTRY(sym, test)                                                        \
     __asm__(".text\n\t.globl " #sym "\n\t.type " #sym ", @function\n\t.p2align 4\n" #sym   \
-            ":\n" test "\tjmp *real_" #sym "(%rip)\n\t.size " #sym ", .-" #sym "\n");
+            ":\n\t.cfi_startproc\n" test "\tjmp *real_" #sym "(%rip)\n\t.cfi_endproc\n"     \
+            "\t.size " #sym ", .-" #sym "\n");
 
 /* What a stub does once the gate let a call through: jump to sp_slow_<sym>.
  * Files whose interposers the real runtime calls from inside an intercepted
@@ -160,9 +162,11 @@ _Static_assert(offsetof(sp_thread_t, in_hook) == 16, "SP_ASM_OPEN's in_hook offs
 #ifdef SP_HOOK_NESTED
 #define SP_ASM_OPEN(sym)                                                           \
     "\tsubq $8, %rsp\n"                                                            \
+    "\t.cfi_adjust_cfa_offset 8\n"                                                 \
     "\tleaq sp_ev_self@TLSDESC(%rip), %rax\n"                                      \
     "\tcall *sp_ev_self@TLSCALL(%rax)\n"                                           \
     "\taddq $8, %rsp\n"                                                            \
+    "\t.cfi_adjust_cfa_offset -8\n"                                                \
     "\tmovq %fs:(%rax), %rax\n"                                                    \
     "\ttestq %rax, %rax\n"                                                         \
     "\tjz sp_slow_" #sym "\n"                                                      \
