@@ -113,19 +113,19 @@ static int owned_by_other_tool(void)
 int sp_cupti_init(int memory, long buffer_mb)
 {
     pthread_mutex_lock(&sh.lock);
-    if (sh.state) {
-        pthread_mutex_unlock(&sh.lock);
-        return sh.state > 0 ? 0 : -1;
-    }
+    int was = sh.state;
+    if (was == 2)
+        sh.state = -1;
     pthread_mutex_unlock(&sh.lock);
-    if (sh.state == 2) {
+    if (was == 2) {
         /* CUPTI's copy of our parent's subscription lives on here, so a new
          * one would fail as if another tool held CUPTI; and CUDA cannot be
          * used in a fork child of a process that initialized it. */
         sp_log(SP_LOG_DEBUG, "a fork child of a process that used CUPTI: GPU activity is not recorded here");
-        sh.state = -1;
         return -1;
     }
+    if (was)
+        return was > 0 ? 0 : -1;
     with_memory = memory;
     sp_cupti_set_buffer_cap(buffer_mb);
     if (owned_by_other_tool())
