@@ -4,6 +4,7 @@
  * loads stepprof fine; and CUPTI's words for its error codes. */
 #define _GNU_SOURCE
 #include "cupti_load.h"
+#include "cupti_int.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -17,7 +18,9 @@ sp_cupti_api_t sp_cupti_api;
 const char *sp_cupti_result_text(CUptiResult r)
 {
     const char *s = NULL;
-    if (sp_cupti_api.result_string && sp_cupti_api.result_string(r, &s) == CUPTI_SUCCESS && s)
+    /* Not after the hand-over (sp_cupti_release): no CUPTI call then. */
+    if (__atomic_load_n(&sp_cupti_shared.state, __ATOMIC_ACQUIRE) != SP_CUPTI_HANDED_OVER &&
+        sp_cupti_api.result_string && sp_cupti_api.result_string(r, &s) == CUPTI_SUCCESS && s)
         return s;
     return "unknown CUPTI error";
 }

@@ -2,7 +2,10 @@
  * them ("cudaLaunchKernel", not CUPTI's "cudaLaunchKernel_v7000"). A name is
  * a process-lifetime interned string (collectors/strings.c), never a buffer:
  * recording threads and any number of exporters may hold several at once.
- * The usual ids are cached per domain so a lookup is one atomic load. */
+ * The usual ids are cached per domain so a lookup is one atomic load. Before
+ * CUPTI is handed over to a program's torch.profiler every id is looked up
+ * once (sp_cupti_names_prefetch): after it, the exporter still names records
+ * taken before, but stepprof makes no CUPTI call. */
 #include "cupti_window.h"
 
 #include "cupti.h"
@@ -41,4 +44,11 @@ const char *sp_cupti_api_name(int driver, uint32_t cbid)
     if (cbid < CACHED_IDS)
         atomic_store_explicit(&cached[driver][cbid], s, memory_order_release);
     return s;
+}
+
+void sp_cupti_names_prefetch(void)
+{
+    for (int driver = 0; driver < 2; driver++)
+        for (uint32_t cbid = 1; cbid < CACHED_IDS; cbid++)
+            sp_cupti_api_name(driver, cbid);
 }

@@ -27,5 +27,8 @@ size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin,
 /* CUPTI's own name of a callback id, with its version suffix; NULL if none
  * (collectors/cupti.c, which holds the looked-up entry points). */
 const char *sp_cupti_callback_name(int driver, uint32_t cbid);
+/* Every callback id's name looked up and kept (collectors/cupti_names.c): called
+ * before the hand-over, after which sp_cupti_callback_name answers NULL. */
+void sp_cupti_names_prefetch(void);
 
 #endif

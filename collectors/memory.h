@@ -78,7 +78,7 @@ void sp_mem_handle_release(const sp_mem_call_t *c, uint64_t handle);
 void sp_mem_map(const sp_mem_call_t *c, uint64_t va, uint64_t bytes, uint64_t handle);
 void sp_mem_unmap(const sp_mem_call_t *c, uint64_t va);
 
-/* A CUPTI MEMORY2 record (cupti.c, under its lock); ts in CLOCK_MONOTONIC ns. */
+/* A CUPTI MEMORY2 record (cupti_records.c, under its lock); ts in CLOCK_MONOTONIC ns. */
 void sp_mem_cupti_record(int is_alloc, int kind, uint64_t addr, uint64_t bytes, uint64_t ts_ns, int device,
                          uint64_t stream);
 

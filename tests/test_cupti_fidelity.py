@@ -91,13 +91,16 @@ def test_own_device_queries_not_in_trace():
 
 def test_no_false_another_tool_line_in_fork_children():
     """A fork child inherits CUPTI's copy of its parent's subscription: it
-    must not claim that another tool subscribed."""
+    must not claim that another tool subscribed, nor that CUPTI records its
+    GPU work (it makes no CUPTI call: its traces have no GPU source)."""
     need_fake_cupti()
     r = run([prog("rel_fork"), "4", "1", "200"])
     assert r.returncode == 0, r.stderr
     assert "cuda " in r.stdout, r.stdout
     assert not [l for l in r.stderr.splitlines() if "another tool" in l], r.stderr
     assert len(r.traces()) == 3, r.traces()
+    sources = sorted(load(p)["stepprof_gpu_source"] for p in r.traces())
+    assert sources == ["cupti", "none", "none"], sources
 
 
 def test_peer_copies_are_gpu_memcpy_ptop():

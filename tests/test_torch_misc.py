@@ -54,6 +54,13 @@ def check_cupti_calls(yield_ns, calls):
     assert after == ["enable 2", "flush 1", "disable 2"], after
 
 
+def assert_api_names(trace):
+    """The trace is written after the hand-over, when stepprof may no longer ask CUPTI for a callback
+    id's name: CUPTI's API records are named from what was looked up before it, none "cbid N"."""
+    unnamed = [e for e in trace["traceEvents"] if e.get("name", "").startswith("cbid ")]
+    assert not unnamed, unnamed[:3]
+
+
 def by_cat(trace, cat, name=None):
     return [e for e in trace["traceEvents"] if e.get("cat") == cat and e.get("ph") == "X" and
             (name is None or e["name"] == name)]
@@ -65,6 +72,7 @@ def test_cupti_handed_over_in_a_whole_run_window():
     assert_valid(r.trace())
     t = load(r.trace())
     assert t["stepprof_gpu_source"] == "cupti"
+    assert_api_names(t)
     # The memsets before the hand-over (BEFORE, then 2) are stepprof's, with their calls; those
     # after are Kineto's: stepprof keeps recording their calls, not their GPU work.
     assert len(by_cat(t, "gpu_memset")) == BEFORE + 2
@@ -87,6 +95,7 @@ def test_cupti_handed_over_inside_a_cycle():
     assert [len(by_cat(t, "gpu_memset")) for t in traces] == [BEFORE, 2, 0]
     assert [len(by_cat(t, "cuda_runtime", "cudaMemset")) for t in traces] == [BEFORE, 2 + AFTER, 3]
     for t in traces:
+        assert_api_names(t)
         sources = collections.Counter(e["args"].get("stepprof_source") for e in by_cat(t, "cuda_runtime"))
         assert "cupti" not in sources, sources
 

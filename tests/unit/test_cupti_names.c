@@ -2,21 +2,27 @@
  * process-lifetime strings: many held at once keep their text (a returned buffer would be
  * overwritten by the next lookup), the same id gives the same pointer from 8 threads at once
  * (a recording thread and exporters), the runtime's "_v7000" suffix goes and a driver "_v2"
- * stays, ids past the cache work too. CUPTI's own lookup is replaced by a table here. */
+ * stays, ids past the cache work too; after sp_cupti_names_prefetch (run before the hand-over to a
+ * program's torch.profiler) no id of the cache goes to CUPTI again. CUPTI's own lookup is replaced
+ * by a table here. */
 #include "../../collectors/cupti.h"
 #include "../../collectors/cupti_window.h"
 #include "check.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
-enum { IDS = 3000, THREADS = 8 };
+enum { IDS = 3000, THREADS = 8, CACHED = 2048 /* collectors/cupti_names.c */ };
 
 static char cupti_names[2][IDS][48];
+static atomic_int prefetched, cached_asked;   /* lookups of cached ids after the prefetch */
 
 const char *sp_cupti_callback_name(int driver, uint32_t cbid)
 {
+    if (atomic_load(&prefetched) && cbid < CACHED)
+        atomic_fetch_add(&cached_asked, 1);
     return cbid < IDS && cupti_names[driver][cbid][0] ? cupti_names[driver][cbid] : NULL;
 }
 
@@ -39,6 +45,8 @@ int main(void)
         snprintf(cupti_names[0][i], sizeof cupti_names[0][i], "cudaCall%u_v7000", i);
         snprintf(cupti_names[1][i], sizeof cupti_names[1][i], "cuCall%u_v2", i);
     }
+    sp_cupti_names_prefetch();
+    atomic_store(&prefetched, 1);
     pthread_t th[THREADS];
     for (long t = 0; t < THREADS; t++)
         pthread_create(&th[t], NULL, worker, (void *)t);
@@ -56,6 +64,7 @@ int main(void)
         }
     CHECK(same, "threads got different pointers for one id");
     CHECK(text, "a name lost its text or kept the wrong suffix");
+    CHECK(atomic_load(&cached_asked) == 0, "an id of the cache went to CUPTI after the prefetch");
     CHECK(sp_cupti_api_name(0, 0) == NULL, "unknown id");
     CHECK(sp_cupti_api_name(0, IDS + 5) == NULL, "unknown id past the cache");
     /* two names held at once */

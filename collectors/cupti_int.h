@@ -1,0 +1,43 @@
+/* collectors/cupti_int.h — what the two halves of the CUPTI collector share:
+ * the control side (collectors/cupti.c: subscribe, kinds on/off, windows,
+ * collects, the hand-over) and the record side (collectors/cupti_records.c:
+ * activity buffers, parsing, the records kept, CUPTI's clock offset). Internal
+ * to the collector. */
+#ifndef SP_CUPTI_INT_H
+#define SP_CUPTI_INT_H
+
+#include "gpu.h"
+
+#include <cupti.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SP_CUPTI_HANDED_OVER (-2)
+
+/* Defined in collectors/cupti_records.c. */
+typedef struct {
+    pthread_mutex_t lock;   /* the fields below but state; never held while calling into CUPTI */
+    int state;              /* 0 not tried, 1 active, -1 degraded, 2 a fork child of an active process,
+                               SP_CUPTI_HANDED_OVER: the program's torch.profiler has CUPTI (sp_cupti_release) */
+    int64_t clock_offset;   /* CLOCK_MONOTONIC - CUPTI clock */
+    uint64_t window_begin;  /* CLOCK_MONOTONIC ns when the last window opened */
+    sp_gpu_event_t *recs;   /* parsed records not yet taken */
+    size_t nrecs;
+    uint64_t recs_dropped;  /* parsed records past the bound on those kept, cumulative */
+    uint64_t drops_pending; /* of those, since the last take or window open */
+} sp_cupti_shared_t;
+
+extern sp_cupti_shared_t sp_cupti_shared;
+
+/* cupti_buffer_mb: the activity buffers' cap, and the parsed records' byte bound. */
+void sp_cupti_set_buffer_cap(long buffer_mb);
+/* CUPTI's buffer callbacks (cuptiActivityRegisterCallbacks). */
+void CUPTIAPI sp_cupti_buffer_requested(uint8_t **buf, size_t *size, size_t *max_records);
+void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid);
+/* clock_offset from back-to-back reads of both clocks. */
+void sp_cupti_calibrate(void);
+/* Fills the buffers' free list ahead of the recorded steps. */
+void sp_cupti_preallocate(void);
+
+#endif

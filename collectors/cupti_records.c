@@ -1,0 +1,348 @@
+/* collectors/cupti_records.c — the record side of the CUPTI collector:
+ * activity buffers from a small free list refilled off the hot path, capped by
+ * cupti_buffer_mb (a full cap makes CUPTI drop, and count, records rather than
+ * stall a launch); completed buffers parsed into sp_gpu_event_t records under
+ * sp_cupti_shared.lock, which is never held while calling into CUPTI; the
+ * records kept for their window, bounded by cupti_buffer_mb's bytes and the
+ * cycle cap, past which they are dropped and counted; CUPTI's clock
+ * (CLOCK_REALTIME on Linux) mapped to CLOCK_MONOTONIC by an offset from
+ * back-to-back reads until a window close measures it on the records
+ * (collectors/cupti_window.c); stepprof's own device queries left out. The
+ * control side (enable, windows, collect, hand-over) is collectors/cupti.c. */
+#define _GNU_SOURCE
+#include "cupti.h"
+#include "cupti_int.h"
+#include "cupti_load.h"
+#include "cupti_window.h"
+
+#include "clock.h"
+#include "memory.h"
+#include "strings.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BUF_BYTES (4u << 20)
+
+#define api sp_cupti_api   /* collectors/cupti_load.c */
+#define sh sp_cupti_shared
+
+sp_cupti_shared_t sp_cupti_shared = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static size_t buf_cap, buf_live;
+static void *free_bufs[8];
+static int nfree;
+static uint64_t dropped_total;
+static size_t caprecs;
+static size_t rec_limit = SIZE_MAX; /* bound on nrecs: cupti_buffer_mb and the cycle cap */
+static size_t rec_by_bytes = SIZE_MAX; /* cupti_buffer_mb's part of it */
+/* stepprof's own device queries, on CUPTI's clock: their API records are not
+ * the program's calls. own_end is UINT64_MAX while the queries run. */
+static struct {
+    uint32_t tid;
+    uint64_t begin, end;
+} own_calls;
+
+void sp_cupti_set_buffer_cap(long buffer_mb)
+{
+    buf_cap = (size_t)(buffer_mb > 4 ? buffer_mb : 4) << 20;
+    /* Parsed records get the activity buffers' byte budget (no callback yet: no lock). */
+    rec_by_bytes = buf_cap / sizeof(sp_gpu_event_t);
+    rec_limit = rec_by_bytes < rec_limit ? rec_by_bytes : rec_limit;
+}
+
+
+/* The offset from the narrowest of a few back-to-back reads: one read that
+ * the thread was preempted in (a loaded machine) would be off by the whole
+ * preemption, and every record of the window drawn that far from its call,
+ * on either side of the window's bounds. */
+void sp_cupti_calibrate(void)
+{
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 8 && best > 1000; i++) {
+        uint64_t c = 0;
+        uint64_t a = sp_clock_mono_ns();
+        if (api.timestamp(&c) != CUPTI_SUCCESS)
+            return;
+        uint64_t b = sp_clock_mono_ns();
+        if (b - a < best) {
+            best = b - a;
+            sh.clock_offset = (int64_t)(a + (b - a) / 2) - (int64_t)c;
+        }
+    }
+}
+
+static uint64_t to_mono(uint64_t t)
+{
+    return t ? (uint64_t)((int64_t)t + sh.clock_offset) : 0;
+}
+
+void CUPTIAPI sp_cupti_buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
+{
+    void *b = NULL;
+    pthread_mutex_lock(&sh.lock);
+    if (nfree)
+        b = free_bufs[--nfree];
+    else if (buf_live + BUF_BYTES <= buf_cap && posix_memalign(&b, 8, BUF_BYTES) == 0)
+        buf_live += BUF_BYTES;
+    pthread_mutex_unlock(&sh.lock);
+    *buf = b;
+    *size = b ? BUF_BYTES : 0;
+    *max_records = 0;
+}
+
+/* A record past rec_limit is counted as dropped unless it began before the
+ * window opened: CUPTI may deliver a warmup step's records after that (a
+ * buffer with work still in flight is held back), and those are not the
+ * window's, as the warmup's kept records are not. */
+static sp_gpu_event_t *new_rec(uint64_t start_mono)
+{
+    if (sh.nrecs >= rec_limit) {
+        if (start_mono >= sh.window_begin) {
+            sh.recs_dropped++;
+            sh.drops_pending++;
+        }
+        return NULL;
+    }
+    if (sh.nrecs == caprecs) {
+        size_t n = caprecs ? caprecs * 2 : 4096;
+        if (n > rec_limit)
+            n = rec_limit;
+        sp_gpu_event_t *v = realloc(sh.recs, n * sizeof *v);
+        if (!v)
+            return NULL;
+        sh.recs = v;
+        caprecs = n;
+    }
+    sp_gpu_event_t *e = &sh.recs[sh.nrecs++];
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+/* A record with the fields every GPU activity kind has; NULL when out of
+ * memory or past rec_limit (counted). */
+static sp_gpu_event_t *gpu_rec(uint32_t kind, uint64_t start, uint64_t end, uint32_t device, uint32_t context,
+                               uint32_t stream, uint32_t corr)
+{
+    if (!start || !end) {
+        /* Incomplete (a forced flush hands over buffers with records still
+         * running): no time to draw it at; counted with the drops. */
+        sh.recs_dropped++;
+        sh.drops_pending++;
+        return NULL;
+    }
+    sp_gpu_event_t *e = new_rec(to_mono(start));
+    if (e) {
+        e->kind = kind;
+        e->start = to_mono(start);
+        e->end = to_mono(end);
+        e->device = device;
+        e->context = context;
+        e->stream = stream;
+        e->correlation = corr;
+    }
+    return e;
+}
+
+/* profile_memory: what CUPTI saw allocated or released goes to the memory
+ * collector, which drops the calls an interposer already reported. */
+static void memory_record(const CUpti_ActivityMemory4 *m)
+{
+    int kind;
+    switch (m->memoryKind) {
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
+    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY:
+        kind = SP_MEM_DEVICE;
+        break;
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
+        kind = SP_MEM_MANAGED;
+        break;
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
+        kind = SP_MEM_PINNED;
+        break;
+    default:
+        return;   /* pageable memory, and static memory that comes with loaded modules */
+    }
+    int op = m->memoryOperationType;
+    if (op == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION || op == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
+        sp_mem_cupti_record(op == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, kind, m->address, m->bytes,
+                            to_mono(m->timestamp), (int)m->deviceId, m->streamId);
+}
+
+/* stepprof's own device queries and the driver calls they make: on the
+ * querying thread, between the two reads of CUPTI's clock, with a device
+ * query's name (the name too, in case CUPTI's clock and its records' differ). */
+static int own_call(int driver, const CUpti_ActivityAPI *a)
+{
+    const char *name;
+    if (!own_calls.begin || a->threadId != own_calls.tid || a->start < own_calls.begin || a->start > own_calls.end ||
+        !(name = sp_cupti_api_name(driver, a->cbid)))
+        return 0;
+    return driver ? strncmp(name, "cuDevice", 8) == 0
+                  : strncmp(name, "cudaGetDeviceCount", 18) == 0 || strncmp(name, "cudaGetDeviceProperties", 23) == 0;
+}
+
+/* MEMCPY (CUpti_ActivityMemcpy6) and MEMCPY2 (CUpti_ActivityMemcpyPtoP4)
+ * name their common fields alike. */
+#define COPY_RECORD(m)                                                                                          \
+    do {                                                                                                       \
+        if (!(e = gpu_rec(SP_GPU_MEMCPY, (m)->start, (m)->end, (m)->deviceId, (m)->contextId, (m)->streamId,  \
+                          (m)->correlationId)))                                                                \
+            return;                                                                                            \
+        e->bytes = (m)->bytes;                                                                                 \
+        e->copy_kind = (m)->copyKind;                                                                          \
+        e->src_kind = (m)->srcKind;                                                                            \
+        e->dst_kind = (m)->dstKind;                                                                            \
+        e->graph_id = (m)->graphId;                                                                            \
+    } while (0)
+
+/* Called with sh.lock held. */
+static void parse(const CUpti_Activity *r)
+{
+    sp_gpu_event_t *e;
+    switch (r->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+        const CUpti_ActivityKernel10 *k = (const void *)r;
+        if (!(e = gpu_rec(SP_GPU_KERNEL, k->start, k->end, k->deviceId, k->contextId, k->streamId, k->correlationId)))
+            return;
+        e->queued = to_mono(k->queued);
+        e->name = sp_str_intern(k->name ? k->name : "kernel");
+        e->grid[0] = k->gridX, e->grid[1] = k->gridY, e->grid[2] = k->gridZ;
+        e->block[0] = k->blockX, e->block[1] = k->blockY, e->block[2] = k->blockZ;
+        e->static_smem = k->staticSharedMemory;
+        e->dynamic_smem = k->dynamicSharedMemory;
+        e->registers = k->registersPerThread;
+        e->graph_id = k->graphId;
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+        COPY_RECORD((const CUpti_ActivityMemcpy6 *)(const void *)r);
+        break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:   /* a peer-to-peer copy (cudaMemcpyPeer*) */
+        COPY_RECORD((const CUpti_ActivityMemcpyPtoP4 *)(const void *)r);
+        break;
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const CUpti_ActivityMemset4 *m = (const void *)r;
+        if (!(e = gpu_rec(SP_GPU_MEMSET, m->start, m->end, m->deviceId, m->contextId, m->streamId, m->correlationId)))
+            return;
+        e->bytes = m->bytes;
+        e->value = m->memoryKind;
+        e->graph_id = m->graphId;
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+        const CUpti_ActivityAPI *a = (const void *)r;
+        if (own_call(r->kind == CUPTI_ACTIVITY_KIND_DRIVER, a))
+            return;
+        uint32_t kind = r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? SP_GPU_RUNTIME : SP_GPU_DRIVER;
+        if (!(e = gpu_rec(kind, a->start, a->end, 0, 0, 0, a->correlationId)))
+            return;
+        e->cbid = a->cbid;
+        e->tid = a->threadId;
+        e->result = (int32_t)a->returnValue;
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+        const CUpti_ActivitySynchronization2 *s = (const void *)r;
+        if (!(e = gpu_rec(SP_GPU_SYNC, s->start, s->end, 0, s->contextId, s->streamId, s->correlationId)))
+            return;
+        e->sync_type = (uint8_t)s->type;
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+        memory_record((const void *)r);
+        break;
+    default:
+        break;
+    }
+}
+
+void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid)
+{
+    (void)ctx;
+    (void)stream;
+    (void)size;
+    CUpti_Activity *r = NULL;
+    pthread_mutex_lock(&sh.lock);
+    while (valid && api.next_record(buf, valid, &r) == CUPTI_SUCCESS)
+        parse(r);
+    if (nfree < (int)(sizeof free_bufs / sizeof free_bufs[0])) {
+        free_bufs[nfree++] = buf;
+        buf = NULL;
+    } else {
+        buf_live -= BUF_BYTES;
+    }
+    pthread_mutex_unlock(&sh.lock);
+    free(buf);
+}
+
+
+/* Kinds go on at warmup: fill the free list then, so CUPTI's first buffer
+ * requests in the recorded steps do not allocate 4 MB on a launching thread. */
+void sp_cupti_preallocate(void)
+{
+    pthread_mutex_lock(&sh.lock);
+    while (nfree < 2 && buf_live + BUF_BYTES <= buf_cap) {
+        void *b = NULL;
+        if (posix_memalign(&b, 8, BUF_BYTES) != 0)
+            break;
+        free_bufs[nfree++] = b;
+        buf_live += BUF_BYTES;
+    }
+    pthread_mutex_unlock(&sh.lock);
+}
+
+
+/* stepprof's own device queries (collectors/cupti_devices.c) run between
+ * sp_cupti_own_calls(1) and sp_cupti_own_calls(0), on one thread. */
+void sp_cupti_own_calls(int begin)
+{
+    uint64_t t = 0;
+    if (sh.state <= 0 || api.timestamp(&t) != CUPTI_SUCCESS)
+        return;
+    pthread_mutex_lock(&sh.lock);
+    if (begin) {
+        own_calls.tid = (uint32_t)gettid();
+        own_calls.begin = t;
+        own_calls.end = UINT64_MAX;
+    } else if (own_calls.begin) {
+        own_calls.end = t;
+    }
+    pthread_mutex_unlock(&sh.lock);
+}
+
+/* CUPTI's own name of a callback id (collectors/cupti_names.c strips and keeps it).
+ * After the hand-over no CUPTI call is made: NULL, and the names cached before
+ * it (sp_cupti_names_prefetch) answer. */
+const char *sp_cupti_callback_name(int driver, uint32_t cbid)
+{
+    const char *name = NULL;
+    if (__atomic_load_n(&sh.state, __ATOMIC_ACQUIRE) == SP_CUPTI_HANDED_OVER || !api.callback_name ||
+        api.callback_name(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) !=
+            CUPTI_SUCCESS)
+        return NULL;
+    return name;
+}
+
+uint64_t sp_cupti_dropped(void)
+{
+    size_t d = 0;
+    if (sh.state > 0 && api.dropped(NULL, 0, &d) == CUPTI_SUCCESS)
+        dropped_total += d;
+    pthread_mutex_lock(&sh.lock);
+    uint64_t mine = sh.recs_dropped;
+    pthread_mutex_unlock(&sh.lock);
+    return dropped_total + mine;
+}
+
+void sp_cupti_set_cycle_cap(uint64_t max_records)
+{
+    pthread_mutex_lock(&sh.lock);
+    rec_limit = max_records && max_records < rec_by_bytes ? (size_t)max_records : rec_by_bytes;
+    pthread_mutex_unlock(&sh.lock);
+}
