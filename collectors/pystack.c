@@ -74,8 +74,9 @@ typedef struct shadow {
     uint32_t id[PY_MAX];       /* outermost first */
 } shadow_t;
 
-/* One pointer in initial-exec TLS; the stack itself is heap memory, allocated
- * once per thread (when it first turns on) and freed when the thread ends. */
+/* One TLS pointer (TLS descriptors, as everywhere: no initial-exec TLS); the
+ * stack itself is heap memory, allocated once per thread (when it first turns
+ * on) and freed when the thread ends. */
 static __thread shadow_t *self;
 static pthread_key_t self_key;
 static pthread_once_t self_once = PTHREAD_ONCE_INIT;
