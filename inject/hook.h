@@ -258,15 +258,19 @@ _Static_assert(offsetof(sp_thread_t, in_hook) == 16, "SP_ASM_OPEN's in_hook offs
         SP_TIMED_CALL(ret, sym, call, fill);                                       \
     }
 
+/* A stub's closed-gate path: the gate in %eax, and with it 0 a jump to the
+ * real function; otherwise on to local label 1. */
+#define SP_ASM_CLOSED(sym)                                                         \
+    "\tmovl sp_ev_gate(%rip), %eax\n"                                              \
+    "\ttestl %eax, %eax\n"                                                         \
+    "\tjnz 1f\n"                                                                   \
+    "\tjmp *real_" #sym "(%rip)\n"
+
 /* ret sym(params), exported (see SP_ENTRY): the closed-gate path is a load,
  * a branch and an indirect jump; see SP_SLOW_FN for the rest. */
 #define SP_INTERPOSE_EX(ret, sym, params, call, cold_if, pre, fill)                \
     SP_SLOW_FN(ret, sym, params, call, cold_if, pre, fill)                         \
-    SP_ENTRY(sym, "\tmovl sp_ev_gate(%rip), %eax\n"                                 \
-                  "\ttestl %eax, %eax\n"                                           \
-                  "\tjnz 1f\n"                                                     \
-                  "\tjmp *real_" #sym "(%rip)\n"                                    \
-                  "1:\n" SP_ASM_OPEN(sym))
+    SP_ENTRY(sym, SP_ASM_CLOSED(sym) "1:\n" SP_ASM_OPEN(sym))
 
 /* Kernel launches: SP_INTERPOSE_EX whose `pre` is the kernel marker, for the
  * launched function `fn` (a handle when is_handle). While the gate only
@@ -276,10 +280,7 @@ _Static_assert(offsetof(sp_thread_t, in_hook) == 16, "SP_ASM_OPEN's in_hook offs
  * launch takes the slow path, which asks the marker and fills the cache. */
 #define SP_INTERPOSE_GATED(ret, sym, params, call, fn, is_handle, reg, fill)       \
     SP_SLOW_FN(ret, sym, params, call, sp_mark_launch_wanted(fn), sp_mark_launch(fn, is_handle, &w), fill) \
-    SP_ENTRY(sym, "\tmovl sp_ev_gate(%rip), %eax\n"                                 \
-                  "\ttestl %eax, %eax\n"                                           \
-                  "\tjnz 1f\n"                                                     \
-                  "\tjmp *real_" #sym "(%rip)\n"                                    \
+    SP_ENTRY(sym, SP_ASM_CLOSED(sym)                                                \
                   "1:\tcmpl $0x40000000, %eax\n" /* SP_WIN_COUNT */                \
                   "\tjne 2f\n"                                                     \
                   SP_ASM_MARK_KNOWN_IDLE(reg)                                      \
