@@ -205,7 +205,7 @@ static uint32_t window_records(const sp_chunk_t *c, uint32_t cnt, uint32_t windo
 /* Two passes under the lock: count, then fill an array of the exact size (a
  * growing one would hold up to twice the references at its peak). Each chunk's
  * count is read once, so both passes see the same records. */
-size_t sp_ev_collect(uint32_t window, sp_event_ref_t **out)
+size_t sp_ev_collect(uint32_t window, int names, sp_event_ref_t **out)
 {
     size_t n = 0;
     pthread_mutex_lock(&pool_lock);
@@ -233,7 +233,8 @@ size_t sp_ev_collect(uint32_t window, sp_event_ref_t **out)
     /* NVTX names the program's thread only copied (sp_str_defer) are interned
      * here, off it; their text is reused once the window is taken. The
      * records are the window's, no longer written by their threads. */
-    sp_str_settle_refs(window, v ? (void *const *)&v[0].ev : NULL, v ? k : 0, sizeof *v, offsetof(sp_event_t, name));
+    size_t settle = v && names ? k : 0;
+    sp_str_settle_refs(window, settle ? (void *const *)&v[0].ev : NULL, settle, sizeof *v, offsetof(sp_event_t, name));
     *out = v;
     return v ? k : 0;
 }

@@ -133,12 +133,14 @@ void sp_ev_set_gate(uint32_t value);
  * the chunks' cursors past them. The records stay in place and belong to the
  * caller (which may rewrite their times) until sp_ev_release, which recycles
  * the chunks that are retired and wholly consumed. Collects and releases come
- * from one thread at a time (the exporter). */
+ * from one thread at a time (the exporter). With `names` the NVTX names the
+ * program's threads only copied are interned; without (a dropped cycle) their
+ * text is just let go, so a dropped cycle adds nothing to the string table. */
 typedef struct sp_event_ref {
     sp_event_t *ev;
     const sp_thread_t *thread;
 } sp_event_ref_t;
-size_t sp_ev_collect(uint32_t window, sp_event_ref_t **out);
+size_t sp_ev_collect(uint32_t window, int names, sp_event_ref_t **out);
 void sp_ev_release(void);
 uint64_t sp_ev_dropped_total(void);
 

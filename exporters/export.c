@@ -77,7 +77,7 @@ static int over_rate(void)
 static void discard(const sp_export_job_t *job)
 {
     sp_event_ref_t *ev = NULL;
-    sp_ev_collect(job->window, &ev);
+    sp_ev_collect(job->window, 0, &ev);
     free(ev);
     sp_ev_release();
     free(job->gpu);
@@ -106,7 +106,7 @@ int sp_export_run(const sp_export_job_t *job_in)
         return -1;
     }
     sp_event_ref_t *ev = NULL;
-    size_t n = sp_ev_collect(job->window, &ev);
+    size_t n = sp_ev_collect(job->window, 1, &ev);
     atomic_store(&running_events, (uint64_t)n + job->ngpu);
     sp_clock_recalibrate();
     for (size_t i = 0; i < n; i++) {   /* in place: the records are ours until sp_ev_release */
