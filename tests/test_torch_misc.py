@@ -9,6 +9,7 @@ import collections
 import json
 import os
 import sys
+import tempfile
 
 from harness import ROOT, assert_valid, load, run
 from test_torch import fwdbwd_links, ops_per_step, steps
@@ -21,7 +22,7 @@ HANDED_OVER = "hands CUPTI and operators over to it"
 def handback(env):
     """Runs torch_cupti_handback.py under stepprof with FAKECUPTI_LOG; returns (run, the CLOCK_MONOTONIC
     ns when the hand-over returned, CUPTI's control calls as [(ns, call)])."""
-    log = os.path.join(run([sys.executable, "-c", "pass"], preload=False).cwd, "cupti.log")
+    log = os.path.join(tempfile.mkdtemp(prefix="sp-cupti-"), "cupti.log")   # under the runner's per-test TMPDIR
     r = run([sys.executable, os.path.join(PROGRAMS, "torch_cupti_handback.py"), str(BEFORE), str(AFTER)],
             env=dict(env, FAKECUPTI_LOG=log), timeout=120)
     assert r.returncode == 0, r.stderr

@@ -56,7 +56,6 @@ def _entry():
 def _pystack():
     """stepprof_pystack(on) for this thread's Python frames (with_stack), with torch's file-name prefixes."""
     import ctypes
-    import os
     f = ctypes.PyDLL(None).stepprof_pystack  # PyDLL: called with the GIL held
     f.argtypes = [ctypes.c_int, ctypes.c_char_p]
     f.restype = ctypes.c_int
@@ -64,10 +63,14 @@ def _pystack():
         from torch.profiler.python_tracer import _prefix_regex
         prefixes = _prefix_regex()
     except Exception:
-        prefixes = sorted({os.path.abspath(p) + os.sep for p in sys.path}, reverse=True)
+        prefixes = sorted({os.path.abspath(p) + os.sep for p in sys.path})  # the longest match wins (pystack.c)
     hide = "!" + os.path.dirname(os.path.abspath(__file__)) + os.sep  # this file's frames are not the program's
-    data = "\n".join([hide] + prefixes).encode()
-    return lambda on: f(on, data)
+    pending = ["\n".join([hide] + prefixes).encode()]
+
+    def switch(on):  # the prefixes go down once; NULL afterwards keeps them (no copy per switch)
+        data, pending[0] = pending[0], None
+        return f(on, data)
+    return switch
 
 
 def _child_of_multiprocessing():
