@@ -8,6 +8,7 @@
 #include "check.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +19,9 @@ static char stubs[STUBS], handles[STUBS], nobody;
 static char mangled[STUBS][2][32];
 static _Atomic int stop;
 static _Atomic long bad;
+static _Atomic int started;        /* readers past their first lookup */
+static _Atomic int writing;        /* the writer is registering */
+static _Atomic long during;        /* lookups made while it was */
 
 /* k<i>(int) or k<i>(float): the two names stub i is registered with. */
 static int fits(const char *name, int i)
@@ -38,6 +42,10 @@ static void *reader(void *arg)
         const char *h = sp_kern_name(&handles[i], 1);
         if (!fits(n, i) || (h && !fits(h, i)))
             atomic_fetch_add(&bad, 1);
+        if (atomic_load(&writing))
+            atomic_fetch_add(&during, 1);
+        else if (!atomic_load(&stop))
+            atomic_fetch_add(&started, 1);
     }
     return NULL;
 }
@@ -68,15 +76,26 @@ int main(void)
     pthread_t th[THREADS];
     for (long t = 0; t < THREADS; t++)
         pthread_create(&th[t], NULL, reader, (void *)t);
+    /* The writes start once every reader is looking up, so they overlap. */
+    while (atomic_load(&started) < THREADS)
+        sched_yield();
+    atomic_store(&writing, 1);
     for (int r = 0; r < ROUNDS; r++) {
         int i = (r * 37) % STUBS;
         sp_kern_register(&stubs[i], mangled[i][r & 1]);
         sp_kern_map_handle(&handles[i], &stubs[i]);
     }
+    /* ...and go on until the readers have looked up while names changed. */
+    while (atomic_load(&during) < 10000) {
+        int i = (int)(atomic_load(&during) % STUBS);
+        sp_kern_map_handle(&handles[i], &stubs[i]);
+    }
+    atomic_store(&writing, 0);
     atomic_store(&stop, 1);
     for (int t = 0; t < THREADS; t++)
         pthread_join(th[t], NULL);
     CHECK(atomic_load(&bad) == 0, "%ld lookups returned a name the stub never had", atomic_load(&bad));
+    CHECK(atomic_load(&during) >= 10000, "%ld lookups overlapped the writes", atomic_load(&during));
     for (int r = 0; r < ROUNDS; r++) {
         int i = (r * 37) % STUBS;
         int last = -1;
