@@ -38,6 +38,8 @@ if [ -x "$B/programs/pystack_bench" ]; then
     "$B/programs/pystack_bench" 1000000 | awk '
         /ns_per_capture/ { printf "  python stack capture: %.0f ns per stack of %d frames (%.1f ns when the frames are those of the last capture)\n", $4, $2, $6 }
         /ns_per_call_off/ { printf "  python profile function (with_stack, recording thread): %+.0f ns per Python call (%.0f ns bare)\n", $4 - $2, $2 }'
+else
+    echo "  python stack capture: NOT MEASURED: $B/programs/pystack_bench was not built (it needs python3-config --embed: python3-dev)"
 fi
 
 # NVTX push+pop pairs (issue 10: <= 60 ns whatever the number of distinct names): 2M pairs cycling
