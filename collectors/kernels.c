@@ -105,7 +105,7 @@ static pretty_t unknown;
 typedef struct rnode {
     const void *key;
     const pretty_t *val;     /* &unknown: nobody registered it, dladdr neither */
-    uint64_t gen;
+    _Atomic uint64_t gen;    /* moved on in place while the answer stays val */
     struct rnode *all;       /* every node ever made, so none is lost */
 } rnode_t;
 
@@ -154,12 +154,20 @@ static void rput(int which, const void *key, const pretty_t *val, uint64_t gen)
         atomic_store_explicit(&resolved[which], nt, memory_order_release);
         t = nt;
     }
+    _Atomic(rnode_t *) *s = rslot(t, key);
+    rnode_t *old = atomic_load_explicit(s, memory_order_relaxed);
+    if (old && old->val == val) {
+        /* The same answer in a later generation (a module load moved the
+         * generation on): no new node, so lookups after every load of a
+         * program that keeps loading modules allocate nothing. */
+        atomic_store_explicit(&old->gen, gen, memory_order_release);
+        return;
+    }
     rnode_t *n = malloc(sizeof *n);
     if (!n)
         return;
     *n = (rnode_t){key, val, gen, all_nodes};
     all_nodes = n;
-    _Atomic(rnode_t *) *s = rslot(t, key);
     if (!atomic_load_explicit(s, memory_order_relaxed))
         t->used++;
     atomic_store_explicit(s, n, memory_order_release);
@@ -339,7 +347,7 @@ const char *sp_kern_name(const void *ptr, int is_handle)
     uint64_t gen = atomic_load_explicit(&resolved_gen, memory_order_acquire);
     rtable_t *t = atomic_load_explicit(&resolved[which], memory_order_acquire);
     rnode_t *n = t ? atomic_load_explicit(rslot(t, ptr), memory_order_acquire) : NULL;
-    const pretty_t *p = n && n->gen == gen ? n->val : NULL;
+    const pretty_t *p = n && atomic_load_explicit(&n->gen, memory_order_acquire) == gen ? n->val : NULL;
     if (!p) {
         pthread_mutex_lock(&lock);
         gen = atomic_load_explicit(&resolved_gen, memory_order_relaxed);
