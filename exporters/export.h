@@ -15,6 +15,7 @@ typedef struct sp_export_job {
     uint64_t dropped;         /* records lost to a full buffer in this window */
     int truncated;            /* SP_TRUNC_* bits; non-zero: "stepprof_truncated": true */
     int use_gzip;
+    int gzip_lib;             /* SP_GZ_* (gz.h): which compressor */
     int record_shapes;        /* written as "record_shapes": 1, as Kineto does */
     int cupti;                /* GPU activity came from CUPTI */
     uint64_t cupti_dropped;   /* records CUPTI dropped in this window */

@@ -309,7 +309,7 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
         sp_outfile_abort(&f);
         return -1;
     }
-    sp_gz_t *gz = job->use_gzip ? sp_gz_open(f.fd) : NULL;
+    sp_gz_t *gz = job->use_gzip ? sp_gz_open(f.fd, job->gzip_lib) : NULL;
     if (job->use_gzip && !gz) {
         sp_outfile_abort(&f);
         if (sp_outfile_open(&f, job->output_dir, stem, ".pt.trace.json") != 0) {

@@ -48,6 +48,9 @@ typedef struct sp_marker {
 /* Bits of sp_config_t.table.print. */
 enum { SP_TABLE_PRINT_NONE = 0, SP_TABLE_PRINT_STDERR = 1, SP_TABLE_PRINT_FILE = 2, SP_TABLE_PRINT_BOTH = 3 };
 
+/* sp_config_t.gzip_lib; the same numbers as exporters/gz.h SP_GZ_*. */
+enum { SP_GZIP_LIB_AUTO = 0, SP_GZIP_LIB_ISAL = 1, SP_GZIP_LIB_ZLIB = 2 };
+
 /* Where a key's value came from: sp_config_t.set[SP_CFG_<ID>]. */
 enum { SP_CFG_SRC_DEFAULT = 0, SP_CFG_SRC_FILE = 1, SP_CFG_SRC_ENV = 2 };
 
@@ -67,6 +70,7 @@ typedef struct sp_config {
     char output_dir[4096];
     char worker_name[256];
     int use_gzip, record_shapes, profile_memory, with_stack;
+    int gzip_lib;                /* SP_GZIP_LIB_* */
     long stack_depth;
     int cupti;
     long cupti_buffer_mb;

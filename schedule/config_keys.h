@@ -43,6 +43,8 @@
       "file name prefix; empty means <hostname>_<pid>")                                            \
     X(USE_GZIP, "use_gzip", BOOL, use_gzip, "false", 0, 0, NULL,                                   \
       "write .pt.trace.json.gz instead of .pt.trace.json")                                         \
+    X(GZIP_LIB, "gzip_lib", ENUM, gzip_lib, "auto", 0, 0, gzip_lib_choices,                        \
+      "use_gzip's compressor: auto = ISA-L igzip (libisal.so.2) when installed, else zlib")        \
     X(RECORD_SHAPES, "record_shapes", BOOL, record_shapes, "false", 0, 0, NULL,                    \
       "record launch shapes (grid, block) as input shapes")                                        \
     X(PROFILE_MEMORY, "profile_memory", BOOL, profile_memory, "false", 0, 0, NULL,                 \

@@ -144,6 +144,7 @@ static void close_record_window(uint64_t now, int truncated)
     job.dropped = sp_ev_dropped_total() - drop_base;
     job.truncated = truncated;
     job.use_gzip = cfg.use_gzip;
+    job.gzip_lib = cfg.gzip_lib;
     job.record_shapes = cfg.record_shapes;
     job.with_stack = cfg.with_stack;
     snprintf(job.table.sort_by, sizeof job.table.sort_by, "%s", cfg.table.sort_by);
