@@ -375,8 +375,9 @@ static int nest_threads(sp_rep_set_t *s)
 
 /* CUPTI numbers calls densely from 1, so ids below a bound that is a small
  * multiple of the call count index an array (sequential, cache-friendly:
- * GPU records come in id order); the rest (stepprof's own ids of calls CUPTI
- * did not see, (slot + 1) << 32 | sequence, or a sparse foreign trace) go to a
+ * GPU records come in id order; stepprof's own ids of calls CUPTI did not
+ * see follow the window's CUPTI ids densely, sp_gpuv_host_corr); the rest
+ * (ids of a late window, a sparse foreign trace) go to a
  * hash table sized by how many there are. */
 typedef struct corr_map {
     int32_t *dense;   /* id -> event index + 1, 0 = none */

@@ -169,6 +169,10 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
     memset(v, 0, sizeof *v);
     v->gpu = gpu;
     v->n = ngpu;
+    v->host_corr_base = SP_GPUV_HOST_CORR_MIN;
+    for (size_t i = 0; i < ngpu; i++)
+        if (gpu[i].correlation >= v->host_corr_base)
+            v->host_corr_base = (uint64_t)gpu[i].correlation + 1;
     v->host_match = malloc((nev ? nev : 1) * sizeof *v->host_match);
     v->api_used = calloc(ngpu ? ngpu : 1, 1);
     uint32_t *idx = malloc((ngpu ? ngpu : 1) * sizeof *idx);
@@ -464,7 +468,8 @@ static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ex
         SP_JW_KU(w, ",\"External id\":", ext);
     if (name != real)
         sp_jw_printf(w, ",\"stepprof_api\":\"%s\"", real);
-    SP_JW_KI(w, ",\"result\":", e->result);
+    if (e->result)   /* as an intercepted call's (trace.c): absent = 0 */
+        SP_JW_KI(w, ",\"result\":", e->result);
     SP_JW_LIT(w, ",\"stepprof_source\":\"cupti\"}},\n");
 }
 

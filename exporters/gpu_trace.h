@@ -27,6 +27,7 @@ typedef struct sp_gpu_view {
     size_t nranges;        /* ranges and steps, in External id order (id = index + 1) */
     uint32_t *range_ev;    /* per range: its host event index */
     uint64_t *range_parent; /* per range: the enclosing range's External id (0 = none) */
+    uint64_t host_corr_base; /* sp_gpuv_host_corr's first id: above every CUPTI id of the window */
 } sp_gpu_view_t;
 
 /* Where a GPU record ends in the trace: CUPTI never reports 0 ns for real
@@ -55,12 +56,18 @@ static inline int64_t sp_trace_dur(int64_t ts, int64_t dur)
 void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gpu_event_t *gpu, size_t ngpu);
 void sp_gpuv_free(sp_gpu_view_t *v);
 
-/* The correlation id of an intercepted call no CUPTI record claimed:
- * (thread slot + 1) << 32 | per-thread sequence, above every 32-bit CUPTI id
- * (slot 0 with a plain slot << 32 would give CUPTI's own small ids). */
-static inline uint64_t sp_gpuv_host_corr(const sp_event_ref_t *r)
+/* The correlation id of an intercepted call no CUPTI record claimed: the
+ * view's base plus the call's index among the window's host events, so
+ * unique in the window and above every CUPTI id in it (nothing else in the
+ * trace carries it: no flow, no GPU event). Dense, so it prints in few
+ * digits. The base is at least SP_GPUV_HOST_CORR_MIN: HTA narrows the
+ * correlation column to the smallest integer type its values fit
+ * (pandas downcast), and then cannot store row numbers in it. The trace
+ * header says the base (stepprof_host_correlation_base). */
+#define SP_GPUV_HOST_CORR_MIN 32768
+static inline uint64_t sp_gpuv_host_corr(const sp_gpu_view_t *v, size_t host_index)
 {
-    return ((uint64_t)r->thread->slot + 1) << 32 | r->ev->corr;
+    return v->host_corr_base + host_index;
 }
 
 /* For a host API event: CUPTI's record of the same call, or NULL. */

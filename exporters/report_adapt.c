@@ -190,7 +190,7 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
                 api_names[e->name] = sp_rep_intern(s, sp_gpuv_api_name(sp_api_table[e->name].name, name, sizeof name));
             r->name = api_names[e->name];
             const sp_gpu_event_t *m = sp_gpuv_match(gpu, i);
-            r->correlation = m ? m->correlation : sp_gpuv_host_corr(&ev[i]);
+            r->correlation = m ? m->correlation : sp_gpuv_host_corr(gpu, i);
             api_fields(s, c, r, e);
         } else if (e->kind == SP_EV_STEP) {
             r->cat = SP_REP_ANNOTATION;

@@ -37,11 +37,6 @@ typedef struct ctx {
     const sp_ops_links_t *links;   /* forward-to-backward links of the operators */
 } ctx_t;
 
-static uint64_t correlation(const sp_event_ref_t *r)
-{
-    return sp_gpuv_host_corr(r);
-}
-
 static void slice_head(ctx_t *c, const char *cat, const char *name, const sp_event_ref_t *r)
 {
     sp_gpuv_slice(c->w, cat, name, c->pid, r->thread->tid, (int64_t)(r->ev->t0 - c->base_ns),
@@ -71,7 +66,8 @@ static void api_args(sp_jw_t *w, const sp_event_t *e)
         dim_arg(w, e->a[1], (uint32_t)e->a[4]);
         SP_JW_LIT(w, ",\"block\":");
         dim_arg(w, e->a[2], (uint32_t)(e->a[4] >> 32));
-        SP_JW_KU(w, ",\"shared memory\":", e->aux);
+        if (e->aux)   /* dynamic shared memory; absent: 0 bytes, as in most launches */
+            SP_JW_KU(w, ",\"shared memory\":", e->aux);
         break;
     }
     case SP_SHAPE_GRAPH:
@@ -137,7 +133,7 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
         const char *real = sp_api_table[e->name].name, *shown = sp_gpuv_api_name(real, name, sizeof name);
         slice_head(c, sp_api_table[e->name].driver ? "cuda_driver" : "cuda_runtime", shown, r);
         SP_JW_KI(w, ",\"args\":{\"cbid\":", sp_api_table[e->name].cbid);
-        SP_JW_KU(w, ",\"correlation\":", m ? (uint64_t)m->correlation : correlation(r));
+        SP_JW_KU(w, ",\"correlation\":", m ? (uint64_t)m->correlation : sp_gpuv_host_corr(c->gpu, index));
         if (ext)
             SP_JW_KU(w, ",\"External id\":", ext);
         if (shown != real) {
@@ -145,7 +141,8 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
             sp_jw_puts(w, real);
             SP_JW_LIT(w, "\"");
         }
-        SP_JW_KI(w, ",\"result\":", e->result);
+        if (e->result)   /* absent: the call returned 0 (cudaSuccess / CUDA_SUCCESS) */
+            SP_JW_KI(w, ",\"result\":", e->result);
         api_args(w, e);
         sp_stacks_write_arg(w, SP_EV_STACK(e));
         SP_JW_LIT(w, "}}");
@@ -294,6 +291,7 @@ static void write_header(sp_jw_t *w, const sp_export_job_t *job, const sp_gpu_vi
                  job->truncated ? "true" : "false");
     sp_jw_printf(w, "  \"stepprof_gpu_source\": \"%s\",\n  \"stepprof_cupti_dropped_records\": %" PRIu64 ",\n",
                  job->cupti ? "cupti" : "none", job->cupti_dropped);
+    sp_jw_printf(w, "  \"stepprof_host_correlation_base\": %" PRIu64 ",\n", gpu->host_corr_base);
     sp_jw_printf(w, "  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": %" PRIu64 ",\n  \"traceEvents\": [\n",
                  base_epoch_ns);
 }

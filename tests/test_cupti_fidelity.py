@@ -46,15 +46,25 @@ def test_lazy_load_driver_record_does_not_steal_the_first_malloc():
 
 
 def test_synthetic_correlation_ids_above_every_cupti_id():
-    """A call no CUPTI record claimed gets a synthetic id; CUPTI's ids are
-    32-bit and start at 1, so a synthetic id must be at least 2^32, also on
-    the first thread (slot 0), or it names some kernel's launch."""
+    """A call no CUPTI record claimed gets a synthetic id (exporters/gpu_trace.h sp_gpuv_host_corr):
+    the header's stepprof_host_correlation_base plus the call's index among the window's host events,
+    so unique, dense (few digits) and above every CUPTI id of the window, or it would name some
+    kernel's launch; never below 32768, or HTA narrows the column and fails on row numbers."""
     r, t = whole_run(env={"FAKECUPTI_ENABLE_ERROR": 999})
     assert any("CUPTI" in l for l in r.sp_lines), r.sp_lines
     calls = runtime_events(t)
     assert len(calls) > 20
     ids = [e["args"]["correlation"] for e in calls]
-    assert min(ids) >= 1 << 32, sorted(ids)[:5]
+    base = t["stepprof_host_correlation_base"]
+    assert base == 32768 and min(ids) >= base and max(ids) < base + len(t["traceEvents"]), (base, sorted(ids)[:5])
+    assert len(set(ids)) == len(ids)
+    # with CUPTI: the base is above every id CUPTI gave, and each call has CUPTI's id or its own
+    r, t = whole_run()
+    base = t["stepprof_host_correlation_base"]
+    cupti_ids = [e["args"]["correlation"] for e in t["traceEvents"]
+                 if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    assert cupti_ids and base > max(cupti_ids) and base >= 32768, (base, max(cupti_ids))
+    ids = [e["args"]["correlation"] for e in runtime_events(t, all_sources=True)]
     assert len(set(ids)) == len(ids)
 
 
@@ -217,7 +227,7 @@ def _window_membership(skew):
                     "cudaGetLastError": 4, "cudaMemcpyAsync": 2, "cudaMemcpy": 1, "cudaMemset": 1,
                     "cudaStreamSynchronize": 1}
         assert calls == {k: 2 * v for k, v in per_step.items()}, (p, calls)
-        paired = [e for e in runtime_events(t) if e["args"]["correlation"] < 1 << 32]
+        paired = [e for e in runtime_events(t) if e["args"]["correlation"] < t["stepprof_host_correlation_base"]]
         assert len(paired) == len(runtime_events(t)), (p, len(paired), len(runtime_events(t)))
         assert {k["args"]["correlation"] for k in kernels} == {e["args"]["correlation"] for e in launches}
 

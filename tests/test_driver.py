@@ -8,7 +8,7 @@ a cuda_driver event with its CUPTI driver cbid, every launch with its kernel nam
 import collections
 
 import test_reports as reports
-from harness import LIB, assert_valid, load, prog, run
+from harness import LIB, assert_valid, call_result, load, prog, run
 
 CALLS = (["cuMemAlloc_v2", "cuMemcpyHtoD_v2"] + ["cuLaunchKernel"] * 5 +
          ["cuMemsetD8_v2", "cuMemcpyDtoH_v2", "cuStreamSynchronize", "cuCtxSynchronize", "cuMemFree_v2"])
@@ -31,7 +31,7 @@ def _check(argv, libs=()):
             and e["args"].get("stepprof_source") != "cupti"]
     assert [e["name"] for e in host] == CALLS, [e["name"] for e in host]
     for e in host:
-        assert e["args"]["cbid"] == CBIDS[e["name"]] and e["args"]["result"] == 0, e
+        assert e["args"]["cbid"] == CBIDS[e["name"]] and call_result(e) == 0, e
     # Once each: CUPTI's own record of an intercepted call is merged into the host event.
     cupti_dups = [e["name"] for e in ev if e.get("cat") == "cuda_driver" and e["name"] in CBIDS
                   and e["args"].get("stepprof_source") == "cupti"]

@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import zlib
 
-from harness import BUILD, PROGS, Skip, load, run
+from harness import BUILD, PROGS, Skip, call_result, load, run
 from check_trace import check
 
 KB, MB = 1 << 10, 1 << 20
@@ -203,7 +203,7 @@ def test_memory_outputs_only_with_profile_memory():
     assert not memory_events(t) and not [e for e in t["traceEvents"] if e.get("ph") == "C"]
     assert not [f for f in r.files() if ".memory." in f], r.files()
     frees = [e for e in t["traceEvents"] if e.get("name") == "cudaFree" and e.get("ph") == "X"]
-    assert frees and all(e["args"]["result"] in (0, 1) for e in frees)
+    assert frees and all(call_result(e) in (0, 1) for e in frees)
 
 
 def test_real_runtime_without_driver_every_call_fails_program_finishes():

@@ -6,7 +6,7 @@ import os
 import re
 import subprocess
 
-from harness import (LIB, ROOT, CUDA_HOME, Skip, api_name, assert_valid, load, prog, run, runtime_events)
+from harness import (LIB, ROOT, CUDA_HOME, Skip, api_name, assert_valid, call_result, load, prog, run, runtime_events)
 from check_trace import check
 
 API_NAMES = None
@@ -55,11 +55,14 @@ def _compare_calls(binary):
     assert len(tid) == 1 and tid == {got[0]["pid"]}, f"calls came from the main thread, got tids {tid}"
     for g, x in zip(got, expected):
         a = g["args"]
-        assert a["result"] == x["ret"], f"{x['name']}: result {a['result']} != {x['ret']}"
+        assert call_result(g) == x["ret"], f"{x['name']}: result {call_result(g)} != {x['ret']}"
         for key in ("kind", "stream", "value", "grid", "block", "shared memory", "event", "dstDevice",
                     "srcDevice"):
             if key in x:  # a call's stream is "stream handle": HTA reads args.stream as GPU work
                 got_v = a.get("stream handle" if key == "stream" else key)
+                if key == "shared memory":  # written only when not 0 (docs/formats.md)
+                    assert a.get(key) != 0, f"{x['name']}: shared memory 0 is never written"
+                    got_v = a.get(key, 0)
                 assert got_v == x[key], f"{x['name']}: {key} {got_v} != {x[key]}"
         if "bytes" in x:
             want = x["bytes"] if x["name"] != "cudaMallocPitch" or not x.get("pitch") else x["pitch"] * x["height"]
@@ -75,7 +78,7 @@ def _compare_calls(binary):
 
 def test_every_call_once_in_order_with_arguments():
     got = _compare_calls("calls_all")
-    assert all(e["args"]["result"] == 0 for e in got), [(e["name"], e["args"]["result"]) for e in got if e["args"]["result"]]
+    assert all(call_result(e) == 0 for e in got), [(e["name"], call_result(e)) for e in got if call_result(e)]
 
 
 def test_every_call_ptsz_spellings():
@@ -160,9 +163,9 @@ def test_real_cudart_without_gpu():
         assert_valid(path)
         ev = runtime_events(load(path))
         assert ev, "calls recorded"
-        failed = [e for e in ev if e["args"]["result"] != 0]
+        failed = [e for e in ev if call_result(e) != 0]
         assert len(failed) == len(ev), f"{name}: with no driver every call fails; ok: {[e['name'] for e in ev if e['args']['result'] == 0]}"
-        assert {e["args"]["result"] for e in ev if e["name"] == "cudaMalloc"} == {35}
+        assert {call_result(e) for e in ev if e["name"] == "cudaMalloc"} == {35}
 
 
 def test_threads_exact_count():

@@ -120,6 +120,13 @@ def runtime_events(trace, name=None, all_sources=False):
     return ev
 
 
+def call_result(e):
+    """A call's return code: args.result, written only when the call failed
+    (docs/formats.md), so absent means 0, and an explicit 0 is a format error."""
+    assert e["args"].get("result", 1) != 0, f"result 0 is never written: {e}"
+    return e["args"].get("result", 0)
+
+
 def api_name(e):
     """The call's true name: launches are drawn as HTA and TensorBoard expect
     (cudaLaunchKernel for __cudaLaunchKernel, no _ptsz), the spelling called
