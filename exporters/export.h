@@ -15,7 +15,7 @@ typedef struct sp_export_job {
     uint64_t dropped;         /* records lost to a full buffer in this window */
     int truncated;            /* SP_TRUNC_* bits; non-zero: "stepprof_truncated": true */
     int use_gzip;
-    int gzip_lib;             /* SP_GZ_* (gz.h): which compressor */
+    int gzip_lib;             /* SP_JOB_GZIP_*: which compressor (exporters/gz.c) */
     int record_shapes;        /* written as "record_shapes": 1, as Kineto does */
     int cupti;                /* GPU activity came from CUPTI */
     uint64_t cupti_dropped;   /* records CUPTI dropped in this window */
@@ -34,6 +34,9 @@ typedef struct sp_export_job {
         int print;            /* SP_JOB_TABLE_* bits */
     } table;
 } sp_export_job_t;
+
+/* use_gzip's compressor (gzip_lib). */
+enum { SP_JOB_GZIP_AUTO = 0, SP_JOB_GZIP_ISAL = 1, SP_JOB_GZIP_ZLIB = 2 };
 
 /* Where the key-average table goes; the same bits as SP_TABLE_PRINT_*. */
 enum { SP_JOB_TABLE_STDERR = 1, SP_JOB_TABLE_FILE = 2 };

@@ -10,6 +10,7 @@
 #include "gz.h"
 
 #include "../collectors/log.h"
+#include "export.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -84,14 +85,14 @@ static int have_zlib(void)
 static int pick(int want)
 {
     pthread_once(&lib.once, load);
-    int isal = want != SP_GZ_ZLIB && have_isal();
+    int isal = want != SP_JOB_GZIP_ZLIB && have_isal();
     if (!isal && !have_zlib()) {
         sp_log(SP_LOG_ERROR, "use_gzip needs ISA-L or zlib (libisal.so.2 / libz.so.1: apt-get install libisal2 "
                              "zlib1g); writing this trace uncompressed");
         return -1;
     }
     if (!__atomic_exchange_n(&lib.said, 1, __ATOMIC_RELAXED)) {
-        if (want == SP_GZ_ISAL && !isal)
+        if (want == SP_JOB_GZIP_ISAL && !isal)
             sp_log(SP_LOG_WARN, "gzip_lib: isal: libisal.so.2 not found (apt-get install libisal2); "
                                 "compressing with zlib");
         else if (isal)

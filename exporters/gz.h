@@ -9,13 +9,11 @@
 
 #include <stddef.h>
 
-/* gzip_lib's values (schedule/config.h SP_GZIP_LIB_* are the same numbers). */
-enum { SP_GZ_AUTO = 0, SP_GZ_ISAL = 1, SP_GZ_ZLIB = 2 };
-
 typedef struct sp_gz sp_gz_t;
 
-/* NULL (message printed) when no engine is available. The first open of the
- * process says which engine it uses at log: debug. */
+/* want: SP_JOB_GZIP_* (export.h). NULL (message printed) when no engine is
+ * available. The first open of the process says which engine it uses at
+ * log: debug. */
 sp_gz_t *sp_gz_open(int fd, int want);
 int sp_gz_write(sp_gz_t *g, const void *buf, size_t len);   /* 0 or errno */
 int sp_gz_close(sp_gz_t *g);   /* flushes the gzip trailer; 0 or errno; frees g */

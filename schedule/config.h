@@ -48,7 +48,7 @@ typedef struct sp_marker {
 /* Bits of sp_config_t.table.print. */
 enum { SP_TABLE_PRINT_NONE = 0, SP_TABLE_PRINT_STDERR = 1, SP_TABLE_PRINT_FILE = 2, SP_TABLE_PRINT_BOTH = 3 };
 
-/* sp_config_t.gzip_lib; the same numbers as exporters/gz.h SP_GZ_*. */
+/* sp_config_t.gzip_lib. */
 enum { SP_GZIP_LIB_AUTO = 0, SP_GZIP_LIB_ISAL = 1, SP_GZIP_LIB_ZLIB = 2 };
 
 /* Where a key's value came from: sp_config_t.set[SP_CFG_<ID>]. */

@@ -144,7 +144,9 @@ static void close_record_window(uint64_t now, int truncated)
     job.dropped = sp_ev_dropped_total() - drop_base;
     job.truncated = truncated;
     job.use_gzip = cfg.use_gzip;
-    job.gzip_lib = cfg.gzip_lib;
+    job.gzip_lib = cfg.gzip_lib == SP_GZIP_LIB_ISAL   ? SP_JOB_GZIP_ISAL
+                   : cfg.gzip_lib == SP_GZIP_LIB_ZLIB ? SP_JOB_GZIP_ZLIB
+                                                      : SP_JOB_GZIP_AUTO;
     job.record_shapes = cfg.record_shapes;
     job.with_stack = cfg.with_stack;
     snprintf(job.table.sort_by, sizeof job.table.sort_by, "%s", cfg.table.sort_by);
