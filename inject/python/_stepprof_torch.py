@@ -140,6 +140,8 @@ class _State:
             self.apply(0)
 
     def boundary(self):
+        if self.pystack and threading.get_ident() in self.ops_threads:
+            self.pystack(3)  # the open frames end here if the record window closes (python_function events)
         self.apply(self.entry(_STEP))
 
     def mine(self):
