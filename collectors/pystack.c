@@ -16,10 +16,11 @@
  * fixed-size record in the thread's event buffer (collectors/events.h: no
  * lock, no malloc; a full pool drops and counts): its start (the call's clock
  * read; a frame that began before the window starts at the thread's first
- * Python event in it, as torch.profiler starts such frames at the trace's
- * start), its end and its depth. Frames still open when a step ends are
- * written then too, flagged SP_PYF_CUT and ending there (torch ends frames
- * open at the trace's end there); when the frame returns inside the same
+ * Python event in it, or at the step boundary that opened it (the Python
+ * side says when the boundary is done), as
+ * torch.profiler starts such frames at the trace's start), its end and its
+ * depth. Frames still open when a step ends are written then too, flagged
+ * SP_PYF_CUT (torch ends frames open at the trace's end there); when the frame returns inside the same
  * window its real record supersedes the cut one (exporters/py_trace.c). A
  * frame under one of stepprof's own (hidden) frames is not written, nor one
  * deeper than PY_MAX. */
@@ -83,7 +84,9 @@ typedef struct shadow {
     int depth;                 /* frames open since the seed; > PY_MAX: the deepest are not kept */
     int hidden;                /* depth of the outermost open hidden frame (id 0); PY_MAX when none */
     uint32_t win;              /* the gate value at the last event */
-    uint64_t win_t;            /* the clock at the first event seen under win */
+    uint64_t win_t;            /* when win began for this thread's frames */
+    uint64_t boundary_t;       /* sp_pystack_step_end(0)'s time and gate */
+    uint32_t boundary_gate;
     uint64_t gen;              /* bumped by every push and pop */
     uint64_t memo_gen;         /* sp_pystack_memo: the stack id captured at this gen */
     uint32_t memo;
@@ -293,14 +296,15 @@ static int on_event(pyobj obj, pyobj frame, int what, pyobj arg)
     return 0;
 }
 
-/* The open frames as records ending now, flagged cut (a step ends). */
-static void cut(shadow_t *s)
+/* The open frames as records ending now, flagged cut (a step ends); the time. */
+static uint64_t cut(shadow_t *s)
 {
     uint32_t gate;
     uint64_t now = tick(s, &gate);
     int open = s->depth < s->hidden ? s->depth : s->hidden;
     for (int d = 0; d < open && sp_win_records(gate); d++)
         write_frame(s, d, gate, now, SP_PYF_CUT);
+    return now;
 }
 
 /* The frames already running, outermost first. */
@@ -361,11 +365,22 @@ int sp_pystack_set(int on, const char *prefixes)
     return 1;
 }
 
-void sp_pystack_step_end(void)
+void sp_pystack_step_end(int done)
 {
     shadow_t *s = self;
-    if (s && s->on)
-        cut(s);
+    if (!s || !s->on)
+        return;
+    if (!done) {
+        s->boundary_t = cut(s);
+        s->boundary_gate = sp_ev_gate_load();
+        return;
+    }
+    uint32_t gate = sp_ev_gate_load();
+    if (s->boundary_t && gate != s->boundary_gate) {   /* a window opened here: the open frames start here */
+        s->win = gate;
+        s->win_t = s->boundary_t;
+    }
+    s->boundary_t = 0;
 }
 
 int sp_pystack_copy(void **out, int max)

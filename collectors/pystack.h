@@ -34,9 +34,11 @@ int sp_pystack_set(int on, const char *prefixes);
  * the frame's own record is in the same cycle). */
 #define SP_PYF_CUT 1u
 
-/* A step is about to end on the calling thread (the GIL held): its open
- * frames are written as cut records, in case the record window closes. */
-void sp_pystack_step_end(void);
+/* A step is about to end on the calling thread (done = 0, the GIL held):
+ * its open frames are written as cut records, in case the record window
+ * closes; and it has ended (done = 1): if a window opened, frames already
+ * running start at the step's end, not later. */
+void sp_pystack_step_end(int done);
 
 /* Copies up to max of the calling thread's Python frames, innermost first,
  * each (void *)(SP_PYFRAME_BIT | id), into out; the count (0 when the thread has no

@@ -5,7 +5,9 @@
  * frame). The records (collectors/pystack.h) carry a frame's start, end and
  * depth; a frame open when a step ended also left a cut record ending there,
  * which its own record (same thread, start and depth, later end) supersedes
- * when it returned inside the cycle. Ids number a thread's frames in start
+ * when it returned inside the cycle; one that stays (the frame was running
+ * when the window closed) ends with the cycle's last ProfilerStep, which
+ * closed after it, so it encloses the steps as torch's does. Ids number a thread's frames in start
  * order (outer before inner), threads in registration order; a frame's
  * parent is the thread's latest frame one level up that encloses it. Not
  * written (torch writes them): C functions ("<built-in method ...>"), the
@@ -90,12 +92,21 @@ sp_py_trace_t *sp_py_trace_prepare(const sp_event_ref_t *ev, size_t n)
         return NULL;
     }
     k = 0;
-    for (size_t i = 0; i < n; i++)
+    uint64_t steps_end = 0;
+    for (size_t i = 0; i < n; i++) {
         if (ev[i].ev->kind == SP_EV_PYFUNC)
             idx[k++] = i;
+        else if (ev[i].ev->kind == SP_EV_STEP && ev[i].ev->t1 > steps_end)
+            steps_end = ev[i].ev->t1;
+    }
     sort_ev = ev;   /* the exporter thread is the only caller */
     qsort(idx, k, sizeof *idx, cmp_frame);
     number(p, ev, idx, k);
+    for (size_t j = 0; j < k; j++) {   /* in place: the records are the exporter's until released */
+        sp_event_t *e = ev[idx[j]].ev;
+        if (p->id[idx[j]] && (e->flags & SP_PYF_CUT) && e->t1 < steps_end)
+            e->t1 = steps_end;
+    }
     free(idx);
     return p;
 }

@@ -10,13 +10,14 @@
 #include "../collectors/stacks.h"
 
 /* on: 1 on, 0 off, -1 forget, 2 only asks (for tests), 3 a step is about to
- * end (sp_pystack_step_end); prefixes: see sp_pystack_set. 1 when on. */
+ * end, 4 it has ended (sp_pystack_step_end); prefixes: see sp_pystack_set.
+ * 1 when on. */
 SP_EXPORT int stepprof_pystack(int on, const char *prefixes)
 {
     if (on == 2)
         return sp_pystack_on();
-    if (on == 3) {
-        sp_pystack_step_end();
+    if (on == 3 || on == 4) {
+        sp_pystack_step_end(on == 4);
         return sp_pystack_on();
     }
     if (on && !sp_stack_enabled)

@@ -173,17 +173,21 @@ def test_python_function_events_are_torch_profilers():
     py = [e for e in trace["traceEvents"] if e.get("cat") == "python_function"]
     by_id = {e["args"]["Python id"]: e for e in py}
     assert len(by_id) == len(py) > 0
-    first = min(a for a, _ in steps(trace).values())
+    first, last = min(a for a, _ in steps(trace).values()), max(b for _, b in steps(trace).values())
     end = [e["ts"] for e in trace["traceEvents"] if e.get("name") == "Record Window End"][0]
     for e in py:
-        assert e["ph"] == "X" and first <= e["ts"] and e["ts"] + e["dur"] <= end + 0.001, e
+        assert e["ph"] == "X" and e["ts"] + e["dur"] <= end + 0.001, e
         if "Python parent id" in e["args"]:
             p = by_id[e["args"]["Python parent id"]]
             assert p["tid"] == e["tid"] and p["ts"] <= e["ts"] and e["ts"] + e["dur"] <= p["ts"] + p["dur"] + 0.001, (p, e)
-    # Functions already running when the window opened begin there and, still running when it closed,
-    # end there: train() is one event over the whole window, as in torch.profiler's trace.
+    # Functions already running when the window opened begin at the step boundary that opened it and,
+    # still running when it closed, end with the last step: train() is one event enclosing the recorded
+    # steps, as in torch.profiler's trace; nothing else begins before the window.
     running = [e for e in py if FRAME.fullmatch(e["name"]) and e["name"].endswith(": train")]
-    assert len(running) == 1 and running[0]["ts"] <= first + 1000 and "Python parent id" in running[0]["args"], running
+    assert len(running) == 1 and "Python parent id" in running[0]["args"], running
+    t = running[0]
+    assert first - 1000 < t["ts"] <= first and t["ts"] + t["dur"] >= last - 0.001, (t, first, last)
+    assert not [e for e in py if e["ts"] < t["ts"]]
     assert not [e for e in py if "_stepprof_torch" in e["name"]]
 
 

@@ -167,9 +167,13 @@ class _State:
             self.apply(0)
 
     def boundary(self):
-        if self.pystack and threading.get_ident() in self.ops_threads:
-            self.pystack(3)  # the open frames end here if the record window closes (python_function events)
-        self.apply(self.entry(_STEP))
+        if not self.pystack or threading.get_ident() not in self.ops_threads:
+            self.apply(self.entry(_STEP))
+            return
+        self.pystack(3)  # python_function events: the open frames end here if the record window closes,
+        ans = self.entry(_STEP)
+        self.pystack(4)  # and start here if one opens
+        self.apply(ans)
 
     def mine(self):
         tls = self.tls
