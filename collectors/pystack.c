@@ -241,11 +241,13 @@ static uint32_t frame_id(pyobj frame, int seeded)
     return id;
 }
 
-/* The clock now; notes a new window (the start of the frames that began before it). */
+/* The clock now in a record window, else 0 (no clock read: a frame that
+ * began before the window starts at win_t whatever its t0); notes a new
+ * window (the start of the frames that began before it). */
 static uint64_t tick(shadow_t *s, uint32_t *gate)
 {
-    uint64_t now = sp_clock_ticks();
     *gate = sp_ev_gate_load();
+    uint64_t now = sp_win_records(*gate) ? sp_clock_ticks() : 0;
     if (__builtin_expect(*gate != s->win, 0)) {
         s->win = *gate;
         s->win_t = now;
@@ -301,6 +303,8 @@ static uint64_t cut(shadow_t *s)
 {
     uint32_t gate;
     uint64_t now = tick(s, &gate);
+    if (!now)
+        now = sp_clock_ticks();
     int open = s->depth < s->hidden ? s->depth : s->hidden;
     for (int d = 0; d < open && sp_win_records(gate); d++)
         write_frame(s, d, gate, now, SP_PYF_CUT);
