@@ -15,15 +15,15 @@
  * In a record window each Python function that returns also leaves one
  * fixed-size record in the thread's event buffer (collectors/events.h: no
  * lock, no malloc; a full pool drops and counts): its start (the call's clock
- * read; a frame that began before the window starts at the thread's first
- * Python event in it, or at the step boundary that opened it (the Python
- * side says when the boundary is done), as
- * torch.profiler starts such frames at the trace's start), its end and its
- * depth. Frames still open when a step ends are written then too, flagged
- * SP_PYF_CUT (torch ends frames open at the trace's end there); when the frame returns inside the same
- * window its real record supersedes the cut one (exporters/py_trace.c). A
- * frame under one of stepprof's own (hidden) frames is not written, nor one
- * deeper than PY_MAX. */
+ * read; a frame that began before the window starts at the step boundary that
+ * opened it, which the Python side reports, else at the thread's first Python
+ * event in the window, as torch.profiler starts such frames at its trace's
+ * start), its end and its depth. No clock is read outside record windows.
+ * Frames still open when a step ends are written then too, flagged
+ * SP_PYF_CUT (torch ends frames still open at its trace's end); when the
+ * frame returns inside the same window its own record supersedes the cut one
+ * (exporters/py_trace.c). A frame under one of stepprof's own (hidden)
+ * frames is not written, nor one deeper than PY_MAX. */
 #define _GNU_SOURCE
 #include "pystack.h"
 
