@@ -25,6 +25,7 @@ enum sp_ev_kind {
     SP_EV_RANGE = 2,  /* name = string id; a[0] = nesting depth */
     SP_EV_MARK = 3,   /* name = string id */
     SP_EV_STEP = 4,   /* ProfilerStep#a[0] */
+    SP_EV_PYFUNC = 5, /* a Python function (with_stack): collectors/pystack.h */
 };
 
 typedef struct sp_event {

@@ -25,6 +25,7 @@
 
 #include <ctype.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -136,4 +137,61 @@ int sp_ops_push(const char *msg)
     op.stack = sp_stack_capture_py_if_on();
     sp_range_push_op(name, &op);
     return 1;
+}
+
+/* The list-argument table: operator name ids, sorted, each with its overloads' kinds. */
+typedef struct list_op {
+    uint32_t name;
+    const char *kinds;   /* "L.\tL.T": overloads separated by tabs */
+} list_op_t;
+static struct {
+    list_op_t *op;
+    size_t n;
+} *_Atomic lists;
+
+static int cmp_list_op(const void *a, const void *b)
+{
+    const list_op_t *x = a, *y = b;
+    return (x->name > y->name) - (x->name < y->name);
+}
+
+void sp_ops_set_lists(const char *table)
+{
+    if (atomic_load(&lists) || !table)
+        return;
+    size_t lines = 1;
+    for (const char *p = table; *p; p++)
+        lines += *p == '\n';
+    char *copy = strdup(table);
+    list_op_t *op = calloc(lines, sizeof *op);
+    __typeof__(*lists) *l = malloc(sizeof *l);
+    if (!copy || !op || !l) {
+        free(copy), free(op), free(l);
+        return;
+    }
+    size_t n = 0;
+    for (char *line = copy, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
+        char *tab = strchr(line, '\t');
+        if (!tab)
+            continue;
+        *tab = 0;
+        uint32_t id = sp_str_intern(line);
+        if (id)
+            op[n++] = (list_op_t){id, tab + 1};
+    }
+    qsort(op, n, sizeof *op, cmp_list_op);
+    l->op = op;
+    l->n = n;
+    atomic_store(&lists, l);   /* the copy lives as long as the process */
+}
+
+const char *sp_ops_list_kinds(uint32_t name)
+{
+    __typeof__(*lists) *l = atomic_load(&lists);
+    list_op_t key = {name, NULL};
+    const list_op_t *hit = l ? bsearch(&key, l->op, l->n, sizeof *l->op, cmp_list_op) : NULL;
+    return hit ? hit->kinds : NULL;
 }

@@ -11,10 +11,24 @@
  * written by its own thread only, so a capture on that thread reads it with
  * plain loads. The API is reached through dlsym(RTLD_DEFAULT): the interpreter
  * that loaded us exports it. Free-threaded builds (no GIL) are not supported:
- * the name cache relies on the GIL. */
+ * the name cache relies on the GIL.
+ * In a record window each Python function that returns also leaves one
+ * fixed-size record in the thread's event buffer (collectors/events.h: no
+ * lock, no malloc; a full pool drops and counts): its start (the call's clock
+ * read; a frame that began before the window starts at the step boundary that
+ * opened it, which the Python side reports, else at the thread's first Python
+ * event in the window, as torch.profiler starts such frames at its trace's
+ * start), its end and its depth. No clock is read outside record windows.
+ * Frames still open when a step ends are written then too, flagged
+ * SP_PYF_CUT (torch ends frames still open at its trace's end); when the
+ * frame returns inside the same window its own record supersedes the cut one
+ * (exporters/py_trace.c). A frame under one of stepprof's own (hidden)
+ * frames is not written, nor one deeper than PY_MAX. */
 #define _GNU_SOURCE
 #include "pystack.h"
 
+#include "clock.h"
+#include "events.h"
 #include "log.h"
 #include "strings.h"
 
@@ -68,10 +82,16 @@ static const struct {
 typedef struct shadow {
     int on;
     int depth;                 /* frames open since the seed; > PY_MAX: the deepest are not kept */
+    int hidden;                /* depth of the outermost open hidden frame (id 0); PY_MAX when none */
+    uint32_t win;              /* the gate value at the last event */
+    uint64_t win_t;            /* when win began for this thread's frames */
+    uint64_t boundary_t;       /* sp_pystack_step_end(0)'s time and gate */
+    uint32_t boundary_gate;
     uint64_t gen;              /* bumped by every push and pop */
     uint64_t memo_gen;         /* sp_pystack_memo: the stack id captured at this gen */
     uint32_t memo;
     uint32_t id[PY_MAX];       /* outermost first */
+    uint64_t t0[PY_MAX];       /* when each began */
 } shadow_t;
 
 /* One TLS pointer (TLS descriptors, as everywhere: no initial-exec TLS); the
@@ -221,22 +241,74 @@ static uint32_t frame_id(pyobj frame, int seeded)
     return id;
 }
 
+/* The clock now in a record window, else 0 (no clock read: a frame that
+ * began before the window starts at win_t whatever its t0); notes a new
+ * window (the start of the frames that began before it). */
+static uint64_t tick(shadow_t *s, uint32_t *gate)
+{
+    *gate = sp_ev_gate_load();
+    uint64_t now = sp_win_records(*gate) ? sp_clock_ticks() : 0;
+    if (__builtin_expect(*gate != s->win, 0)) {
+        s->win = *gate;
+        s->win_t = now;
+    }
+    return now;
+}
+
+/* Frame d as a python_function record of the current record window. */
+static void write_frame(shadow_t *s, int d, uint32_t gate, uint64_t now, uint16_t flags)
+{
+    sp_thread_t *t = sp_ev_thread();
+    sp_event_t *e = t ? sp_ev_reserve(t, gate) : NULL;
+    if (!e)
+        return;
+    *e = (sp_event_t){.t0 = s->t0[d] > s->win_t ? s->t0[d] : s->win_t, .t1 = now, .name = s->id[d],
+                      .window = gate, .kind = SP_EV_PYFUNC, .flags = flags, .a = {(uint64_t)d}};
+    sp_ev_commit(t);
+}
+
 static int on_event(pyobj obj, pyobj frame, int what, pyobj arg)
 {
     (void)obj, (void)arg;
     shadow_t *s = self;
     if (!s)
         return 0;
+    uint32_t gate;
     if (what == PY_CALL) {
-        if (s->depth < PY_MAX)
-            s->id[s->depth] = frame_id(frame, 0);
+        int d = s->depth;
+        if (d < PY_MAX) {
+            uint32_t id = s->id[d] = frame_id(frame, 0);
+            if (!id && d < s->hidden)
+                s->hidden = d;
+            s->t0[d] = tick(s, &gate);
+        }
         s->depth++;
         s->gen++;
     } else if (what == PY_RETURN && s->depth > 0) {
-        s->depth--;
+        int d = --s->depth;
         s->gen++;
+        if (d < PY_MAX) {
+            uint64_t now = tick(s, &gate);
+            if (d < s->hidden && sp_win_records(gate))
+                write_frame(s, d, gate, now, 0);
+            else if (d == s->hidden)
+                s->hidden = PY_MAX;
+        }
     }
     return 0;
+}
+
+/* The open frames as records ending now, flagged cut (a step ends); the time. */
+static uint64_t cut(shadow_t *s)
+{
+    uint32_t gate;
+    uint64_t now = tick(s, &gate);
+    if (!now)
+        now = sp_clock_ticks();
+    int open = s->depth < s->hidden ? s->depth : s->hidden;
+    for (int d = 0; d < open && sp_win_records(gate); d++)
+        write_frame(s, d, gate, now, SP_PYF_CUT);
+    return now;
 }
 
 /* The frames already running, outermost first. */
@@ -256,8 +328,14 @@ static void seed(shadow_t *s)
         py.decref(held);
     s->depth = n;
     s->gen++;
-    for (int k = 0; k < n && k < PY_MAX; k++)
+    s->hidden = PY_MAX;
+    uint64_t now = tick(s, &(uint32_t){0});
+    for (int k = 0; k < n && k < PY_MAX; k++) {
         s->id[k] = inner[n - 1 - k];
+        s->t0[k] = now;
+        if (!s->id[k] && k < s->hidden)
+            s->hidden = k;
+    }
 }
 
 int sp_pystack_set(int on, const char *prefixes)
@@ -268,8 +346,10 @@ int sp_pystack_set(int on, const char *prefixes)
         set_prefixes(prefixes);
     shadow_t *s = self;
     if (on <= 0) {
-        if (s && s->on && on == 0)
+        if (s && s->on && on == 0) {
+            cut(s);
             py.set_profile(NULL, NULL);
+        }
         if (s)
             s->on = 0;
         return 0;
@@ -287,6 +367,24 @@ int sp_pystack_set(int on, const char *prefixes)
     py.set_profile(on_event, NULL);
     s->on = 1;
     return 1;
+}
+
+void sp_pystack_step_end(int done)
+{
+    shadow_t *s = self;
+    if (!s || !s->on)
+        return;
+    if (!done) {
+        s->boundary_t = cut(s);
+        s->boundary_gate = sp_ev_gate_load();
+        return;
+    }
+    uint32_t gate = sp_ev_gate_load();
+    if (s->boundary_t && gate != s->boundary_gate) {   /* a window opened here: the open frames start here */
+        s->win = gate;
+        s->win_t = s->boundary_t;
+    }
+    s->boundary_t = 0;
 }
 
 int sp_pystack_copy(void **out, int max)

@@ -28,6 +28,18 @@
  * on, 0 when off or impossible (one stepprof: line says why, once). */
 int sp_pystack_set(int on, const char *prefixes);
 
+/* python_function records (collectors/events.h SP_EV_PYFUNC): name = the
+ * frame-name id, a[0] = depth (0 = outermost), flags SP_PYF_CUT when the
+ * frame was still open at t1 (a step ended; exporters/py_trace.c drops it when
+ * the frame's own record is in the same cycle). */
+#define SP_PYF_CUT 1u
+
+/* A step is about to end on the calling thread (done = 0, the GIL held):
+ * its open frames are written as cut records, in case the record window
+ * closes; and it has ended (done = 1): if a window opened, frames already
+ * running start at the step's end, not later. */
+void sp_pystack_step_end(int done);
+
 /* Copies up to max of the calling thread's Python frames, innermost first,
  * each (void *)(SP_PYFRAME_BIT | id), into out; the count (0 when the thread has no
  * profile function on). */

@@ -9,7 +9,9 @@
 const char *sp_ops_trace_cat(const sp_event_t *e);
 
 /* Forward-to-backward links of one cycle's events (sorted by start); NULL
- * when there is no backward op (or no memory: then no links). */
+ * when there is no backward op (or no memory: then no links). First it
+ * regroups, in place, the Input Dims of operators with tensor-list arguments
+ * as Kineto writes them (ops_trace.c), so the reports read them alike. */
 typedef struct sp_ops_links sp_ops_links_t;
 sp_ops_links_t *sp_ops_trace_link(const sp_event_ref_t *ev, size_t n);
 void sp_ops_trace_free(sp_ops_links_t *l);

@@ -17,6 +17,7 @@
 #include "memory_trace.h"
 #include "ops_trace.h"
 #include "outfile.h"
+#include "py_trace.h"
 #include "stacks_sym.h"
 #include "../collectors/log.h"
 
@@ -35,6 +36,7 @@ typedef struct ctx {
     const sp_gpu_view_t *gpu;
     const sp_event_ref_t *ev;
     const sp_ops_links_t *links;   /* forward-to-backward links of the operators */
+    const sp_py_trace_t *py;       /* python_function ids (with_stack) */
 } ctx_t;
 
 static void slice_head(ctx_t *c, const char *cat, const char *name, const sp_event_ref_t *r)
@@ -161,6 +163,9 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
         sp_stacks_write_arg(w, SP_EV_STACK(e));
         SP_JW_LIT(w, "}}");
         break;
+    case SP_EV_PYFUNC:
+        sp_py_trace_write(w, c->py, c->ev, index, c->pid, c->base_ns);
+        return;
     case SP_EV_MARK:
         SP_JW_LIT(w, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"user_annotation\",\"name\":");
         sp_jw_str(w, sp_str_get(e->name), 1);
@@ -317,7 +322,8 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
     }
     sp_jw_init(w, f.fd, gz);
     sp_ops_links_t *links = sp_ops_trace_link(ev, n);
-    ctx_t c = {w, (int)getpid(), base_ns, gpu, ev, links};
+    sp_py_trace_t *py = sp_py_trace_prepare(ev, n);
+    ctx_t c = {w, (int)getpid(), base_ns, gpu, ev, links, py};
     write_header(w, job, gpu, mem != NULL, base_ns + (uint64_t)sp_clock_epoch_offset());
     write_metadata(&c, ev, n);
     sp_gpuv_write_metadata(w, gpu);
@@ -325,6 +331,7 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
         write_event(&c, &ev[i], i);
     sp_ops_trace_flows(w, links, ev, c.pid, base_ns);
     sp_ops_trace_free(links);
+    sp_py_trace_free(py);
     sp_gpuv_write_events(w, gpu, ev, n, c.pid, base_ns);
     sp_memtrace_write(w, mem, c.pid, base_ns, end_ns);
     sp_jw_puts(w, "{\"name\":\"Record Window End\",\"ph\":\"i\",\"s\":\"g\",\"pid\":\"\",\"tid\":\"\",\"ts\":");

@@ -37,7 +37,8 @@ awk -v b="$bare" -v k="$kidle" 'BEGIN { printf "  kernel: marker, idle: %+.2f ns
 if [ -x "$B/programs/pystack_bench" ]; then
     "$B/programs/pystack_bench" 1000000 | awk '
         /ns_per_capture/ { printf "  python stack capture: %.0f ns per stack of %d frames (%.1f ns when the frames are those of the last capture)\n", $4, $2, $6 }
-        /ns_per_call_off/ { printf "  python profile function (with_stack, recording thread): %+.0f ns per Python call (%.0f ns bare)\n", $4 - $2, $2 }'
+        /ns_per_call_off/ { printf "  python profile function (with_stack, warmup): %+.0f ns per Python call (%.0f ns bare)\n", $4 - $2, $2;
+                            printf "  python profile function (with_stack, recording: + python_function record): %+.0f ns per Python call\n", $6 - $2 }'
 else
     echo "  python stack capture: NOT MEASURED: $B/programs/pystack_bench was not built (it needs python3-config --embed: python3-dev)"
 fi

@@ -4,9 +4,12 @@ is in the program) runs under stepprof with with_stack and, separately, under to
 with_stack=True and the same schedule (tests/programs/torch_stack_profiled.py); for the top
 operators, the program's own frames that torch's python_function events show around each call are
 the frames of that operator's "Call stack" in stepprof's trace, in its collapsed stacks and in the
-table's Source Location. Without with_stack: no Python frames and the profile function is never on;
-a Python process that never imports torch stays inert with with_stack set."""
+table's Source Location; and stepprof's python_function events are torch's for the program's own
+functions: the same names per step, nested alike around the same operators. Without with_stack: no
+Python frames and the profile function is never on; a Python process that never imports torch stays
+inert with with_stack set."""
 import collections
+import functools
 import glob
 import os
 import re
@@ -83,20 +86,27 @@ def under_stepprof(env):
     return r
 
 
-def test_operators_carry_the_python_frames_torch_profiler_shows():
-    mine = under_stepprof({"PROF_WITH_STACK": 1, "PROF_TABLE_GROUP_BY_STACK_N": 8})
-    out = os.path.join(mine.cwd, "ref")
+@functools.lru_cache(maxsize=None)
+def reference():
+    """The loop under torch.profiler(with_stack=True): (its trace, its output)."""
+    r = under_stepprof({})  # only for a fresh directory: the reference itself runs without stepprof
+    out = os.path.join(r.cwd, "ref")
     ref_run = run([sys.executable, program("torch_stack_profiled.py"), str(ITERS), out,
                    *(str(SCHED[k]) for k in ("PROF_WAIT", "PROF_WARMUP", "PROF_ACTIVE"))],
                   preload=False, fake=False, timeout=300)
     assert ref_run.returncode == 0, ref_run.stderr
+    return load(os.path.join(out, "torch.pt.trace.json")), ref_run.stdout.strip()
+
+
+def test_operators_carry_the_python_frames_torch_profiler_shows():
+    mine = under_stepprof({"PROF_WITH_STACK": 1, "PROF_TABLE_GROUP_BY_STACK_N": 8})
+    ref, ref_out = reference()
     loss = mine.stdout.splitlines()
-    assert loss[-1] == ref_run.stdout.strip(), "the program's output changed under stepprof"
+    assert loss[-1] == ref_out, "the program's output changed under stepprof"
     # The profile function is on only in the warmup and record steps (1-4), off after.
     assert loss[0] == "profile function on per step: 0111100", loss
     assert_valid(mine.trace())
     trace = load(mine.trace())
-    ref = load(os.path.join(out, "torch.pt.trace.json"))
     assert sorted(steps(trace)) == sorted(steps(ref)) == [2, 3, 4]
     want, got = torch_stacks(ref), stepprof_stacks(trace)
     top = [n for n, _ in collections.Counter({n: sum(c.values()) for n, c in want.items()
@@ -129,6 +139,58 @@ def test_operators_carry_the_python_frames_torch_profiler_shows():
     d.process()
     shown = {a.callstacks.copy().pop() for a in d.stack_lists_group_by_name["aten::addmm"]}
     assert shown and all(NET_FORWARD in c for c in shown), shown
+
+
+def program_calls(trace):
+    """{step: Counter(name)} of the python_function events of the program's own functions that start in
+    each step (not those already running when the window opened: checked apart)."""
+    out = collections.defaultdict(collections.Counter)
+    for e in trace["traceEvents"]:
+        if e.get("cat") != "python_function" or not program_frames([e["name"]]) or \
+                program_frames([e["name"]])[0].startswith("torch_stack.py: "):
+            continue
+        for n, (a, b) in steps(trace).items():
+            if a <= e["ts"] <= b:
+                out[n][program_frames([e["name"]])[0]] += 1
+    return out
+
+
+def test_python_function_events_are_torch_profilers():
+    mine = under_stepprof({"PROF_WITH_STACK": 1})
+    trace = load(mine.trace())
+    ref, _ = reference()
+    assert_valid(mine.trace())
+    # The program's functions, called in each step: the same names, as often.
+    got, want = program_calls(trace), program_calls(ref)
+    assert sorted(got) == [2, 3, 4] and got == want, (dict(got), dict(want))
+    assert want[3][NET_FORWARD] == 1 and want[3][BLOCK_FORWARD] == 2, want[3]
+    # Nested alike around the same operators: the program's python_function events enclosing each op.
+    theirs, ours = torch_stacks(ref), torch_stacks(trace)
+    top = [n for n, _ in collections.Counter({n: sum(c.values()) for n, c in theirs.items()
+                                              if n.startswith("aten::")}).most_common(10)]
+    for name in top + ["aten::relu", "aten::cross_entropy_loss"]:
+        assert any(theirs[name]) and ours[name] == theirs[name], (name, dict(ours[name]), dict(theirs[name]))
+    # Kineto's args: a unique "Python id" each; a parent is an enclosing frame on the same thread.
+    py = [e for e in trace["traceEvents"] if e.get("cat") == "python_function"]
+    by_id = {e["args"]["Python id"]: e for e in py}
+    assert len(by_id) == len(py) > 0
+    first, last = min(a for a, _ in steps(trace).values()), max(b for _, b in steps(trace).values())
+    end = [e["ts"] for e in trace["traceEvents"] if e.get("name") == "Record Window End"][0]
+    for e in py:
+        assert e["ph"] == "X" and e["ts"] + e["dur"] <= end + 0.001, e
+        if "Python parent id" in e["args"]:
+            p = by_id[e["args"]["Python parent id"]]
+            assert p["tid"] == e["tid"] and p["ts"] <= e["ts"], (p, e)
+            assert e["ts"] + e["dur"] <= p["ts"] + p["dur"] + 0.001, (p, e)
+    # Functions already running when the window opened begin at the step boundary that opened it and,
+    # still running when it closed, end with the last step: train() is one event enclosing the recorded
+    # steps, as in torch.profiler's trace; nothing else begins before the window.
+    running = [e for e in py if FRAME.fullmatch(e["name"]) and e["name"].endswith(": train")]
+    assert len(running) == 1 and "Python parent id" in running[0]["args"], running
+    t = running[0]
+    assert first - 1000 < t["ts"] <= first and t["ts"] + t["dur"] >= last - 0.001, (t, first, last)
+    assert not [e for e in py if e["ts"] < t["ts"]]
+    assert not [e for e in py if "_stepprof_torch" in e["name"]]
 
 
 def test_cuda_calls_from_python_merge_python_and_native_frames():

@@ -27,6 +27,7 @@ def test_exports_only_interposed_symbols():
     allowed = set(api_names()) | {"__cudaRegisterFunction", "__cudaGetKernel", "InitializeInjectionNvtx2",
                                   "stepprof_torch",  # the PyTorch bootstrap calls back (inject/torch.c)
                                   "stepprof_pystack",  # with_stack: the bootstrap turns Python frames on (inject/pystack.c)
+                                  "stepprof_torch_lists",  # record_shapes: operators' tensor-list args (inject/torch_lists.c)
                                   "InitializeInjection", "dlopen", "_exit", "_Exit",
                                   # exec writes the image's recording first (inject/exec_hooks.c)
                                   "execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle", "fexecve",

@@ -164,7 +164,15 @@ def test_mlp_adam_matches_torch_profiler():
 
 
 def test_conv_net_matches_torch_profiler():
-    compare("torch_conv.py")  # gradient accumulation: a step is an optimizer step
+    mine, trace = compare("torch_conv.py")  # gradient accumulation: a step is an optimizer step
+    # TensorList inputs (torch.cat, torch.stack) nest as Kineto writes them (compare() matched them to
+    # torch.profiler's): one list of the tensors' sizes, not each tensor as an input of its own.
+    dims = collections.defaultdict(set)
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "cpu_op" and e["name"] in ("aten::cat", "aten::stack"):
+            dims[e["name"]].add(json.dumps(e["args"].get("Input Dims")))
+    assert dims["aten::stack"] == {"[[[4, 16], [4, 16]], []]"}, dims
+    assert "[[[4, 16], [4, 16]], []]" in dims["aten::cat"], dims
 
 
 def test_two_optimizers_match_torch_profiler():

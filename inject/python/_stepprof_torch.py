@@ -17,7 +17,8 @@
 # emit_nvtx gets the operators. DataLoader and multiprocessing children stay
 # inert. Ops and answer bits are the numbers of inject/torch.c. With
 # with_stack the operator switch also switches stepprof's Python frame
-# recording on that thread (inject/pystack.c).
+# recording on that thread (inject/pystack.c). With record_shapes the
+# operators that take tensor lists are handed over once (inject/torch_lists.c).
 #
 # Which optimizer step ends a step (prof.step() sits after optimizer.step()):
 # with one optimizer, each of its steps, so with gradient accumulation steps
@@ -71,6 +72,32 @@ def _pystack():
         data, pending[0] = pending[0], None
         return f(on, data)
     return switch
+
+
+def _tensor_lists(torch):
+    """Tells the library which operators take tensor lists (record_shapes): torch's NVTX sizes text
+    flattens them and Kineto's Input Dims nest them (collectors/ops.h). One line per operator:
+    name, then per overload one letter per argument (L Tensor[], O Tensor?[], T Tensor or Tensor?,
+    . no tensor)."""
+    import ctypes
+    kinds = {}
+    for schema in torch._C._jit_get_all_schemas():
+        types = [str(a.type) for a in schema.arguments]
+        if "List[Tensor]" not in types and "List[Optional[Tensor]]" not in types:
+            continue
+        try:  # only what the dispatcher runs (not TorchScript's own list operators): what records ops
+            torch._C._dispatch_find_schema_or_throw(schema.name, schema.overload_name)
+        except RuntimeError:
+            continue
+        k = "".join({"List[Tensor]": "L", "List[Optional[Tensor]]": "O", "Tensor": "T",
+                     "Optional[Tensor]": "T"}.get(t, ".") for t in types)
+        if k not in kinds.setdefault(schema.name, []):
+            kinds[schema.name].append(k)
+    lines = [name + "\t" + "\t".join(ks) for name, ks in kinds.items()]
+    f = ctypes.CDLL(None).stepprof_torch_lists
+    f.argtypes = [ctypes.c_char_p]
+    f.restype = None
+    f("\n".join(lines).encode())
 
 
 def _child_of_multiprocessing():
@@ -140,7 +167,13 @@ class _State:
             self.apply(0)
 
     def boundary(self):
-        self.apply(self.entry(_STEP))
+        if not self.pystack or threading.get_ident() not in self.ops_threads:
+            self.apply(self.entry(_STEP))
+            return
+        self.pystack(3)  # python_function events: the open frames end here if the record window closes,
+        ans = self.entry(_STEP)
+        self.pystack(4)  # and start here if one opens
+        self.apply(ans)
 
     def mine(self):
         tls = self.tls
@@ -213,6 +246,8 @@ def _attach(torch, entry):
     if not ans & _ON:
         return
     state = _State(torch, entry, ans)
+    if state.shapes:
+        _tensor_lists(torch)
     from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
     register_optimizer_step_post_hook(state.post_hook)
     profile_hook_step = Optimizer.profile_hook_step

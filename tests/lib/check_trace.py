@@ -44,7 +44,8 @@ DEVICE_PROPERTY_KEYS = ["id", "name", "totalGlobalMem", "computeMajor", "compute
 ALLOWED_PH = {"X", "i", "s", "f", "M", "C"}  # C: counter tracks (allocated bytes per device)
 ALLOWED_CATS = {"cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset", "cuda_sync",
                 "user_annotation", "gpu_user_annotation", "ac2g", "cpu_instant_event", "memory",
-                "cpu_op", "fwdbwd"}  # PyTorch operators and their forward-to-backward flows
+                "cpu_op", "fwdbwd",  # PyTorch operators and their forward-to-backward flows
+                "python_function"}  # with_stack: Python calls
 # Args HTA or TensorBoard read on GPU events: a host event carrying one is misread (docs/formats.md);
 # HTA takes any event with args.stream for GPU work.
 GPU_ONLY_ARGS = {"stream", "device", "context", "queued"}

@@ -4,12 +4,16 @@
  * (sp_stack_capture_py: the shadow stack copy and the lookup of a known
  * stack, what each operator pays with with_stack; and the memo hit when the
  * frames did not change since the last capture), then times N calls of an
- * empty Python function with stepprof's profile function off and on. The
+ * empty Python function with stepprof's profile function off, on outside a
+ * record window, and on in one (each call then writes a python_function
+ * record into the event buffer; the window's records are taken and let go
+ * after each run, as the exporter does). The
  * collectors come from libreport_stacks.so, as in libstepprof.so; only this
  * test program links libpython. Usage: pystack_bench [N]. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "../../collectors/events.h"
 #include "../../collectors/pystack.h"
 #include "../../collectors/stacks.h"
 
@@ -59,7 +63,23 @@ static PyObject *capture(PyObject *self, PyObject *args)
     return Py_BuildValue("(dn)", per, (Py_ssize_t)frames);
 }
 
+/* recording(fn): fn() run inside a record window of its own. */
+static PyObject *recording(PyObject *self, PyObject *fn)
+{
+    (void)self;
+    static uint32_t window;
+    sp_ev_set_gate(++window);
+    PyObject *r = PyObject_CallNoArgs(fn);
+    sp_ev_set_gate(0);
+    sp_event_ref_t *ev = NULL;
+    sp_ev_collect(window, 0, &ev);
+    free(ev);
+    sp_ev_release();
+    return r;
+}
+
 static PyMethodDef methods[] = {
+    {"recording", recording, METH_O, NULL},
     {"set", set, METH_O, NULL},
     {"capture", capture, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
@@ -93,12 +113,13 @@ static const char code[] = /* run after N = ... */
     "off = min(calls() for _ in range(3))\n"
     "_bench.set(True)\n"
     "on = min(calls() for _ in range(3))\n"
+    "rec = min(_bench.recording(calls) for _ in range(3))\n"
     "_bench.set(False)\n"
-    "print('ns_per_call_off %.1f ns_per_call_on %.1f' % (off, on))\n";
+    "print('ns_per_call_off %.1f ns_per_call_on %.1f ns_per_call_recording %.1f' % (off, on, rec))\n";
 
 int main(int argc, char **argv)
 {
-    if (sp_stack_init(64) != 0)
+    if (sp_stack_init(64) != 0 || sp_ev_pool_init(512) != 0)
         return 1;
     PyImport_AppendInittab("_bench", init_module);
     Py_Initialize();

@@ -1,0 +1,136 @@
+/* exporters/py_trace.c — the python_function events of a cycle, as
+ * torch.profiler(with_stack=True) writes them: one X event per Python
+ * function call on its thread, named "file.py(42): fn", with args
+ * {"Python parent id": P, "Python id": I} (no parent id for an outermost
+ * frame). The records (collectors/pystack.h) carry a frame's start, end and
+ * depth; a frame open when a step ended also left a cut record ending there,
+ * which its own record (same thread, start and depth, later end) supersedes
+ * when it returned inside the cycle; one that stays (the frame was running
+ * when the window closed) ends with the cycle's last ProfilerStep, which
+ * closed after it, so it encloses the steps as torch's does. Ids number a thread's frames in start
+ * order (outer before inner), threads in registration order; a frame's
+ * parent is the thread's latest frame one level up that encloses it. Not
+ * written (torch writes them): C functions ("<built-in method ...>"), the
+ * caller's line ("CallFrom") and nn.Module frames. */
+#include "py_trace.h"
+
+#include "../collectors/pystack.h"
+#include "../collectors/strings.h"
+#include "gpu_trace.h"
+
+#include <stdlib.h>
+
+#define DEPTH_MAX 256   /* collectors/pystack.c's PY_MAX: deeper frames have no record */
+
+struct sp_py_trace {
+    uint32_t *id;       /* by event index: Python id, 0 = not written */
+    uint32_t *parent;   /* by event index: the parent's Python id, 0 = none */
+};
+
+static const sp_event_ref_t *sort_ev;
+
+static int cmp_frame(const void *a, const void *b)
+{
+    const sp_event_ref_t *x = &sort_ev[*(const size_t *)a], *y = &sort_ev[*(const size_t *)b];
+    if (x->thread->slot != y->thread->slot)
+        return x->thread->slot < y->thread->slot ? -1 : 1;
+    if (x->ev->t0 != y->ev->t0)
+        return x->ev->t0 < y->ev->t0 ? -1 : 1;
+    if (x->ev->a[0] != y->ev->a[0])
+        return x->ev->a[0] < y->ev->a[0] ? -1 : 1;
+    return (x->ev->t1 < y->ev->t1) - (x->ev->t1 > y->ev->t1);   /* the latest end first: the frame's own record */
+}
+
+static int same_frame(const sp_event_t *x, const sp_event_t *y)
+{
+    return x->t0 == y->t0 && x->a[0] == y->a[0];
+}
+
+/* Numbers the sorted records idx[0..k) (superseded cut records get none). */
+static void number(sp_py_trace_t *p, const sp_event_ref_t *ev, const size_t *idx, size_t k)
+{
+    size_t open[DEPTH_MAX];   /* per depth: event index of the thread's latest frame there */
+    int have[DEPTH_MAX] = {0};
+    uint32_t next = 0;
+    for (size_t j = 0; j < k; j++) {
+        const sp_event_ref_t *r = &ev[idx[j]];
+        if (j && r->thread != ev[idx[j - 1]].thread)
+            for (int d = 0; d < DEPTH_MAX; d++)
+                have[d] = 0;
+        else if (j && same_frame(r->ev, ev[idx[j - 1]].ev))
+            continue;
+        uint64_t d = r->ev->a[0];
+        if (d >= DEPTH_MAX)
+            continue;
+        p->id[idx[j]] = ++next;
+        if (d && have[d - 1]) {
+            const sp_event_t *up = ev[open[d - 1]].ev;
+            if (up->t0 <= r->ev->t0 && r->ev->t1 <= up->t1)
+                p->parent[idx[j]] = p->id[open[d - 1]];
+        }
+        open[d] = idx[j];
+        have[d] = 1;
+    }
+}
+
+sp_py_trace_t *sp_py_trace_prepare(const sp_event_ref_t *ev, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += ev[i].ev->kind == SP_EV_PYFUNC;
+    if (!k)
+        return NULL;
+    sp_py_trace_t *p = malloc(sizeof *p);
+    size_t *idx = malloc(k * sizeof *idx);
+    if (p) {
+        p->id = calloc(n, sizeof *p->id);
+        p->parent = calloc(n, sizeof *p->parent);
+    }
+    if (!p || !idx || !p->id || !p->parent) {
+        free(idx);
+        sp_py_trace_free(p);
+        return NULL;
+    }
+    k = 0;
+    uint64_t steps_end = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].ev->kind == SP_EV_PYFUNC)
+            idx[k++] = i;
+        else if (ev[i].ev->kind == SP_EV_STEP && ev[i].ev->t1 > steps_end)
+            steps_end = ev[i].ev->t1;
+    }
+    sort_ev = ev;   /* the exporter thread is the only caller */
+    qsort(idx, k, sizeof *idx, cmp_frame);
+    number(p, ev, idx, k);
+    for (size_t j = 0; j < k; j++) {   /* in place: the records are the exporter's until released */
+        sp_event_t *e = ev[idx[j]].ev;
+        if (p->id[idx[j]] && (e->flags & SP_PYF_CUT) && e->t1 < steps_end)
+            e->t1 = steps_end;
+    }
+    free(idx);
+    return p;
+}
+
+void sp_py_trace_free(sp_py_trace_t *p)
+{
+    if (!p)
+        return;
+    free(p->id);
+    free(p->parent);
+    free(p);
+}
+
+void sp_py_trace_write(sp_jw_t *w, const sp_py_trace_t *p, const sp_event_ref_t *ev, size_t i, int pid,
+                       uint64_t base_ns)
+{
+    if (!p || !p->id[i])
+        return;
+    const sp_event_t *e = ev[i].ev;
+    sp_gpuv_slice(w, "python_function", sp_str_get(e->name), pid, ev[i].thread->tid, (int64_t)(e->t0 - base_ns),
+                  (int64_t)(e->t1 - e->t0));
+    SP_JW_LIT(w, ",\"args\":{");
+    if (p->parent[i])
+        SP_JW_KU(w, "\"Python parent id\":", p->parent[i]), SP_JW_LIT(w, ",");
+    SP_JW_KU(w, "\"Python id\":", p->id[i]);
+    SP_JW_LIT(w, "}},\n");
+}
