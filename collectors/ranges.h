@@ -11,7 +11,7 @@
  * as the window at the push needs: a copy interned at collection while it
  * records (strings.h sp_str_defer), interned at once before activation
  * (such a range may be adopted), not at all otherwise. */
-void sp_range_push(const char *text, uint32_t id);
+int sp_range_push(const char *text, uint32_t id);  /* the range's 0-based level (NVTX's contract) */
 
 /* A PyTorch operator pushed as an NVTX range (collectors/ops.c): stored in
  * the range record as flags, a[1] = seq, a[2] = shapes, stack. */
