@@ -162,11 +162,15 @@ void sp_glob_compile(sp_glob_t *g, const char *pat)
         a++;
     while (b > a && pat[b - 1] == '*')
         b--;
-    *g = (sp_glob_t){pat, G_GENERAL, b - a, pat + a};
+    *g = (sp_glob_t){pat, G_GENERAL, b - a, pat + a, ""};
     if (strcspn(pat + a, "*?[\\") < b - a)
         return;                  /* a metacharacter inside: the general matcher */
     int lead = a > 0, trail = b < n;
     g->kind = n && a == n ? G_ANY : lead && trail ? G_CONTAINS : lead ? G_SUFFIX : trail ? G_PREFIX : G_EXACT;
+    if (g->kind == G_CONTAINS && g->len >= sizeof g->inner)
+        g->kind = G_GENERAL;
+    else if (g->kind == G_CONTAINS)
+        memcpy(g->inner, g->lit, g->len); /* NUL-terminated: zeroed above */
 }
 
 static __attribute__((noinline)) int suffix(const sp_glob_t *g, const char *s)
@@ -177,7 +181,7 @@ static __attribute__((noinline)) int suffix(const sp_glob_t *g, const char *s)
 
 static __attribute__((noinline)) int contains(const sp_glob_t *g, const char *s)
 {
-    return memmem(s, strlen(s), g->lit, g->len) != NULL;
+    return strstr(s, g->inner) != NULL;
 }
 
 /* The first byte decides most names, without a call. */

@@ -18,6 +18,7 @@ typedef struct sp_glob {
     int kind;             /* how it is matched: see nvtx_glob.c */
     size_t len;           /* the literal's length (literal kinds) */
     const char *lit;      /* the literal inside pat (literal kinds) */
+    char inner[256];      /* *literal*: the literal alone, for strstr */
 } sp_glob_t;
 
 void sp_glob_compile(sp_glob_t *g, const char *pat);
