@@ -4,11 +4,16 @@
  * pointer and the depth live in TLS, so the library stays small enough in
  * static TLS to be loaded by dlopen (CUDA / NVTX injection). A range that
  * will not be stored (no record window at its start) reads no clock and
- * gets no name; one in a record window names its text with sp_str_defer
+ * gets no name: its push writes the entry's window only, and its pop reads
+ * only that (the idle path, kept free of calls and register saves; the rest
+ * is out of line). One in a record window names its text with sp_str_defer
  * (copied, interned later off this thread), so a push costs the same with
- * one name or a million.
+ * one name or a million; its pop writes the record inline when the thread's
+ * chunk has room.
  * Start/end ranges go through a 4096-slot table indexed by id, each slot
- * claimed with an atomic id so a stale end cannot close a newer range.
+ * claimed with an atomic id so a stale end cannot close a newer range; a
+ * range whose slot a newer one takes is lost, counted with the drops. A
+ * record not stored gives its text back to the log (sp_str_undefer).
  * A range opened before the first CUDA call (gate SP_GATE_UNINIT, its start
  * read in CLOCK_MONOTONIC ns) belongs to the window a whole-run recording
  * opened at activation (sp_range_adopt_early), if any; its start converted

@@ -56,19 +56,30 @@ static void register_fork_handler(void)
     pthread_atfork(NULL, NULL, after_fork_child);
 }
 
-/* Cold: before activation (MK_UNSETTLED kept), or once after it. */
-static int settle_marker(void)
+static int state_of(const sp_config_t *cfg)
+{
+    return cfg->marker.kind != SP_MARK_NVTX ? MK_NONE : cfg->marker.scope[0] ? MK_SCOPED : MK_PLAIN;
+}
+
+/* Cold: before activation (MK_UNSETTLED kept), or once after it. A thread
+ * that finds another compiling the glob compiles its own copy into *local
+ * (and points *g at it) rather than wait. */
+static int settle_marker(const sp_glob_t **g, sp_glob_t *local)
 {
     const sp_config_t *cfg = sp_sched_config();
     if (!cfg)
         return MK_UNSETTLED;
-    int want = cfg->marker.kind != SP_MARK_NVTX ? MK_NONE : cfg->marker.scope[0] ? MK_SCOPED : MK_PLAIN;
     int expect = MK_UNSETTLED;
-    if (!atomic_compare_exchange_strong(&mk_state, &expect, MK_SETTLING))
-        return MK_SETTLING; /* another thread compiles it: this range is not a boundary */
+    if (!atomic_compare_exchange_strong(&mk_state, &expect, MK_SETTLING)) {
+        if (expect != MK_SETTLING)
+            return expect;
+        sp_glob_compile(local, cfg->marker.name);
+        *g = local;
+        return state_of(cfg);
+    }
     sp_glob_compile(&mk_glob, cfg->marker.name);
-    atomic_store_explicit(&mk_state, want, memory_order_release);
-    return want;
+    atomic_store_explicit(&mk_state, state_of(cfg), memory_order_release);
+    return state_of(cfg);
 }
 
 /* Settled once per domain: the glob stays off later pushes. */
@@ -88,14 +99,16 @@ static int domain_matches(domain_t *d, const char *glob)
  * marker, is one load in the caller). */
 static __attribute__((noinline)) int marker_matches(msg_t m, const domain_t *dom)
 {
+    const sp_glob_t *g = &mk_glob;
+    sp_glob_t local;
     int st = atomic_load_explicit(&mk_state, memory_order_acquire);
     if (st < MK_NONE)
-        st = settle_marker();
+        st = settle_marker(&g, &local);
     if (st != (dom ? MK_SCOPED : MK_PLAIN))  /* a scoped marker matches domain ranges only, a plain one none */
         return 0;
     if (dom && !domain_matches((domain_t *)dom, sp_sched_config()->marker.scope))
         return 0;
-    return sp_glob_match(&mk_glob, m.text ? m.text : sp_str_get(m.id));
+    return sp_glob_match(g, m.text ? m.text : sp_str_get(m.id));
 }
 
 static msg_t attr_msg(const nvtxEventAttributes_t *a)
