@@ -64,6 +64,13 @@ static int settle_and_check(uint32_t window, uint32_t *ids, size_t n, long write
     return bad;
 }
 
+/* Deferred id `id` of `window` settles to an interned id of `text`. */
+static int settles_to(uint32_t id, uint32_t window, const char *text)
+{
+    sp_str_settle(window, &id, 1, sizeof id);
+    return strcmp(sp_str_get(id), text) == 0;
+}
+
 static void check_defer_basics(void)
 {
     char buf[64];
@@ -94,8 +101,7 @@ static void check_defer_basics(void)
     sp_str_undefer(a);
     uint32_t d = sp_str_defer("again", 3);
     CHECK(d == a, "texts taken back in nesting order free their space");
-    sp_str_settle(3, &d, 1, sizeof d);
-    CHECK(strcmp(sp_str_get(d), "again") == 0, "a reused place settles to its new text");
+    CHECK(settles_to(d, 3, "again"), "a reused place settles to its new text");
 }
 
 /* Start/end ranges overlap: a record dropped while text after its own is still in use gives its
@@ -130,10 +136,8 @@ static void check_overlapping_drops(void)
              b = sp_str_defer("b", 4);
     sp_str_undefer(a);
     sp_str_undefer(b);
-    uint32_t next = sp_str_defer("next", 4);
-    CHECK(next == a, "dropped texts above a kept one are taken back down to it");
-    sp_str_settle(4, &kept, 1, sizeof kept);
-    CHECK(strcmp(sp_str_get(kept), "kept") == 0, "the kept text under them is intact");
+    CHECK(sp_str_defer("next", 4) == a && settles_to(kept, 4, "kept"),
+          "dropped texts above a kept one are taken back down to it, and it stays intact");
 }
 
 /* Batches of new and known names give sp_str_intern's ids. */
