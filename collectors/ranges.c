@@ -257,7 +257,7 @@ static uint64_t stamp(uint32_t w)
 /* Will a range opened under gate w be stored (or, before activation, maybe)? */
 static inline int kept(uint32_t w)
 {
-    return sp_win_records(w) || w == SP_GATE_UNINIT;
+    return sp_range_gate_keeps(w);
 }
 
 static uint32_t name_in(uint32_t w, const char *text, uint32_t id)
@@ -268,6 +268,8 @@ static uint32_t name_in(uint32_t w, const char *text, uint32_t id)
         return sp_str_defer(text, w);
     return w == SP_GATE_UNINIT ? sp_str_intern_cached(text) : 0;
 }
+
+static const sp_range_op_t plain;
 
 /* A push that is not the common idle one: the thread's first, past
  * STACK_MAX, or a range that will (or, before activation, may) be stored. */
@@ -295,9 +297,8 @@ static __attribute__((noinline)) int push_slow(uint32_t w, uint32_t name, const 
 
 /* Nothing but the window of an entry that will not be stored is written
  * (neither its name nor its time is taken), nor read at its pop. */
-static inline int push(uint32_t name, const char *text, const sp_range_op_t *op)
+static inline int push(uint32_t w, uint32_t name, const char *text, const sp_range_op_t *op)
 {
-    uint32_t w = sp_ev_gate_load();
     __typeof__(me) *m = &me;
     __asm__("" : "+r"(m));      /* one TLS-descriptor call, not one per access */
     open_range_t *s = m->stack;
@@ -311,7 +312,7 @@ static inline int push(uint32_t name, const char *text, const sp_range_op_t *op)
 
 void sp_range_push_op(uint32_t name, const sp_range_op_t *op)
 {
-    push(name, NULL, op);
+    push(sp_ev_gate_load(), name, NULL, op);
 }
 
 /* Only an entry that will be stored has its operator fields written. */
@@ -326,8 +327,12 @@ sp_range_op_t *sp_range_top_op(uint32_t *name)
 
 int sp_range_push(const char *text, uint32_t id)
 {
-    static const sp_range_op_t plain;
-    return push(id, text, &plain);
+    return push(sp_ev_gate_load(), id, text, &plain);
+}
+
+int sp_range_push_idle(uint32_t w)
+{
+    return push(w, 0, NULL, &plain);
 }
 
 static __attribute__((noinline)) int pop_store_slow(const open_range_t *r, int d)

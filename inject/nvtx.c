@@ -153,8 +153,15 @@ static msg_t ascii(const char *m)
     return (msg_t){m ? m : "", 0};
 }
 
+/* Without an nvtx: marker, a range that will not be kept is pushed without
+ * reading its text (whether it is a PyTorch operator does not matter then). */
 static int nv_RangePushA(const char *m)
 {
+    if (atomic_load_explicit(&mk_state, memory_order_relaxed) == MK_NONE) {
+        uint32_t w = sp_ev_gate_load();
+        if (__builtin_expect(!sp_range_gate_keeps(w), 1))
+            return sp_range_push_idle(w);
+    }
     return sp_ops_push(m) ? 0 : push_named(ascii(m), NULL);
 }
 static int nv_RangePushEx(const nvtxEventAttributes_t *a) { return push_named(attr_msg(a), NULL); }
