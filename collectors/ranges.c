@@ -4,11 +4,16 @@
  * pointer and the depth live in TLS, so the library stays small enough in
  * static TLS to be loaded by dlopen (CUDA / NVTX injection). A range that
  * will not be stored (no record window at its start) reads no clock and
- * gets no name; one in a record window names its text with sp_str_defer
+ * gets no name: its push writes the entry's window only, and its pop reads
+ * only that (the idle path, kept free of calls and register saves; the rest
+ * is out of line). One in a record window names its text with sp_str_defer
  * (copied, interned later off this thread), so a push costs the same with
- * one name or a million.
+ * one name or a million; its pop writes the record inline when the thread's
+ * chunk has room.
  * Start/end ranges go through a 4096-slot table indexed by id, each slot
- * claimed with an atomic id so a stale end cannot close a newer range.
+ * claimed with an atomic id so a stale end cannot close a newer range; a
+ * range whose slot a newer one takes is lost, counted with the drops. A
+ * record not stored gives its text back to the log (sp_str_undefer).
  * A range opened before the first CUDA call (gate SP_GATE_UNINIT, its start
  * read in CLOCK_MONOTONIC ns) belongs to the window a whole-run recording
  * opened at activation (sp_range_adopt_early), if any; its start converted
@@ -59,7 +64,7 @@ static void make_stack_key(void)
 }
 
 /* mmap rather than malloc: an NVTX push may come from a signal handler. */
-static open_range_t *thread_stack(void)
+static __attribute__((noinline, cold)) open_range_t *thread_stack(void)
 {
     if (__builtin_expect(me.stack != NULL, 1))
         return me.stack;
@@ -179,13 +184,25 @@ void sp_range_adopt_early(uint32_t window)
         adopt_completed(window);
 }
 
-/* A record not stored (the pool is full) gives its name's text back to the
- * thread's log. Only while its window is open: the log block of a closed
- * window's text may have been reused since. */
+/* A record not stored gives its name's text back to the thread's log. Only
+ * while its window is open: the log block of a closed window's text may have
+ * been reused since. */
 static void dropped(const open_range_t *r)
 {
     if (r->window == sp_ev_gate_load())
         sp_str_undefer(r->name);
+}
+
+/* A record lost before the pool was asked (a signal handler's range inside
+ * another NVTX call, a start/end range whose slot a newer one took): counted
+ * with the pool's drops (the trace's stepprof_dropped_events), on this
+ * thread, which is the only writer of its count. */
+static void lost(sp_thread_t *t, const open_range_t *r)
+{
+    if (t)
+        atomic_store_explicit(&t->dropped, atomic_load_explicit(&t->dropped, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    dropped(r);
 }
 
 /* t1 == 0: the range ends now (read only when it is stored). */
@@ -216,7 +233,7 @@ static void store(const open_range_t *r, uint64_t t1, int kind, uint64_t depth_a
      * call that interrupts this one on the same thread is not stored, rather
      * than writing into the record this call is filling. */
     if (!t || t->in_hook) {
-        dropped(r);
+        lost(t, r);
         return;
     }
     t->in_hook = 1;
@@ -237,6 +254,12 @@ static uint64_t stamp(uint32_t w)
     return sp_win_records(w) || w == SP_GATE_UNINIT ? sp_clock_ticks() : 0;
 }
 
+/* Will a range opened under gate w be stored (or, before activation, maybe)? */
+static inline int kept(uint32_t w)
+{
+    return sp_range_gate_keeps(w);
+}
+
 static uint32_t name_in(uint32_t w, const char *text, uint32_t id)
 {
     if (!text)
@@ -246,33 +269,95 @@ static uint32_t name_in(uint32_t w, const char *text, uint32_t id)
     return w == SP_GATE_UNINIT ? sp_str_intern_cached(text) : 0;
 }
 
-static void push_in(uint32_t w, uint32_t name, const sp_range_op_t *op)
+static const sp_range_op_t plain;
+
+/* A push that is not the common idle one: the thread's first, past
+ * STACK_MAX, or a range that will (or, before activation, may) be stored. */
+static __attribute__((noinline)) int push_slow(uint32_t w, uint32_t name, const char *text, const sp_range_op_t *op)
 {
-    open_range_t *s = thread_stack();
-    int d = me.depth++;
-    if (d < STACK_MAX && s)
-        s[d] = (open_range_t){stamp(w), name, w, *op};
+    __typeof__(me) *m = &me;
+    __asm__("" : "+r"(m));
+    open_range_t *s = m->stack;
+    int d = m->depth++;
+    if (!s)
+        s = thread_stack();
+    if (d >= STACK_MAX || !s)
+        return d;
+    open_range_t *r = &s[d];
+    r->window = w;
+    if (__builtin_expect(sp_win_records(w), 1)) {
+        r->t0 = sp_clock_ticks();
+        r->name = text ? sp_str_defer(text, w) : name;
+        r->op = *op;
+    } else if (w == SP_GATE_UNINIT) {
+        *r = (open_range_t){stamp(w), name_in(w, text, name), w, *op};
+    }
+    return d;
+}
+
+/* Nothing but the window of an entry that will not be stored is written
+ * (neither its name nor its time is taken), nor read at its pop. */
+static inline int push(uint32_t w, uint32_t name, const char *text, const sp_range_op_t *op)
+{
+    __typeof__(me) *m = &me;
+    __asm__("" : "+r"(m));      /* one TLS-descriptor call, not one per access */
+    open_range_t *s = m->stack;
+    int d = m->depth;
+    if (__builtin_expect(!s || d >= STACK_MAX || kept(w), 0))
+        return push_slow(w, name, text, op);
+    m->depth = d + 1;
+    s[d].window = w;
+    return d;
 }
 
 void sp_range_push_op(uint32_t name, const sp_range_op_t *op)
 {
-    push_in(sp_ev_gate_load(), name, op);
+    push(sp_ev_gate_load(), name, NULL, op);
 }
 
+/* Only an entry that will be stored has its operator fields written. */
 sp_range_op_t *sp_range_top_op(uint32_t *name)
 {
     int d = me.depth;
-    if (d <= 0 || d > STACK_MAX || !me.stack)
+    if (d <= 0 || d > STACK_MAX || !me.stack || !kept(me.stack[d - 1].window))
         return NULL;
     *name = me.stack[d - 1].name;
     return &me.stack[d - 1].op;
 }
 
-void sp_range_push(const char *text, uint32_t id)
+int sp_range_push(const char *text, uint32_t id)
 {
-    static const sp_range_op_t plain;
-    uint32_t w = sp_ev_gate_load();
-    push_in(w, name_in(w, text, id), &plain);
+    return push(sp_ev_gate_load(), id, text, &plain);
+}
+
+int sp_range_push_idle(uint32_t w)
+{
+    return push(w, 0, NULL, &plain);
+}
+
+static __attribute__((noinline)) int pop_store_slow(const open_range_t *r, int d)
+{
+    store(r, 0, SP_EV_RANGE, (uint64_t)d);
+    return d;
+}
+
+/* The common recording pop (the range's window still records, the thread's
+ * chunk has room) writes its record here; anything else goes to store(). */
+static __attribute__((noinline)) int pop_store(const open_range_t *r, int d)
+{
+    sp_thread_t *t = sp_ev_self;
+    sp_chunk_t *c = t ? t->cur : NULL;
+    if (__builtin_expect(c && !t->in_hook && sp_win_records(r->window), 1)) {
+        uint32_t n = atomic_load_explicit(&c->count, memory_order_relaxed);
+        if (__builtin_expect(n < SP_CHUNK_EVENTS, 1)) {
+            t->in_hook = 1;     /* as in store(): a signal handler's range is not written over this one */
+            fill(&c->ev[n], t, r, sp_clock_ticks(), SP_EV_RANGE, (uint64_t)d);
+            atomic_store_explicit(&c->count, n + 1, memory_order_release);
+            t->in_hook = 0;
+            return d;
+        }
+    }
+    return pop_store_slow(r, d);
 }
 
 int sp_range_pop(void)
@@ -281,8 +366,8 @@ int sp_range_pop(void)
     if (d == 0)
         return -1;
     me.depth = --d;
-    if (d < STACK_MAX && me.stack)
-        store(&me.stack[d], 0, SP_EV_RANGE, (uint64_t)d);
+    if (d < STACK_MAX && me.stack && kept(me.stack[d].window))
+        return pop_store(&me.stack[d], d);
     return d;
 }
 
@@ -291,6 +376,12 @@ uint64_t sp_range_start(const char *text, uint32_t id)
     uint32_t w = sp_ev_gate_load();
     uint64_t rid = atomic_fetch_add(&next_id, 1);
     unsigned i = (unsigned)(rid & (SLOTS - 1));
+    if (atomic_load_explicit(&slots[i].id, memory_order_relaxed)) {
+        /* SLOTS ranges started since this one, which never ended: it is lost. */
+        open_range_t old = slots[i].r;
+        if (atomic_exchange(&slots[i].id, 0) && sp_win_records(old.window) && old.window == w)
+            lost(sp_ev_thread(), &old);
+    }
     slots[i].r = (open_range_t){stamp(w), name_in(w, text, id), w, {0, 0, 0, 0}};
     atomic_store_explicit(&slots[i].id, rid, memory_order_release);
     return rid;

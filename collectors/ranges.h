@@ -5,13 +5,26 @@
 #ifndef SP_RANGES_H
 #define SP_RANGES_H
 
+#include "events.h"
+
 #include <stdint.h>
 
 /* An NVTX range's name is either an interned id (text NULL) or text, named
  * as the window at the push needs: a copy interned at collection while it
  * records (strings.h sp_str_defer), interned at once before activation
  * (such a range may be adopted), not at all otherwise. */
-void sp_range_push(const char *text, uint32_t id);
+int sp_range_push(const char *text, uint32_t id);  /* the range's 0-based level (NVTX's contract) */
+/* A push under gate w, which neither records nor is SP_GATE_UNINIT: nothing
+ * of it is kept but its place on the stack, so neither its text nor whether
+ * it is a PyTorch operator matters. */
+int sp_range_push_idle(uint32_t w);
+/* Does a range opened under gate w need its name (recorded, or maybe
+ * adopted by a whole-run recording at activation)? */
+_Static_assert(SP_WIN_COUNT == 0x40000000u && SP_WIN_WARMUP == 0x80000000u, "record windows are 1..COUNT-1");
+static inline int sp_range_gate_keeps(uint32_t w)
+{
+    return w - 1u < SP_WIN_COUNT - 1u || w == SP_GATE_UNINIT; /* sp_win_records(w) || UNINIT */
+}
 
 /* A PyTorch operator pushed as an NVTX range (collectors/ops.c): stored in
  * the range record as flags, a[1] = seq, a[2] = shapes, stack. */

@@ -33,8 +33,12 @@ uint32_t sp_str_defer(const char *s, uint32_t window);
 
 /* The record naming deferred id `id` was not stored (the pool is full): its
  * text is taken back if it is the last this thread deferred, which it is
- * when every range opened inside it was dropped too (pushes and pops nest),
- * so a full pool does not fill the log. Only for a window still open. */
+ * when every range opened inside it was dropped too (pushes and pops nest);
+ * otherwise (start/end ranges overlap) it is marked and taken back together
+ * with the text after it once that is given back, so a full pool does not
+ * fill the log. Only for a window still open, on the thread that deferred it,
+ * while that text is in the thread's current block (text dropped on another
+ * thread, or after its block filled, waits for its window's collection). */
 void sp_str_undefer(uint32_t id);
 
 /* The collecting side: replaces every deferred id among the n ids at names

@@ -41,12 +41,18 @@
 #define SP_STR_LOG_BLOCKS 16384u    /* 256 MiB of text in flight at most */
 #endif
 #define MAX_BLOCKS SP_STR_LOG_BLOCKS
-#define HDR 16u
+#define SLOTS (BLOCK_BYTES / 8u)
+#define HDR (8u + SLOTS / 8u)       /* the header below and its dropped bitmap */
 
 typedef struct block {
     uint32_t maxwin;                /* highest window of its text; owner-written */
     _Atomic uint32_t next;          /* retired / pending / free link: index + 1 */
+    /* Bit k: the text at byte 8k was given back while text after it was
+     * still in use (owner-written, current block only): taken back with the
+     * text after it. */
+    uint8_t dropped[SLOTS / 8u];
 } block_t;
+_Static_assert(sizeof(block_t) == HDR && HDR % 8u == 0, "text starts 8-aligned after the header");
 
 static unsigned char *region;
 static pthread_once_t region_once = PTHREAD_ONCE_INIT;
@@ -142,6 +148,7 @@ static int refill(size_t need)
         b = i + 1;
     }
     block_at(b)->maxwin = 0;
+    memset(block_at(b)->dropped, 0, sizeof block_at(b)->dropped);
     me.cur = b;
     me.off = HDR;
     return 1;
@@ -172,15 +179,54 @@ uint32_t sp_str_defer(const char *s, uint32_t window)
     return id ? id : sp_str_intern(s);
 }
 
+/* Where the text that ends at `end` (> HDR) in block k starts: its last
+ * 8-byte slot holds its NUL, every earlier slot of it none (no NUL inside a
+ * text), and the slot before it is the previous text's last, or the header. */
+static uint32_t start_before(const block_t *k, uint32_t end)
+{
+    uint32_t at = end - 8;
+    while (at > HDR) {
+        uint64_t w;
+        memcpy(&w, (const char *)k + at - 8, 8);
+        if ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull) /* has a zero byte */
+            break;
+        at -= 8;
+    }
+    return at;
+}
+
+static void take_back(block_t *k, uint32_t at)
+{
+    size_t need = (strlen((const char *)k + at) + 1 + 7) & ~(size_t)7;
+    if (at + need != me.off) {
+        /* Text after it is still in use (an overlapping start/end range):
+         * taken back once all of that is. */
+        k->dropped[at >> 6] |= (uint8_t)(1u << (at >> 3 & 7));
+        return;
+    }
+    uint32_t off = at;
+    k->dropped[at >> 6] &= (uint8_t)~(1u << (at >> 3 & 7));
+    while (off > HDR) {
+        uint32_t p = start_before(k, off);
+        uint8_t bit = (uint8_t)(1u << (p >> 3 & 7));
+        if (!(k->dropped[p >> 6] & bit))
+            break;
+        k->dropped[p >> 6] &= (uint8_t)~bit;
+        off = p;
+    }
+    me.off = off;
+}
+
 void sp_str_undefer(uint32_t id)
 {
-    __typeof__(me) *m = &me;
     uint32_t b = ((id & ~SP_STR_DEFERRED) >> OFF_BITS) + 1, at = (id & ((1u << OFF_BITS) - 1)) << 3;
-    if (!(id & SP_STR_DEFERRED) || m->busy || b != m->cur || at < HDR || at >= m->off)
+    if (!(id & SP_STR_DEFERRED) || me.busy || b != me.cur || at < HDR || at >= me.off)
         return;
-    size_t need = (strlen((const char *)block_at(b) + at) + 1 + 7) & ~(size_t)7;
-    if (at + need == m->off)
-        m->off = at;
+    me.busy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    take_back(block_at(b), at);
+    atomic_signal_fence(memory_order_seq_cst);
+    me.busy = 0;
 }
 
 /* The text a deferred id names, NULL for an id no block can hold. */

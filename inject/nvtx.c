@@ -8,8 +8,9 @@
  * interned once at registration. A push or start of a range matching the
  * nvtx: step marker is a step boundary, taken before the range is opened so
  * the range belongs to the step it starts; the marker is matched on the text
- * itself, without a lock or a per-name cache. PyTorch's operator ranges go
- * to collectors/ops.c. */
+ * itself (inject/nvtx_glob.c, compiled once after activation), without a
+ * lock or a per-name cache. PyTorch's operator ranges go to
+ * collectors/ops.c. */
 #define _GNU_SOURCE
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
@@ -19,8 +20,10 @@
 #include "../collectors/strings.h"
 #include "../schedule/schedule.h"
 #include "hook.h"
+#include "nvtx_glob.h"
 
-#include <fnmatch.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,79 +39,76 @@ typedef struct msg {
     uint32_t id;
 } msg_t;
 
+/* The nvtx: marker as compiled at the first range after activation (a fork
+ * child settles it again): whether a plain or a domain-scoped range can be
+ * a step boundary, and the glob. */
+enum { MK_UNSETTLED, MK_SETTLING, MK_NONE, MK_PLAIN, MK_SCOPED };
+static _Atomic int mk_state;
+static sp_glob_t mk_glob;
+
+static void after_fork_child(void)
+{
+    atomic_store_explicit(&mk_state, MK_UNSETTLED, memory_order_relaxed);
+}
+
+static void register_fork_handler(void)
+{
+    pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+static int state_of(const sp_config_t *cfg)
+{
+    return cfg->marker.kind != SP_MARK_NVTX ? MK_NONE : cfg->marker.scope[0] ? MK_SCOPED : MK_PLAIN;
+}
+
+/* Cold: before activation (MK_UNSETTLED kept), or once after it. A thread
+ * that finds another compiling the glob compiles its own copy into *local
+ * (and points *g at it) rather than wait. */
+static int settle_marker(const sp_glob_t **g, sp_glob_t *local)
+{
+    const sp_config_t *cfg = sp_sched_config();
+    if (!cfg)
+        return MK_UNSETTLED;
+    int expect = MK_UNSETTLED;
+    if (!atomic_compare_exchange_strong(&mk_state, &expect, MK_SETTLING)) {
+        if (expect != MK_SETTLING)
+            return expect;
+        sp_glob_compile(local, cfg->marker.name);
+        *g = local;
+        return state_of(cfg);
+    }
+    sp_glob_compile(&mk_glob, cfg->marker.name);
+    atomic_store_explicit(&mk_state, state_of(cfg), memory_order_release);
+    return state_of(cfg);
+}
+
 /* Settled once per domain: the glob stays off later pushes. */
 static int domain_matches(domain_t *d, const char *glob)
 {
     int m = __atomic_load_n(&d->marker, __ATOMIC_RELAXED);
     if (!m) {
-        m = fnmatch(glob, sp_str_get(d->name), 0) == 0 ? 2 : 1;
+        sp_glob_t g;
+        sp_glob_compile(&g, glob);
+        m = sp_glob_match(&g, sp_str_get(d->name)) ? 2 : 1;
         __atomic_store_n(&d->marker, m, __ATOMIC_RELAXED);
     }
     return m == 2;
 }
 
-static const char *utf8_next(const char *s)
+/* Only when a marker may be an nvtx: one (the common idle case, no such
+ * marker, is one load in the caller). */
+static __attribute__((noinline)) int marker_matches(msg_t m, const domain_t *dom)
 {
-    s++;
-    while ((*s & 0xC0) == 0x80)
-        s++;
-    return s;
-}
-
-/* fnmatch(p, s, 0) for a pattern of literals, '*', '?' and '\\' escapes, in
- * one pass with one backtrack point, no locale lookup and no allocation:
- * every push of a new name is matched (nothing is cached per name), so this
- * is what keeps a marker cheap with a million distinct names. '?' takes one
- * UTF-8 character, as fnmatch does in a UTF-8 locale. -1 when the match
- * reaches a bracket expression or a trailing '\\': fnmatch decides those.
- * Every element but '*' takes exactly one character, so retrying from the
- * last '*' only is enough, and an answer reached before any '[' was compared
- * holds whatever follows. */
-static int glob_match(const char *p, const char *s)
-{
-    const char *star_p = NULL, *star_s = NULL;
-    while (*s) {
-        if (*p == '*') {
-            star_p = ++p;
-            star_s = s;
-            continue;
-        }
-        if (*p == '[' || (*p == '\\' && !p[1]))
-            return -1;
-        if (*p == '?') {
-            p++;
-            s = utf8_next(s);
-            continue;
-        }
-        const char *lit = *p == '\\' && p[1] ? p + 1 : p;
-        if (*lit && *lit == *s) {
-            p = lit + 1;
-            s++;
-            continue;
-        }
-        if (!star_p)
-            return 0;
-        p = star_p;      /* the last '*' takes one more byte */
-        s = ++star_s;
-    }
-    while (*p == '*')
-        p++;
-    return *p == 0;
-}
-
-static int marker_matches(msg_t m, const domain_t *dom)
-{
-    const sp_config_t *cfg = sp_sched_config();
-    if (!cfg || cfg->marker.kind != SP_MARK_NVTX)
+    const sp_glob_t *g = &mk_glob;
+    sp_glob_t local;
+    int st = atomic_load_explicit(&mk_state, memory_order_acquire);
+    if (st < MK_NONE)
+        st = settle_marker(&g, &local);
+    if (st != (dom ? MK_SCOPED : MK_PLAIN))  /* a scoped marker matches domain ranges only, a plain one none */
         return 0;
-    const char *want = cfg->marker.scope;
-    if (!want[0] != !dom)   /* a scoped marker matches domain ranges only, a plain one none */
+    if (dom && !domain_matches((domain_t *)dom, sp_sched_config()->marker.scope))
         return 0;
-    if (dom && !domain_matches((domain_t *)dom, want))
-        return 0;
-    const char *glob = cfg->marker.name, *text = m.text ? m.text : sp_str_get(m.id);
-    int r = glob_match(glob, text);
-    return r < 0 ? fnmatch(glob, text, 0) == 0 : r;
+    return sp_glob_match(g, m.text ? m.text : sp_str_get(m.id));
 }
 
 static msg_t attr_msg(const nvtxEventAttributes_t *a)
@@ -125,18 +125,26 @@ static msg_t attr_msg(const nvtxEventAttributes_t *a)
     }
 }
 
+/* No nvtx: marker: one load. A plain one on a plain range's text: the glob
+ * directly. */
+static inline void check_marker(msg_t m, const domain_t *dom)
+{
+    int st = atomic_load_explicit(&mk_state, memory_order_acquire);
+    if (__builtin_expect(st == MK_NONE, 1))
+        return;
+    if (st == MK_PLAIN && !dom && m.text ? sp_glob_match(&mk_glob, m.text) : marker_matches(m, dom))
+        sp_sched_boundary();
+}
+
 static int push_named(msg_t m, const domain_t *dom)
 {
-    if (marker_matches(m, dom))
-        sp_sched_boundary();
-    sp_range_push(m.text, m.id);
-    return 0;
+    check_marker(m, dom);
+    return sp_range_push(m.text, m.id);
 }
 
 static nvtxRangeId_t start_named(msg_t m, const domain_t *dom)
 {
-    if (marker_matches(m, dom))
-        sp_sched_boundary();
+    check_marker(m, dom);
     return sp_range_start(m.text, m.id);
 }
 
@@ -145,8 +153,15 @@ static msg_t ascii(const char *m)
     return (msg_t){m ? m : "", 0};
 }
 
+/* Without an nvtx: marker, a range that will not be kept is pushed without
+ * reading its text (whether it is a PyTorch operator does not matter then). */
 static int nv_RangePushA(const char *m)
 {
+    if (atomic_load_explicit(&mk_state, memory_order_relaxed) == MK_NONE) {
+        uint32_t w = sp_ev_gate_load();
+        if (__builtin_expect(!sp_range_gate_keeps(w), 1))
+            return sp_range_push_idle(w);
+    }
     return sp_ops_push(m) ? 0 : push_named(ascii(m), NULL);
 }
 static int nv_RangePushEx(const nvtxEventAttributes_t *a) { return push_named(attr_msg(a), NULL); }
@@ -240,6 +255,8 @@ SP_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_table)
     const NvtxExportTableCallbacks *cb = get_table ? get_table(NVTX_ETID_CALLBACKS) : NULL;
     if (!cb || cb->struct_size < sizeof *cb)
         return 0;
+    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+    pthread_once(&fork_once, register_fork_handler);
     return fill(cb, NVTX_CB_MODULE_CORE, core_slots, sizeof core_slots / sizeof core_slots[0]) &&
            fill(cb, NVTX_CB_MODULE_CORE2, core2_slots, sizeof core2_slots / sizeof core2_slots[0]);
 }

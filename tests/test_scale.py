@@ -1,7 +1,8 @@
 """tests/test_scale.py — issue 10: real sizes. A window of a million events is recorded and exported
 whole (every launch, range and allocation counted in the trace, the table and the summary; the trace
 parses as JSON; nothing dropped, no .tmp left); a window of 25,000 distinct range names keeps every
-name; and the unit tests of the structures behind it (interned strings, the JSON writer, the kernel
+name; a long run of overlapping start/end ranges whose records are dropped gives their text back
+(the deferred-text log stays small, every range stored or counted); and the unit tests of the structures behind it (interned strings, the JSON writer, the kernel
 names looked up without a lock) run here.
 Speed is measured by `make bench` (scripts/bench_export.py), never here.
 
@@ -71,6 +72,24 @@ def test_every_distinct_range_name_is_kept():
     assert {"range_0", "range_%d" % (distinct - 1)} <= set(names)
     tallied = [r for r in summary["ranges"] if r["name"].startswith("range_")]
     assert sum(r["count"] for r in tallied) == ranges == distinct
+
+
+def test_dropped_overlapping_ranges_give_their_text_back():
+    """A whole-run recording with a 1 MB pool: past its first ~12k records every NVTX range is
+    dropped. 1.5M rounds of two overlapping start/end ranges with distinct 200-byte names: the text
+    of a range ending while the other is open must come back to the log too (before, each round
+    kept one name: the 256 MiB log filled and every later name was interned, 390 MB of RSS).
+    Every range is stored or counted in stepprof_dropped_events, none twice."""
+    r = run([prog("nvtx_overlap"), "1500000", "200"], env={"PROF_BUFFER_MB": 1, "PROF_CUPTI": 0,
+                                                          "PROF_FINALIZE_TIMEOUT_S": 120}, timeout=170)
+    assert r.returncode == 0, r.stderr
+    out = dict(line.split() for line in r.stdout.splitlines() if " " in line)
+    assert 0 < int(out["maxrss_kb"]) < 64 * 1024, out
+    with open(r.trace()) as f:
+        trace = json.load(f)
+    stored = sum(1 for e in trace["traceEvents"] if e.get("cat") == "user_annotation" and e["name"][:1] in "ab")
+    assert stored > 1000 and stored + trace["stepprof_dropped_events"] == int(out["ranges"]), \
+        (stored, trace["stepprof_dropped_events"])
 
 
 def test_unit_tests_of_the_export_structures():

@@ -128,6 +128,22 @@ def test_nvtx_default_domain_marker_ignores_domain_ranges():
     assert steps_of(t) == [1, 2], "only the default-domain 'step' ranges count (glob st?p)"
 
 
+def test_nvtx_marker_glob_brackets_and_utf8_characters():
+    """The nvtx: glob as fnmatch in a UTF-8 locale: bracket expressions, and '?' taking one
+    character: the names program's inner range ends in " e\u00e9" (two bytes), which " e?" matches
+    and " e??" does not."""
+    for glob, fires in (("nvtx:train_st[a-f]p", True), ("nvtx:[[:alpha:]]rain_st[!a-d]p", True),
+                        ("nvtx:train_st[!e]p", False), ("nvtx:* e?", True), ("nvtx:* e??", False)):
+        r = run([prog("markers_misc"), "names"], env={"STEPS": 6, "PROF_MARKER": glob, "PROF_WARMUP": 1,
+                                                     "PROF_ACTIVE": 2})
+        assert r.returncode == 0, (glob, r.stderr)
+        if not fires:
+            assert r.traces() == [], (glob, r.files())
+            continue
+        t = load(r.trace())
+        assert steps_of(t) == [1, 2], (glob, steps_of(t))
+
+
 def test_kernel_marker_every_nth_launch():
     r = run([prog("train")], env={"STEPS": 12, "PROF_MARKER": "kernel:axpy_kernel*/2", "PROF_WARMUP": 1,
                                    "PROF_ACTIVE": 2})
