@@ -32,7 +32,7 @@ typedef struct sp_event {
     uint64_t t0, t1;   /* clock ticks (collectors/clock.h) */
     uint64_t a[5];     /* payload; meaning by kind and API shape */
     uint32_t name;
-    uint32_t corr;     /* per-thread sequence number */
+    uint32_t spare;    /* unused (was a per-thread sequence no exporter reads any more) */
     uint32_t window;
     int32_t result;
     uint16_t kind;
@@ -60,7 +60,7 @@ typedef struct sp_chunk {
 
 typedef struct sp_thread {
     sp_chunk_t *cur;
-    uint32_t corr_seq;
+    uint32_t unused;           /* keeps the offsets inject/hook.h's stubs assert */
     uint32_t slot;             /* registration order, 0-based */
     int in_hook;               /* recursion guard for interposers */
     int tid;

@@ -87,10 +87,10 @@ static _Atomic uint32_t early_window; /* 0: ranges opened before activation are 
 static void fill(sp_event_t *e, sp_thread_t *t, const open_range_t *r, uint64_t t1, int kind,
                  uint64_t depth_arg)
 {
+    (void)t;
     e->t0 = r->t0;
     e->t1 = t1;
     e->name = r->name;
-    e->corr = ++t->corr_seq;
     e->window = r->window;
     e->result = 0;
     e->kind = (uint16_t)kind;

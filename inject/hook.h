@@ -120,10 +120,10 @@ static inline sp_thread_t *sp_hook_enter_idle(void)
 static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t0, uint64_t t1, int result,
                               uint32_t window)
 {
+    (void)t;
     e->t0 = t0;
     e->t1 = t1;
     e->name = (uint32_t)api;
-    e->corr = ++t->corr_seq;
     e->window = window;
     e->result = result;
     e->kind = SP_EV_API;
