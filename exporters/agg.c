@@ -142,17 +142,22 @@ int sp_rep_reserve(sp_rep_set_t *s, size_t n)
     return s->cap - s->n >= n ? 0 : grow_to(s, s->n + n);
 }
 
-sp_rep_event_t *sp_rep_add(sp_rep_set_t *s)
+void sp_rep_reset(const sp_rep_set_t *s, sp_rep_event_t *e)
 {
-    if (s->n == s->cap && grow_to(s, s->cap ? s->cap * 2 : 4096) != 0)
-        return NULL;
-    sp_rep_event_t *e = &s->ev[s->n++];
     memset(e, 0, sizeof *e);
     e->shape = s->no_shape;
     e->name = s->empty;
     e->bytes = -1;
     e->step = -1;
     e->parent = e->launcher = -1;
+}
+
+sp_rep_event_t *sp_rep_add(sp_rep_set_t *s)
+{
+    if (s->n == s->cap && grow_to(s, s->cap ? s->cap * 2 : 4096) != 0)
+        return NULL;
+    sp_rep_event_t *e = &s->ev[s->n++];
+    sp_rep_reset(s, e);
     return e;
 }
 
@@ -197,9 +202,8 @@ static int cmp_str(const char *a, const char *b)
     return a == b ? 0 : strcmp(a ? a : "", b ? b : "");
 }
 
-static int cmp_canonical(const void *pa, const void *pb)
+int sp_rep_cmp(const sp_rep_event_t *a, const sp_rep_event_t *b)
 {
-    const sp_rep_event_t *a = pa, *b = pb;
     int c;
     if ((c = cmp_i64(a->ts, b->ts)) || (c = cmp_i64(b->dur, a->dur)) || (c = cmp_i64(a->cat, b->cat)) ||
         (c = cmp_i64(a->pid, b->pid)) || (c = cmp_i64(a->tid, b->tid)) || (c = cmp_str(a->name, b->name)))
@@ -221,7 +225,7 @@ static void merge_runs(const sp_rep_event_t *ev, const uint32_t *a, size_t lo, s
 {
     size_t i = lo, j = mid, k = lo;
     while (i < mid && j < hi)
-        out[k++] = cmp_canonical(&ev[a[j]], &ev[a[i]]) < 0 ? a[j++] : a[i++];
+        out[k++] = sp_rep_cmp(&ev[a[j]], &ev[a[i]]) < 0 ? a[j++] : a[i++];
     while (i < mid)
         out[k++] = a[i++];
     while (j < hi)
@@ -230,7 +234,11 @@ static void merge_runs(const sp_rep_event_t *ev, const uint32_t *a, size_t lo, s
 
 static int sort_canonical(sp_rep_set_t *s)
 {
-    size_t n = s->n;
+    size_t n = s->n, sorted = 1;
+    while (sorted < n && sp_rep_cmp(&s->ev[sorted - 1], &s->ev[sorted]) <= 0)
+        sorted++;
+    if (sorted >= n)   /* the adapter merges its sources: usually in order already */
+        return 0;
     uint32_t *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
     if (!a || !b || n > UINT32_MAX) {
         free(a);
@@ -243,10 +251,10 @@ static int sort_canonical(sp_rep_set_t *s)
         size_t runs = 0;
         for (size_t lo = 0; lo < n;) {
             size_t mid = lo + 1;
-            while (mid < n && cmp_canonical(&s->ev[a[mid - 1]], &s->ev[a[mid]]) <= 0)
+            while (mid < n && sp_rep_cmp(&s->ev[a[mid - 1]], &s->ev[a[mid]]) <= 0)
                 mid++;
             size_t hi = mid < n ? mid + 1 : n;
-            while (hi < n && cmp_canonical(&s->ev[a[hi - 1]], &s->ev[a[hi]]) <= 0)
+            while (hi < n && sp_rep_cmp(&s->ev[a[hi - 1]], &s->ev[a[hi]]) <= 0)
                 hi++;
             merge_runs(s->ev, a, lo, mid, hi, b);
             runs++;

@@ -75,6 +75,8 @@ const char *sp_rep_intern_n(sp_rep_set_t *s, const char *str, size_t len);
 /* A zeroed event (bytes -1, step -1, shape "[]") appended to the set; NULL
  * when out of memory (s->oom set). */
 sp_rep_event_t *sp_rep_add(sp_rep_set_t *s);
+/* e set to what sp_rep_add gives (an event built aside, appended later). */
+void sp_rep_reset(const sp_rep_set_t *s, sp_rep_event_t *e);
 /* Room for n more events without growing (a builder that knows its count
  * allocates once, not up to twice the events); 0, or -1 (s->oom set). */
 int sp_rep_reserve(sp_rep_set_t *s, size_t n);
@@ -91,6 +93,8 @@ const char *sp_rep_shape_bytes(sp_rep_set_t *s, int64_t bytes);
  * host event enclosing that call (by correlation, never by time overlap), and
  * attributes memory events. 0, or -1 when out of memory. */
 int sp_rep_analyze(sp_rep_set_t *s);
+/* The canonical order: < 0, 0 or > 0 as a sorts before, with or after b. */
+int sp_rep_cmp(const sp_rep_event_t *a, const sp_rep_event_t *b);
 
 /* ---- key averages ---------------------------------------------------- */
 
