@@ -2,7 +2,7 @@
  * interning), the per-thread nesting pass, correlation charging of GPU time,
  * and grouping into key-average rows. Everything is O(n log n) in the number
  * of events: traces hold millions of them. */
-#include "agg.h"
+#include "agg_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -286,21 +286,6 @@ static int sort_canonical(sp_rep_set_t *s)
     return 0;
 }
 
-/* Host lanes: thread order, then canonical order (the index) inside each thread. */
-typedef struct lane_key {
-    long pid, tid, idx;
-} lane_key_t;
-
-static int cmp_lane(const void *pa, const void *pb)
-{
-    const lane_key_t *a = pa, *b = pb;
-    if (a->pid != b->pid)
-        return a->pid < b->pid ? -1 : 1;
-    if (a->tid != b->tid)
-        return a->tid < b->tid ? -1 : 1;
-    return (a->idx > b->idx) - (a->idx < b->idx);
-}
-
 static void charge_memory(const sp_rep_event_t *ev, sp_rep_mem_t *mem, long owner, const sp_rep_event_t *m)
 {
     if (owner < 0)
@@ -340,22 +325,18 @@ static long memory_owner(const sp_rep_event_t *ev, const long *stack, size_t dep
 static int nest_threads(sp_rep_set_t *s)
 {
     sp_rep_event_t *ev = s->ev;
-    lane_key_t *lane = malloc((s->n ? s->n : 1) * sizeof *lane);
-    long *stack = malloc((s->n ? s->n : 1) * sizeof *stack);
-    if (!lane || !stack) {
+    uint32_t *order = NULL, *lane = NULL;
+    long m = sp_rep_lane_order(s, &order, &lane);
+    long *stack = m >= 0 ? malloc((m ? (size_t)m : 1) * sizeof *stack) : NULL;
+    if (!stack) {
+        free(order);
         free(lane);
-        free(stack);
         return -1;
     }
-    size_t m = 0;
-    for (size_t i = 0; i < s->n; i++)
-        if (sp_rep_is_host(ev[i].cat) || ev[i].cat == SP_REP_MEMORY)
-            lane[m++] = (lane_key_t){ev[i].pid, ev[i].tid, (long)i};
-    qsort(lane, m, sizeof *lane, cmp_lane);
     size_t depth = 0;
-    for (size_t k = 0; k < m; k++) {
-        sp_rep_event_t *e = &ev[lane[k].idx];
-        if (k == 0 || lane[k].pid != lane[k - 1].pid || lane[k].tid != lane[k - 1].tid)
+    for (long k = 0; k < m; k++) {
+        sp_rep_event_t *e = &ev[order[k]];
+        if (k == 0 || lane[order[k]] != lane[order[k - 1]])
             depth = 0;
         if (e->cat == SP_REP_MEMORY) {
             charge_memory(ev, s->mem, memory_owner(ev, stack, depth, e->ts), e);
@@ -372,8 +353,9 @@ static int nest_threads(sp_rep_set_t *s)
         e->parent = depth ? stack[depth - 1] : -1;
         if (e->parent >= 0)
             ev[e->parent].self_cpu -= e->dur;
-        stack[depth++] = lane[k].idx;
+        stack[depth++] = order[k];
     }
+    free(order);
     free(lane);
     free(stack);
     return 0;

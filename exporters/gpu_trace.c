@@ -220,9 +220,9 @@ const sp_gpu_event_t *sp_gpuv_match(const sp_gpu_view_t *v, size_t h)
 
 const char *sp_gpuv_api_name(const char *real, char *buf, size_t len)
 {
-    const char *p = strncmp(real, "__cudaLaunch", 12) == 0 ? real + 2 : real;
+    const char *p = real[0] == '_' && strncmp(real, "__cudaLaunch", 12) == 0 ? real + 2 : real;
     size_t n = strlen(p);
-    if (n > 5 && (strcmp(p + n - 5, "_ptsz") == 0 || strcmp(p + n - 5, "_ptds") == 0))
+    if (n > 5 && p[n - 5] == '_' && (memcmp(p + n - 4, "ptsz", 4) == 0 || memcmp(p + n - 4, "ptds", 4) == 0))
         n -= 5;
     if (p == real && n == strlen(real))
         return real;

@@ -250,6 +250,22 @@ static int is_blocking_d2h(const sp_rep_event_t *e)
     return (e->kind && strcmp(e->kind, "DtoH") == 0) || strstr(e->name, "DtoH") != NULL;
 }
 
+enum { CALL_OTHER = 1, CALL_SYNC, CALL_BLOCKING_D2H };
+
+/* A call's kind by its interned name and copy direction: a window has few
+ * distinct ones, each tested by text once (direct-mapped; a clash tests again). */
+static int call_class(sp_summary_t *m, const sp_rep_event_t *e)
+{
+    uintptr_t h = (uintptr_t)e->name ^ (uintptr_t)e->kind * 31;
+    struct sum_call_memo *c = &m->call_memo[(h ^ h >> 7 ^ h >> 17) & (SUM_CALL_MEMO - 1)];
+    if (c->name != e->name || c->kind != e->kind || !c->cls) {
+        c->name = e->name;
+        c->kind = e->kind;
+        c->cls = is_sync_call(e->name) ? CALL_SYNC : is_blocking_d2h(e) ? CALL_BLOCKING_D2H : CALL_OTHER;
+    }
+    return c->cls;
+}
+
 static void measure_host(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t *e)
 {
     sum_step_t *st = step_at(m, e->ts);
@@ -263,11 +279,12 @@ static void measure_host(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t 
     st->launches += e->launch;
     if (e->kind)
         count(&m->host_dirs, e->kind, e->bytes, e->dur);
-    if (is_sync_call(e->name)) {
+    int cls = call_class(m, e);
+    if (cls == CALL_SYNC) {
         st->host_syncs++;
         st->host_sync_time += e->dur;
         count(&m->sync_calls, e->name, 0, e->dur);
-    } else if (is_blocking_d2h(e)) {
+    } else if (cls == CALL_BLOCKING_D2H) {
         st->blocking_d2h++;
         st->blocking_d2h_bytes += e->bytes > 0 ? e->bytes : 0;
         st->blocking_d2h_time += e->dur;
