@@ -399,26 +399,31 @@ static void corr_free(corr_map_t *m)
 /* The first (earliest) call keeps a reused id. */
 static int corr_build(corr_map_t *m, const sp_rep_set_t *s, int runtime_only)
 {
-    size_t calls = 0, cap = 16;
-    uint64_t top = 0;
+    /* One pass: the calls (their count, the largest 32-bit id, how many
+     * above) and the ids looked up (the driver calls when runtime_only, else
+     * the GPU work: whether any falls outside the dense array). */
+    size_t calls = 0, big_calls = 0, looked = 0, looked_big = 0, cap = 16;
+    uint64_t top = 0, looked_top = 0;
     for (size_t i = 0; i < s->n; i++) {
         const sp_rep_event_t *e = &s->ev[i];
+        int big = e->correlation >= (1ull << 32);
+        if (runtime_only ? e->cat == SP_REP_DRIVER : sp_rep_is_gpu_work(e->cat)) {
+            looked++;
+            looked_big += big;
+            if (!big && e->correlation > looked_top)
+                looked_top = e->correlation;
+        }
         if (!is_call(e, runtime_only))
             continue;
         calls++;
-        if (e->correlation < (1ull << 32) && e->correlation > top)
+        big_calls += big;
+        if (!big && e->correlation > top)
             top = e->correlation;
     }
     m->ndense = top < 4 * (uint64_t)calls + 4096 ? top + 1 : 0;
-    /* Sparse ids are kept only when one is looked up: the driver calls
-     * (runtime_only) or the GPU work carry the ids searched for. */
-    size_t sparse = 0, wanted = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        const sp_rep_event_t *e = &s->ev[i];
-        int looked_up = runtime_only ? e->cat == SP_REP_DRIVER : sp_rep_is_gpu_work(e->cat);
-        wanted += looked_up && e->correlation >= m->ndense;
-        sparse += is_call(e, runtime_only) && e->correlation >= m->ndense;
-    }
+    /* Sparse ids are kept only when one is looked up. */
+    size_t sparse = m->ndense ? big_calls : calls;
+    int wanted = m->ndense ? looked_big || looked_top >= m->ndense : looked > 0;
     if (!wanted)
         sparse = 0;
     while (cap < sparse * 2)
@@ -484,7 +489,9 @@ static int drop_nested_driver_calls(sp_rep_set_t *s)
         const sp_rep_event_t *rt = r >= 0 ? &s->ev[r] : NULL;
         if (rt && rt->tid == e->tid && rt->pid == e->pid)
             continue;
-        s->ev[k++] = *e;
+        if (k != i)
+            s->ev[k] = *e;
+        k++;
     }
     s->n = k;
     corr_free(&m);

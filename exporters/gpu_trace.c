@@ -23,6 +23,15 @@
 
 #define SLACK_NS 5000
 
+/* Direct-mapped by string id: a window's kernel records name a few thousand
+ * kernels, each demangled (under the kernel table's lock) once, not once per
+ * record and writer. A clash only asks again. */
+#define MEMO_SLOTS 8192
+typedef struct sp_gpuv_memo {
+    uint32_t id[MEMO_SLOTS];
+    const char *name[MEMO_SLOTS];
+} memo_t;
+
 static int is_api(const sp_gpu_event_t *e)
 {
     return e->kind == SP_GPU_RUNTIME || e->kind == SP_GPU_DRIVER;
@@ -147,6 +156,7 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
     v->n = ngpu;
     v->host_match = malloc((nev ? nev : 1) * sizeof *v->host_match);
     v->api_used = calloc(ngpu ? ngpu : 1, 1);
+    v->memo = ngpu ? calloc(1, sizeof *v->memo) : NULL;   /* NULL: no memo, names asked each time */
     if (!v->host_match || !v->api_used) {
         sp_gpuv_free(v);
         return;
@@ -210,6 +220,7 @@ void sp_gpuv_free(sp_gpu_view_t *v)
     free(v->ext);
     free(v->range_ev);
     free(v->range_parent);
+    free(v->memo);
     memset(v, 0, sizeof *v);
 }
 
@@ -393,13 +404,26 @@ static void gpu_args(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext)
     SP_JW_LIT(w, "}},\n");
 }
 
-const char *sp_gpuv_name(const sp_gpu_event_t *e, char *buf, size_t len)
+static const char *kernel_name(uint32_t id)
+{
+    const char *k = sp_str_get(id);
+    const char *d = sp_kern_demangle(k);
+    return d ? d : k;
+}
+
+const char *sp_gpuv_name(const sp_gpu_view_t *v, const sp_gpu_event_t *e, char *buf, size_t len)
 {
     switch (e->kind) {
     case SP_GPU_KERNEL: {
-        const char *k = sp_str_get(e->name);
-        const char *d = sp_kern_demangle(k);
-        return d ? d : k;
+        memo_t *m = v->memo;
+        if (!m)
+            return kernel_name(e->name);
+        size_t h = (e->name * 0x9e3779b1u) >> 19 & (MEMO_SLOTS - 1);
+        if (!m->name[h] || m->id[h] != e->name) {
+            m->name[h] = kernel_name(e->name);
+            m->id[h] = e->name;
+        }
+        return m->name[h];
     }
     case SP_GPU_MEMCPY:
         snprintf(buf, len, "Memcpy %s (%s -> %s)", copy_kind(e->copy_kind), mem_kind(e->src_kind),
@@ -413,14 +437,14 @@ const char *sp_gpuv_name(const sp_gpu_event_t *e, char *buf, size_t len)
     }
 }
 
-static void write_gpu_event(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext, uint64_t base)
+static void write_gpu_event(sp_jw_t *w, const sp_gpu_view_t *v, const sp_gpu_event_t *e, uint64_t ext, uint64_t base)
 {
     static const char *const cats[] = {[SP_GPU_KERNEL] = "kernel", [SP_GPU_MEMCPY] = "gpu_memcpy",
                                        [SP_GPU_MEMSET] = "gpu_memset", [SP_GPU_SYNC] = "cuda_sync"};
     if (e->kind >= sizeof cats / sizeof cats[0] || !cats[e->kind])
         return;
     char name[128];
-    sp_gpuv_slice(w, cats[e->kind], sp_gpuv_name(e, name, sizeof name), gpu_pid(e), gpu_tid(e), (int64_t)(e->start - base),
+    sp_gpuv_slice(w, cats[e->kind], sp_gpuv_name(v, e, name, sizeof name), gpu_pid(e), gpu_tid(e), (int64_t)(e->start - base),
           (int64_t)(sp_gpu_end(e) - e->start));
     gpu_args(w, e, ext);
 }
@@ -548,7 +572,7 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
         launch_t *la = e->kind != SP_GPU_SYNC ? find_launch(l, nl, e->correlation) : NULL;
         if (la && gext)
             gext[i] = la->ext;
-        write_gpu_event(w, e, la ? la->ext : 0, base);
+        write_gpu_event(w, v, e, la ? la->ext : 0, base);
         /* One arrow per call: flow ids must pair one start with one finish. */
         if (la && !la->flowed++)
             flow(w, e->correlation, pid, la->tid, la->ts - (int64_t)base, e->device, e->stream,

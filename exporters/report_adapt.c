@@ -50,6 +50,11 @@ static const char *trace_name(sp_rep_set_t *s, const char *raw)
 typedef struct name_cache {
     const char *src[16384];
     const char *name[16384];
+    struct launched {          /* a launch's kernel by function or handle: its name, interned */
+        const void *fn;
+        int handle, known;
+        const char *name;      /* NULL: no name */
+    } launched[4096];
 } name_cache_t;
 
 static const char *cached_name(sp_rep_set_t *s, name_cache_t *c, const char *raw)
@@ -69,8 +74,15 @@ static void api_fields(sp_rep_set_t *s, name_cache_t *c, sp_rep_event_t *r, cons
     switch (api->shape) {
     case SP_SHAPE_LAUNCH:
     case SP_SHAPE_KLAUNCH: {
-        const char *k = sp_kern_name((const void *)(uintptr_t)e->a[0], api->shape == SP_SHAPE_KLAUNCH);
-        r->kernel = k ? cached_name(s, c, k) : NULL;
+        const void *fn = (const void *)(uintptr_t)e->a[0];
+        int handle = api->shape == SP_SHAPE_KLAUNCH;
+        uintptr_t h = (uintptr_t)fn;
+        struct launched *l = &c->launched[(h ^ h >> 12 ^ h >> 24) & 4095];
+        if (!l->known || l->fn != fn || l->handle != handle) {
+            const char *k = sp_kern_name(fn, handle);
+            *l = (struct launched){fn, handle, 1, k ? cached_name(s, c, k) : NULL};
+        }
+        r->kernel = l->name;
         unsigned grid[3] = {(unsigned)(e->a[1] & 0xffffffffu), (unsigned)(e->a[1] >> 32), (unsigned)e->a[4]};
         unsigned block[3] = {(unsigned)(e->a[2] & 0xffffffffu), (unsigned)(e->a[2] >> 32),
                              (unsigned)(e->a[4] >> 32)};
@@ -170,7 +182,7 @@ static int fill_gpu(adapt_t *a, const sp_gpu_event_t *g, sp_rep_event_t *r)
         r->tid = g->tid;
         return 1;
     }
-    const char *name = sp_gpuv_name(g, buf, sizeof buf);
+    const char *name = sp_gpuv_name(a->gpu, g, buf, sizeof buf);
     r->name = name == buf ? trace_name(s, name) : cached_name(s, a->c, name);
     r->pid = g->kind == SP_GPU_SYNC ? 0 : g->device;
     r->tid = g->stream;
