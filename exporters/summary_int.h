@@ -67,6 +67,7 @@ typedef struct sp_summary {
     int primary;                  /* device index with the most busy time */
     sum_step_t *steps;
     long nsteps;
+    long hint;                    /* measuring: the step last found (summary.c step_at) */
     sum_list_t gpu_dirs, host_dirs, sync_calls, kernels, ranges;
     int64_t kernel_total;
     uint64_t dropped;
