@@ -175,10 +175,8 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
     /* CUPTI's API records by (key, start) and the host calls by (key, start:
      * the order they come in), each a stable radix sort; then the two walked
      * side by side, one group of equal keys at a time. */
-    size_t cap = napi > nh ? napi : nh;
-    sp_kv_t *c = napi ? malloc(2 * cap * sizeof *c) : NULL, *h = c ? malloc(2 * cap * sizeof *h) : NULL;
-    if (napi && !h) {
-        free(c);
+    sp_kv_t *c = napi ? malloc(2 * napi * sizeof *c) : NULL, *h = NULL;
+    if (napi && !c) {
         sp_gpuv_free(v);
         return;
     }
@@ -186,15 +184,21 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
     for (size_t i = 0; c && i < ngpu; i++)
         if (is_api(&gpu[i]))
             c[k++] = (sp_kv_t){gpu[i].start, i};
-    sp_kv_t *cs = c ? sp_radix_sort(c, c + cap, napi) : NULL;
+    sp_kv_t *cs = c ? sp_radix_sort(c, c + napi, napi) : NULL;
     for (size_t i = 0; cs && i < napi; i++)
         cs[i].key = gpu_key(&gpu[cs[i].val]);
-    cs = cs ? sp_radix_sort(cs, cs == c ? c + cap : c, napi) : NULL;
+    cs = cs ? sp_radix_sort(cs, cs == c ? c + napi : c, napi) : NULL;
+    if (cs) {   /* the sorting's spare half goes before the host side's is taken */
+        memmove(c, cs, napi * sizeof *c);
+        sp_kv_t *shrunk = realloc(c, napi * sizeof *c);
+        cs = c = shrunk ? shrunk : c;
+        h = malloc(2 * (nh ? nh : 1) * sizeof *h);
+    }
     k = 0;
-    for (size_t j = 0; cs && j < nev; j++)
+    for (size_t j = 0; h && j < nev; j++)
         if (ev[j].ev->kind == SP_EV_API && ev[j].ev->name < SP_API_COUNT)
             h[k++] = (sp_kv_t){host_key(&ev[j]), j};
-    sp_kv_t *hs = cs ? sp_radix_sort(h, h + cap, nh) : NULL;
+    sp_kv_t *hs = h ? sp_radix_sort(h, h + nh, nh) : NULL;
     for (size_t j = 0, i = 0; hs && j < nh;) {
         uint64_t key = hs[j].key;
         size_t jend = j, iend;
