@@ -122,6 +122,7 @@ void sp_rep_free(sp_rep_set_t *s)
     }
     free(s->ev);
     free(s->mem);
+    free(s->time);
     memset(s, 0, sizeof *s);
 }
 
@@ -352,7 +353,7 @@ static int nest_threads(sp_rep_set_t *s)
         }
         e->parent = depth ? stack[depth - 1] : -1;
         if (e->parent >= 0)
-            ev[e->parent].self_cpu -= e->dur;
+            s->time[e->parent].self_cpu -= e->dur;
         stack[depth++] = order[k];
     }
     free(order);
@@ -504,12 +505,15 @@ int sp_rep_analyze(sp_rep_set_t *s)
         return -1;
     if (drop_nested_driver_calls(s) != 0)
         return -1;
+    free(s->time);
+    if (!(s->time = malloc((s->n ? s->n : 1) * sizeof *s->time)))
+        return -1;
     s->has_memory = 0;
     for (size_t i = 0; i < s->n; i++) {
         sp_rep_event_t *e = &s->ev[i];
         e->parent = e->launcher = -1;
-        e->self_cpu = sp_rep_is_host(e->cat) ? e->dur : 0;
-        e->cuda_total = sp_rep_is_gpu_work(e->cat) || e->cat == SP_REP_SYNC ? e->dur : 0;
+        s->time[i].self_cpu = sp_rep_is_host(e->cat) ? e->dur : 0;
+        s->time[i].cuda_total = sp_rep_is_gpu_work(e->cat) || e->cat == SP_REP_SYNC ? e->dur : 0;
         s->has_memory |= e->cat == SP_REP_MEMORY;
     }
     free(s->mem);
@@ -529,7 +533,7 @@ int sp_rep_analyze(sp_rep_set_t *s)
             continue;
         e->launcher = corr_find(&m, e->correlation);
         for (long p = e->launcher; p >= 0; p = s->ev[p].parent)
-            s->ev[p].cuda_total += e->dur;
+            s->time[p].cuda_total += e->dur;
     }
     corr_free(&m);
     return 0;
