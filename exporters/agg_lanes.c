@@ -105,7 +105,7 @@ long sp_rep_lane_order(const sp_rep_set_t *s, uint32_t **order_out, uint32_t **l
     }
     ok = ok && lanes_rank(&l) == 0 && (order = malloc((m ? m : 1) * sizeof *order)) != NULL &&
          (next = calloc(l.n + 1, sizeof *next)) != NULL;
-    for (size_t i = 0; ok && i < s->n; i++)   /* lane i's events start at next[rank + 1] after the sums */
+    for (size_t i = 0; ok && i < s->n; i++)   /* counted at rank + 1: after the sums, next[rank] is where it starts */
         if (lane[i] != UINT32_MAX)
             next[l.rank[lane[i]] + 1]++;
     for (size_t r = 1; ok && r <= l.n; r++)
