@@ -51,6 +51,6 @@ int main(void)
     check_sort(100000, 0x7, 0);                      /* long runs of equal keys */
     check_sort(1000, 0, 42);                         /* all equal: input order kept */
     check_sort(100000, 0xff00000000ff00ull, 0);      /* digits with gaps between them */
-    printf("%d passed, %d failed\n", passed, failed);
+    printf("test_radix: %d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
