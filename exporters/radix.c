@@ -1,7 +1,7 @@
 /* exporters/radix.c — see radix.h. Eleven-bit digits (a 16 KiB count table
- * each stays in L1/L2), all six digits counted in one read pass, then one
- * scatter pass per digit that is not the same in every key; input already
- * in order costs one comparison per pair. */
+ * each stays in L1/L2). A first read pass finds the digits that are not the
+ * same in every key (and input already in order, which ends there); a second
+ * counts those digits, then one scatter pass per such digit. */
 #include "radix.h"
 
 #include <stdlib.h>
@@ -12,27 +12,33 @@
 
 sp_kv_t *sp_radix_sort(sp_kv_t *a, sp_kv_t *tmp, size_t n)
 {
-    size_t sorted = 1;
-    while (sorted < n && a[sorted - 1].key <= a[sorted].key)
-        sorted++;
-    if (sorted >= n)   /* often so: records that come in time order */
+    /* One read pass: whether the keys are in order already, and which bits
+     * differ from the first key's (digits without any are left alone). */
+    uint64_t differ = 0;
+    size_t unsorted = 0;
+    for (size_t i = 1; i < n; i++) {
+        differ |= a[i].key ^ a[0].key;
+        unsorted += a[i - 1].key > a[i].key;
+    }
+    if (!unsorted)   /* often so: records that come in time order */
         return a;
-    size_t (*count)[BUCKETS] = calloc(DIGITS, sizeof *count);
+    int digit[DIGITS], nd = 0;
+    for (int d = 0; d < DIGITS; d++)
+        if ((differ >> (d * DIGIT_BITS)) & (BUCKETS - 1))
+            digit[nd++] = d;
+    size_t (*count)[BUCKETS] = calloc((size_t)nd, sizeof *count);
     if (!count)
         return NULL;
     for (size_t i = 0; i < n; i++)
-        for (int d = 0; d < DIGITS; d++)
-            count[d][(a[i].key >> (d * DIGIT_BITS)) & (BUCKETS - 1)]++;
-    for (int d = 0; d < DIGITS && n; d++) {
-        unsigned shift = (unsigned)d * DIGIT_BITS;
-        size_t *c = count[d];
-        if (c[(a[0].key >> shift) & (BUCKETS - 1)] == n)
-            continue; /* every key has this digit: the pass would change nothing */
-        size_t sum = 0;
+        for (int k = 0; k < nd; k++)
+            count[k][(a[i].key >> (digit[k] * DIGIT_BITS)) & (BUCKETS - 1)]++;
+    for (int k = 0; k < nd; k++) {
+        unsigned shift = (unsigned)digit[k] * DIGIT_BITS;
+        size_t *c = count[k], sum = 0;
         for (unsigned b = 0; b < BUCKETS; b++) {
-            size_t k = c[b];
+            size_t m = c[b];
             c[b] = sum;
-            sum += k;
+            sum += m;
         }
         for (size_t i = 0; i < n; i++)
             tmp[c[(a[i].key >> shift) & (BUCKETS - 1)]++] = a[i];
