@@ -74,7 +74,8 @@ static int lanes_rank(lanes_t *l)
         free(sorted);
         return -1;
     }
-    memcpy(sorted, l->key, l->n * sizeof *sorted);
+    if (l->n)   /* no lanes: no key array either */
+        memcpy(sorted, l->key, l->n * sizeof *sorted);
     qsort(sorted, l->n, sizeof *sorted, cmp_lane);
     for (size_t k = 0; k < l->n; k++)
         l->rank[l->slot[lane_slot(l, sorted[k].pid, sorted[k].tid)] - 1] = (uint32_t)k;
