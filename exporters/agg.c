@@ -2,7 +2,7 @@
  * interning), the per-thread nesting pass, correlation charging of GPU time,
  * and grouping into key-average rows. Everything is O(n log n) in the number
  * of events: traces hold millions of them. */
-#include "agg.h"
+#include "agg_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -122,6 +122,7 @@ void sp_rep_free(sp_rep_set_t *s)
     }
     free(s->ev);
     free(s->mem);
+    free(s->time);
     memset(s, 0, sizeof *s);
 }
 
@@ -142,17 +143,22 @@ int sp_rep_reserve(sp_rep_set_t *s, size_t n)
     return s->cap - s->n >= n ? 0 : grow_to(s, s->n + n);
 }
 
-sp_rep_event_t *sp_rep_add(sp_rep_set_t *s)
+void sp_rep_reset(const sp_rep_set_t *s, sp_rep_event_t *e)
 {
-    if (s->n == s->cap && grow_to(s, s->cap ? s->cap * 2 : 4096) != 0)
-        return NULL;
-    sp_rep_event_t *e = &s->ev[s->n++];
     memset(e, 0, sizeof *e);
     e->shape = s->no_shape;
     e->name = s->empty;
     e->bytes = -1;
     e->step = -1;
     e->parent = e->launcher = -1;
+}
+
+sp_rep_event_t *sp_rep_add(sp_rep_set_t *s)
+{
+    if (s->n == s->cap && grow_to(s, s->cap ? s->cap * 2 : 4096) != 0)
+        return NULL;
+    sp_rep_event_t *e = &s->ev[s->n++];
+    sp_rep_reset(s, e);
     return e;
 }
 
@@ -197,9 +203,8 @@ static int cmp_str(const char *a, const char *b)
     return a == b ? 0 : strcmp(a ? a : "", b ? b : "");
 }
 
-static int cmp_canonical(const void *pa, const void *pb)
+int sp_rep_cmp(const sp_rep_event_t *a, const sp_rep_event_t *b)
 {
-    const sp_rep_event_t *a = pa, *b = pb;
     int c;
     if ((c = cmp_i64(a->ts, b->ts)) || (c = cmp_i64(b->dur, a->dur)) || (c = cmp_i64(a->cat, b->cat)) ||
         (c = cmp_i64(a->pid, b->pid)) || (c = cmp_i64(a->tid, b->tid)) || (c = cmp_str(a->name, b->name)))
@@ -221,7 +226,7 @@ static void merge_runs(const sp_rep_event_t *ev, const uint32_t *a, size_t lo, s
 {
     size_t i = lo, j = mid, k = lo;
     while (i < mid && j < hi)
-        out[k++] = cmp_canonical(&ev[a[j]], &ev[a[i]]) < 0 ? a[j++] : a[i++];
+        out[k++] = sp_rep_cmp(&ev[a[j]], &ev[a[i]]) < 0 ? a[j++] : a[i++];
     while (i < mid)
         out[k++] = a[i++];
     while (j < hi)
@@ -230,7 +235,11 @@ static void merge_runs(const sp_rep_event_t *ev, const uint32_t *a, size_t lo, s
 
 static int sort_canonical(sp_rep_set_t *s)
 {
-    size_t n = s->n;
+    size_t n = s->n, sorted = 1;
+    while (sorted < n && sp_rep_cmp(&s->ev[sorted - 1], &s->ev[sorted]) <= 0)
+        sorted++;
+    if (sorted >= n)   /* the adapter merges its sources: usually in order already */
+        return 0;
     uint32_t *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
     if (!a || !b || n > UINT32_MAX) {
         free(a);
@@ -243,10 +252,10 @@ static int sort_canonical(sp_rep_set_t *s)
         size_t runs = 0;
         for (size_t lo = 0; lo < n;) {
             size_t mid = lo + 1;
-            while (mid < n && cmp_canonical(&s->ev[a[mid - 1]], &s->ev[a[mid]]) <= 0)
+            while (mid < n && sp_rep_cmp(&s->ev[a[mid - 1]], &s->ev[a[mid]]) <= 0)
                 mid++;
             size_t hi = mid < n ? mid + 1 : n;
-            while (hi < n && cmp_canonical(&s->ev[a[hi - 1]], &s->ev[a[hi]]) <= 0)
+            while (hi < n && sp_rep_cmp(&s->ev[a[hi - 1]], &s->ev[a[hi]]) <= 0)
                 hi++;
             merge_runs(s->ev, a, lo, mid, hi, b);
             runs++;
@@ -276,21 +285,6 @@ static int sort_canonical(sp_rep_set_t *s)
     free(a);
     free(b);
     return 0;
-}
-
-/* Host lanes: thread order, then canonical order (the index) inside each thread. */
-typedef struct lane_key {
-    long pid, tid, idx;
-} lane_key_t;
-
-static int cmp_lane(const void *pa, const void *pb)
-{
-    const lane_key_t *a = pa, *b = pb;
-    if (a->pid != b->pid)
-        return a->pid < b->pid ? -1 : 1;
-    if (a->tid != b->tid)
-        return a->tid < b->tid ? -1 : 1;
-    return (a->idx > b->idx) - (a->idx < b->idx);
 }
 
 static void charge_memory(const sp_rep_event_t *ev, sp_rep_mem_t *mem, long owner, const sp_rep_event_t *m)
@@ -332,22 +326,18 @@ static long memory_owner(const sp_rep_event_t *ev, const long *stack, size_t dep
 static int nest_threads(sp_rep_set_t *s)
 {
     sp_rep_event_t *ev = s->ev;
-    lane_key_t *lane = malloc((s->n ? s->n : 1) * sizeof *lane);
-    long *stack = malloc((s->n ? s->n : 1) * sizeof *stack);
-    if (!lane || !stack) {
+    uint32_t *order = NULL, *lane = NULL;
+    long m = sp_rep_lane_order(s, &order, &lane);
+    long *stack = m >= 0 ? malloc((m ? (size_t)m : 1) * sizeof *stack) : NULL;
+    if (!stack) {
+        free(order);
         free(lane);
-        free(stack);
         return -1;
     }
-    size_t m = 0;
-    for (size_t i = 0; i < s->n; i++)
-        if (sp_rep_is_host(ev[i].cat) || ev[i].cat == SP_REP_MEMORY)
-            lane[m++] = (lane_key_t){ev[i].pid, ev[i].tid, (long)i};
-    qsort(lane, m, sizeof *lane, cmp_lane);
     size_t depth = 0;
-    for (size_t k = 0; k < m; k++) {
-        sp_rep_event_t *e = &ev[lane[k].idx];
-        if (k == 0 || lane[k].pid != lane[k - 1].pid || lane[k].tid != lane[k - 1].tid)
+    for (long k = 0; k < m; k++) {
+        sp_rep_event_t *e = &ev[order[k]];
+        if (k == 0 || lane[order[k]] != lane[order[k - 1]])
             depth = 0;
         if (e->cat == SP_REP_MEMORY) {
             charge_memory(ev, s->mem, memory_owner(ev, stack, depth, e->ts), e);
@@ -363,9 +353,10 @@ static int nest_threads(sp_rep_set_t *s)
         }
         e->parent = depth ? stack[depth - 1] : -1;
         if (e->parent >= 0)
-            ev[e->parent].self_cpu -= e->dur;
-        stack[depth++] = lane[k].idx;
+            s->time[e->parent].self_cpu -= e->dur;
+        stack[depth++] = order[k];
     }
+    free(order);
     free(lane);
     free(stack);
     return 0;
@@ -410,26 +401,31 @@ static void corr_free(corr_map_t *m)
 /* The first (earliest) call keeps a reused id. */
 static int corr_build(corr_map_t *m, const sp_rep_set_t *s, int runtime_only)
 {
-    size_t calls = 0, cap = 16;
-    uint64_t top = 0;
+    /* One pass: the calls (their count, the largest 32-bit id, how many
+     * above) and the ids looked up (the driver calls when runtime_only, else
+     * the GPU work: whether any falls outside the dense array). */
+    size_t calls = 0, big_calls = 0, looked = 0, looked_big = 0, cap = 16;
+    uint64_t top = 0, looked_top = 0;
     for (size_t i = 0; i < s->n; i++) {
         const sp_rep_event_t *e = &s->ev[i];
+        int big = e->correlation >= (1ull << 32);
+        if (runtime_only ? e->cat == SP_REP_DRIVER : sp_rep_is_gpu_work(e->cat)) {
+            looked++;
+            looked_big += big;
+            if (!big && e->correlation > looked_top)
+                looked_top = e->correlation;
+        }
         if (!is_call(e, runtime_only))
             continue;
         calls++;
-        if (e->correlation < (1ull << 32) && e->correlation > top)
+        big_calls += big;
+        if (!big && e->correlation > top)
             top = e->correlation;
     }
     m->ndense = top < 4 * (uint64_t)calls + 4096 ? top + 1 : 0;
-    /* Sparse ids are kept only when one is looked up: the driver calls
-     * (runtime_only) or the GPU work carry the ids searched for. */
-    size_t sparse = 0, wanted = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        const sp_rep_event_t *e = &s->ev[i];
-        int looked_up = runtime_only ? e->cat == SP_REP_DRIVER : sp_rep_is_gpu_work(e->cat);
-        wanted += looked_up && e->correlation >= m->ndense;
-        sparse += is_call(e, runtime_only) && e->correlation >= m->ndense;
-    }
+    /* Sparse ids are kept only when one is looked up. */
+    size_t sparse = m->ndense ? big_calls : calls;
+    int wanted = m->ndense ? looked_big || looked_top >= m->ndense : looked > 0;
     if (!wanted)
         sparse = 0;
     while (cap < sparse * 2)
@@ -495,7 +491,9 @@ static int drop_nested_driver_calls(sp_rep_set_t *s)
         const sp_rep_event_t *rt = r >= 0 ? &s->ev[r] : NULL;
         if (rt && rt->tid == e->tid && rt->pid == e->pid)
             continue;
-        s->ev[k++] = *e;
+        if (k != i)
+            s->ev[k] = *e;
+        k++;
     }
     s->n = k;
     corr_free(&m);
@@ -508,12 +506,15 @@ int sp_rep_analyze(sp_rep_set_t *s)
         return -1;
     if (drop_nested_driver_calls(s) != 0)
         return -1;
+    free(s->time);
+    if (!(s->time = malloc((s->n ? s->n : 1) * sizeof *s->time)))
+        return -1;
     s->has_memory = 0;
     for (size_t i = 0; i < s->n; i++) {
         sp_rep_event_t *e = &s->ev[i];
         e->parent = e->launcher = -1;
-        e->self_cpu = sp_rep_is_host(e->cat) ? e->dur : 0;
-        e->cuda_total = sp_rep_is_gpu_work(e->cat) || e->cat == SP_REP_SYNC ? e->dur : 0;
+        s->time[i].self_cpu = sp_rep_is_host(e->cat) ? e->dur : 0;
+        s->time[i].cuda_total = sp_rep_is_gpu_work(e->cat) || e->cat == SP_REP_SYNC ? e->dur : 0;
         s->has_memory |= e->cat == SP_REP_MEMORY;
     }
     free(s->mem);
@@ -533,7 +534,7 @@ int sp_rep_analyze(sp_rep_set_t *s)
             continue;
         e->launcher = corr_find(&m, e->correlation);
         for (long p = e->launcher; p >= 0; p = s->ev[p].parent)
-            s->ev[p].cuda_total += e->dur;
+            s->time[p].cuda_total += e->dur;
     }
     corr_free(&m);
     return 0;

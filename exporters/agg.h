@@ -45,9 +45,16 @@ typedef struct sp_rep_event {
     /* Filled by sp_rep_analyze. */
     int32_t parent;         /* enclosing host event on the same thread, -1 */
     int32_t launcher;       /* GPU events: the API call with the same correlation, -1 */
+} sp_rep_event_t;
+
+/* Times sp_rep_analyze charges to an event, kept beside the events (like
+ * sp_rep_mem_t): they exist only from the analysis on, when the window's
+ * records are gone, so the events the adapter builds at the export's peak
+ * do not carry them. */
+typedef struct sp_rep_time {
     int64_t self_cpu;       /* host: dur minus direct children */
     int64_t cuda_total;     /* host: GPU time it launched, itself or below; GPU: dur */
-} sp_rep_event_t;
+} sp_rep_time_t;
 
 /* Memory charged to an event (profile_memory), kept beside the events: most
  * windows have none, and every event would carry these 32 bytes. */
@@ -61,6 +68,7 @@ typedef struct sp_rep_set {
     sp_rep_event_t *ev;
     size_t n, cap;
     sp_rep_mem_t *mem;      /* per event, after sp_rep_analyze; NULL unless has_memory */
+    sp_rep_time_t *time;    /* per event, after sp_rep_analyze */
     struct sp_intern *strings;
     uint64_t dropped;       /* records lost in the window (stepprof_dropped_events) */
     int has_memory;         /* any SP_REP_MEMORY event */
@@ -75,6 +83,8 @@ const char *sp_rep_intern_n(sp_rep_set_t *s, const char *str, size_t len);
 /* A zeroed event (bytes -1, step -1, shape "[]") appended to the set; NULL
  * when out of memory (s->oom set). */
 sp_rep_event_t *sp_rep_add(sp_rep_set_t *s);
+/* e set to what sp_rep_add gives (an event built aside, appended later). */
+void sp_rep_reset(const sp_rep_set_t *s, sp_rep_event_t *e);
 /* Room for n more events without growing (a builder that knows its count
  * allocates once, not up to twice the events); 0, or -1 (s->oom set). */
 int sp_rep_reserve(sp_rep_set_t *s, size_t n);
@@ -91,6 +101,8 @@ const char *sp_rep_shape_bytes(sp_rep_set_t *s, int64_t bytes);
  * host event enclosing that call (by correlation, never by time overlap), and
  * attributes memory events. 0, or -1 when out of memory. */
 int sp_rep_analyze(sp_rep_set_t *s);
+/* The canonical order: < 0, 0 or > 0 as a sorts before, with or after b. */
+int sp_rep_cmp(const sp_rep_event_t *a, const sp_rep_event_t *b);
 
 /* ---- key averages ---------------------------------------------------- */
 

@@ -127,16 +127,16 @@ static int same_key(const sp_rep_row_t *a, const sp_rep_row_t *b)
     return a->name == b->name && a->cat == b->cat && a->shape == b->shape && a->stack == b->stack;
 }
 
-static void add_to_row(sp_rep_row_t *r, const sp_rep_event_t *e, const sp_rep_mem_t *m)
+static void add_to_row(sp_rep_row_t *r, const sp_rep_event_t *e, const sp_rep_time_t *t, const sp_rep_mem_t *m)
 {
     r->count++;
     if (sp_rep_is_host(e->cat)) {
         r->cpu_total += e->dur;
-        r->self_cpu += e->self_cpu;
+        r->self_cpu += t->self_cpu;
     } else if (sp_rep_is_gpu_work(e->cat)) {
         r->self_cuda += e->dur;
     }
-    r->cuda_total += e->cuda_total;
+    r->cuda_total += t->cuda_total;
     if (!m)
         return;
     r->cpu_mem += m->cpu;
@@ -175,7 +175,7 @@ long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
             rows[n] = key;
             m.slot[j] = ++n;
         }
-        add_to_row(&rows[m.slot[j] - 1], e, s->mem ? &s->mem[i] : NULL);
+        add_to_row(&rows[m.slot[j] - 1], e, &s->time[i], s->mem ? &s->mem[i] : NULL);
     }
     free(m.slot);
     if (s->oom) {

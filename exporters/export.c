@@ -15,11 +15,13 @@
 #include "memory_html.h"
 #include "memory_report.h"
 #include "outfile.h"
+#include "radix.h"
 #include "report_write.h"
 #include "trace.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static int cmp_start(const void *a, const void *b)
@@ -30,6 +32,49 @@ static int cmp_start(const void *a, const void *b)
     if (x->t1 != y->t1)
         return x->t1 > y->t1 ? -1 : 1;
     return 0;
+}
+
+static const sp_event_ref_t *tie_base;
+
+/* Events that start in the same nanosecond: the longer first, then collect order. */
+static int cmp_tie(const void *a, const void *b)
+{
+    const sp_kv_t *x = a, *y = b;
+    uint64_t e1 = tie_base[x->val].ev->t1, e2 = tie_base[y->val].ev->t1;
+    if (e1 != e2)
+        return e1 > e2 ? -1 : 1;
+    return (x->val > y->val) - (x->val < y->val);
+}
+
+/* The order cmp_start gives with a stable sort, in linear time: a radix sort
+ * on the start, then each run of equal starts (rare and short) by end. The
+ * spare half of the radix buffers, as big as the references, takes the
+ * permuted references. */
+static void sort_by_start(sp_event_ref_t *ev, size_t n)
+{
+    _Static_assert(sizeof(sp_kv_t) == sizeof(sp_event_ref_t), "the spare buffer holds the references");
+    sp_kv_t *kv = malloc(2 * n * sizeof *kv), *out = NULL;
+    for (size_t i = 0; kv && i < n; i++)
+        kv[i] = (sp_kv_t){ev[i].ev->t0, i};
+    if (kv)
+        out = sp_radix_sort(kv, kv + n, n);
+    if (!out) {
+        free(kv);
+        qsort(ev, n, sizeof *ev, cmp_start);
+        return;
+    }
+    tie_base = ev;
+    for (size_t i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && out[j].key == out[i].key; j++)
+            ;
+        if (j - i > 1)
+            qsort(out + i, j - i, sizeof *out, cmp_tie);
+    }
+    sp_event_ref_t *spare = (sp_event_ref_t *)(out == kv ? kv + n : kv);
+    for (size_t i = 0; i < n; i++)
+        spare[i] = ev[out[i].val];
+    memcpy(ev, spare, n * sizeof *ev);
+    free(kv);
 }
 
 static uint64_t event_limit; /* set once at activation, before any job */
@@ -114,7 +159,7 @@ int sp_export_run(const sp_export_job_t *job_in)
         ev[i].ev->t1 = sp_clock_to_ns(ev[i].ev->t1);
     }
     if (n)   /* a window of driver calls only has no records: ev is NULL */
-        qsort(ev, n, sizeof *ev, cmp_start);
+        sort_by_start(ev, n);
     if (event_limit && n > event_limit) {
         capped.dropped += n - event_limit;
         n = (size_t)event_limit;

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "gpu_trace.h"
 #include "gpu_annot.h"
+#include "radix.h"
 
 #include "../collectors/api.h"
 #include "../collectors/ranges.h"
@@ -22,23 +23,25 @@
 
 #define SLACK_NS 5000
 
-static const sp_gpu_event_t *sort_base;
+/* Direct-mapped by string id: a window's kernel records name a few thousand
+ * kernels, each demangled (under the kernel table's lock) once, not once per
+ * record and writer. A clash only asks again. */
+#define MEMO_SLOTS 8192
+typedef struct sp_gpuv_memo {
+    uint32_t id[MEMO_SLOTS];
+    const char *name[MEMO_SLOTS];
+} memo_t;
 
 static int is_api(const sp_gpu_event_t *e)
 {
     return e->kind == SP_GPU_RUNTIME || e->kind == SP_GPU_DRIVER;
 }
 
-static int cmp_api(const void *a, const void *b)
+/* The pairing key, in the order both sides are sorted: OS thread, domain,
+ * callback id (CUPTI's are below 2^24). */
+static uint64_t match_key(uint32_t tid, uint32_t domain, uint32_t cbid)
 {
-    const sp_gpu_event_t *x = &sort_base[*(const uint32_t *)a], *y = &sort_base[*(const uint32_t *)b];
-    if (x->tid != y->tid)
-        return x->tid < y->tid ? -1 : 1;
-    if (x->kind != y->kind)
-        return x->kind < y->kind ? -1 : 1;
-    if (x->cbid != y->cbid)
-        return x->cbid < y->cbid ? -1 : 1;
-    return (x->start > y->start) - (x->start < y->start);
+    return (uint64_t)tid << 32 | (uint64_t)(domain & 0xffu) << 24 | (cbid & 0xffffffu);
 }
 
 /* Ranges nest per thread and events come sorted by start (enclosing first),
@@ -97,8 +100,6 @@ static void external_ids(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
     free(ts);
 }
 
-static const sp_event_ref_t *host_base;
-
 static uint32_t host_cbid(const sp_event_ref_t *r)
 {
     return (uint32_t)sp_api_table[r->ev->name].cbid;
@@ -111,30 +112,14 @@ static uint32_t host_domain(const sp_event_ref_t *r)
     return sp_api_table[r->ev->name].driver ? SP_GPU_DRIVER : SP_GPU_RUNTIME;
 }
 
-static int cmp_host(const void *a, const void *b)
+static uint64_t host_key(const sp_event_ref_t *r)
 {
-    const sp_event_ref_t *x = &host_base[*(const uint32_t *)a], *y = &host_base[*(const uint32_t *)b];
-    if (x->thread->tid != y->thread->tid)
-        return x->thread->tid < y->thread->tid ? -1 : 1;
-    if (host_domain(x) != host_domain(y))
-        return host_domain(x) < host_domain(y) ? -1 : 1;
-    if (host_cbid(x) != host_cbid(y))
-        return host_cbid(x) < host_cbid(y) ? -1 : 1;
-    return (x->ev->t0 > y->ev->t0) - (x->ev->t0 < y->ev->t0);
+    return match_key((uint32_t)r->thread->tid, host_domain(r), host_cbid(r));
 }
 
-static int key_cmp(const sp_gpu_event_t *m, uint32_t tid, uint32_t domain, uint32_t cbid)
+static uint64_t gpu_key(const sp_gpu_event_t *g)
 {
-    if (m->tid != tid)
-        return m->tid < tid ? -1 : 1;
-    if (m->kind != domain)
-        return m->kind < domain ? -1 : 1;
-    return (m->cbid > cbid) - (m->cbid < cbid);
-}
-
-static int cmp_key_host(const sp_event_ref_t *r, uint32_t tid, uint32_t domain, uint32_t cbid)
-{
-    return (uint32_t)r->thread->tid == tid && host_domain(r) == domain && host_cbid(r) == cbid;
+    return match_key(g->tid, g->kind, g->cbid);
 }
 
 /* The host calls and CUPTI's records of one (thread, domain, cbid), each in time
@@ -143,23 +128,23 @@ static int cmp_key_host(const sp_event_ref_t *r, uint32_t tid, uint32_t domain, 
  * by more than a call lasts: ~17 us seen under valgrind). Otherwise CUPTI saw
  * calls we did not (inside a library): pair by time, each host call with the
  * first unused record that starts within its span (with slack). */
-static void pair_group(sp_gpu_view_t *v, const sp_event_ref_t *ev, const uint32_t *h, size_t nh, const uint32_t *c,
+static void pair_group(sp_gpu_view_t *v, const sp_event_ref_t *ev, const sp_kv_t *h, size_t nh, const sp_kv_t *c,
                        size_t nc)
 {
     if (nh == nc) {
         for (size_t k = 0; k < nh; k++) {
-            v->host_match[h[k]] = (int32_t)c[k];
-            v->api_used[c[k]] = 1;
+            v->host_match[h[k].val] = (int32_t)c[k].val;
+            v->api_used[c[k].val] = 1;
         }
         return;
     }
     for (size_t j = 0, k = 0; j < nh; j++) {
-        const sp_event_t *e = ev[h[j]].ev;
-        while (k < nc && v->gpu[c[k]].start + SLACK_NS < e->t0)
+        const sp_event_t *e = ev[h[j].val].ev;
+        while (k < nc && v->gpu[c[k].val].start + SLACK_NS < e->t0)
             k++;
-        if (k < nc && v->gpu[c[k]].start <= e->t1 + SLACK_NS) {
-            v->host_match[h[j]] = (int32_t)c[k];
-            v->api_used[c[k++]] = 1;
+        if (k < nc && v->gpu[c[k].val].start <= e->t1 + SLACK_NS) {
+            v->host_match[h[j].val] = (int32_t)c[k].val;
+            v->api_used[c[k++].val] = 1;
         }
     }
 }
@@ -175,50 +160,64 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
             v->host_corr_base = (uint64_t)gpu[i].correlation + 1;
     v->host_match = malloc((nev ? nev : 1) * sizeof *v->host_match);
     v->api_used = calloc(ngpu ? ngpu : 1, 1);
-    uint32_t *idx = malloc((ngpu ? ngpu : 1) * sizeof *idx);
-    if (!v->host_match || !v->api_used || !idx) {
-        free(idx);
+    v->memo = ngpu ? calloc(1, sizeof *v->memo) : NULL;   /* NULL: no memo, names asked each time */
+    if (!v->host_match || !v->api_used) {
         sp_gpuv_free(v);
         return;
     }
     external_ids(v, ev, nev);
-    size_t napi = 0;
-    for (size_t i = 0; i < ngpu; i++) {
-        if (is_api(&gpu[i]))
-            idx[napi++] = (uint32_t)i;
-        else if (gpu[i].device < 32)
-            v->devices |= 1u << gpu[i].device;
-    }
-    sort_base = gpu;
-    qsort(idx, napi, sizeof *idx, cmp_api);
     for (size_t h = 0; h < nev; h++)
         v->host_match[h] = -1;
-    /* The host calls in the same (thread, domain, cbid, start) order. */
-    uint32_t *hidx = malloc((nev ? nev : 1) * sizeof *hidx);
-    size_t nh = 0;
-    for (size_t h = 0; hidx && h < nev; h++)
-        if (ev[h].ev->kind == SP_EV_API && ev[h].ev->name < SP_API_COUNT)
-            hidx[nh++] = (uint32_t)h;
-    host_base = ev;
-    if (hidx)
-        qsort(hidx, nh, sizeof *hidx, cmp_host);
-    for (size_t j = 0, i = 0; hidx && j < nh;) {
-        const sp_event_ref_t *first = &ev[hidx[j]];
-        uint32_t tid = (uint32_t)first->thread->tid, dom = host_domain(first), cbid = host_cbid(first);
-        size_t jend = j;
-        while (jend < nh && cmp_key_host(&ev[hidx[jend]], tid, dom, cbid))
+    size_t napi = 0, nh = 0;
+    for (size_t i = 0; i < ngpu; i++)
+        if (is_api(&gpu[i]))
+            napi++;
+        else if (gpu[i].device < 32)
+            v->devices |= 1u << gpu[i].device;
+    for (size_t h = 0; napi && h < nev; h++)
+        nh += ev[h].ev->kind == SP_EV_API && ev[h].ev->name < SP_API_COUNT;
+    /* CUPTI's API records by (key, start) and the host calls by (key, start:
+     * the order they come in), each a stable radix sort; then the two walked
+     * side by side, one group of equal keys at a time. */
+    sp_kv_t *c = napi ? malloc(2 * napi * sizeof *c) : NULL, *h = NULL;
+    if (napi && !c) {
+        sp_gpuv_free(v);
+        return;
+    }
+    size_t k = 0;
+    for (size_t i = 0; c && i < ngpu; i++)
+        if (is_api(&gpu[i]))
+            c[k++] = (sp_kv_t){gpu[i].start, i};
+    sp_kv_t *cs = c ? sp_radix_sort(c, c + napi, napi) : NULL;
+    for (size_t i = 0; cs && i < napi; i++)
+        cs[i].key = gpu_key(&gpu[cs[i].val]);
+    cs = cs ? sp_radix_sort(cs, cs == c ? c + napi : c, napi) : NULL;
+    if (cs) {   /* the sorting's spare half goes before the host side's is taken */
+        memmove(c, cs, napi * sizeof *c);
+        sp_kv_t *shrunk = realloc(c, napi * sizeof *c);
+        cs = c = shrunk ? shrunk : c;
+        h = malloc(2 * (nh ? nh : 1) * sizeof *h);
+    }
+    k = 0;
+    for (size_t j = 0; h && j < nev; j++)
+        if (ev[j].ev->kind == SP_EV_API && ev[j].ev->name < SP_API_COUNT)
+            h[k++] = (sp_kv_t){host_key(&ev[j]), j};
+    sp_kv_t *hs = h ? sp_radix_sort(h, h + nh, nh) : NULL;
+    for (size_t j = 0, i = 0; hs && j < nh;) {
+        uint64_t key = hs[j].key;
+        size_t jend = j, iend;
+        while (jend < nh && hs[jend].key == key)
             jend++;
-        while (i < napi && key_cmp(&gpu[idx[i]], tid, dom, cbid) < 0)
+        while (i < napi && cs[i].key < key)
             i++;
-        size_t iend = i;
-        while (iend < napi && key_cmp(&gpu[idx[iend]], tid, dom, cbid) == 0)
-            iend++;
-        pair_group(v, ev, hidx + j, jend - j, idx + i, iend - i);
+        for (iend = i; iend < napi && cs[iend].key == key; iend++)
+            ;
+        pair_group(v, ev, hs + j, jend - j, cs + i, iend - i);
         i = iend;
         j = jend;
     }
-    free(hidx);
-    free(idx);
+    free(c);
+    free(h);
 }
 
 void sp_gpuv_free(sp_gpu_view_t *v)
@@ -229,6 +228,7 @@ void sp_gpuv_free(sp_gpu_view_t *v)
     free(v->ext);
     free(v->range_ev);
     free(v->range_parent);
+    free(v->memo);
     memset(v, 0, sizeof *v);
 }
 
@@ -239,9 +239,9 @@ const sp_gpu_event_t *sp_gpuv_match(const sp_gpu_view_t *v, size_t h)
 
 const char *sp_gpuv_api_name(const char *real, char *buf, size_t len)
 {
-    const char *p = strncmp(real, "__cudaLaunch", 12) == 0 ? real + 2 : real;
+    const char *p = real[0] == '_' && strncmp(real, "__cudaLaunch", 12) == 0 ? real + 2 : real;
     size_t n = strlen(p);
-    if (n > 5 && (strcmp(p + n - 5, "_ptsz") == 0 || strcmp(p + n - 5, "_ptds") == 0))
+    if (n > 5 && p[n - 5] == '_' && (memcmp(p + n - 4, "ptsz", 4) == 0 || memcmp(p + n - 4, "ptds", 4) == 0))
         n -= 5;
     if (p == real && n == strlen(real))
         return real;
@@ -412,13 +412,26 @@ static void gpu_args(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext)
     SP_JW_LIT(w, "}},\n");
 }
 
-const char *sp_gpuv_name(const sp_gpu_event_t *e, char *buf, size_t len)
+static const char *kernel_name(uint32_t id)
+{
+    const char *k = sp_str_get(id);
+    const char *d = sp_kern_demangle(k);
+    return d ? d : k;
+}
+
+const char *sp_gpuv_name(const sp_gpu_view_t *v, const sp_gpu_event_t *e, char *buf, size_t len)
 {
     switch (e->kind) {
     case SP_GPU_KERNEL: {
-        const char *k = sp_str_get(e->name);
-        const char *d = sp_kern_demangle(k);
-        return d ? d : k;
+        memo_t *m = v->memo;
+        if (!m)
+            return kernel_name(e->name);
+        size_t h = (e->name * 0x9e3779b1u) >> 19 & (MEMO_SLOTS - 1);
+        if (!m->name[h] || m->id[h] != e->name) {
+            m->name[h] = kernel_name(e->name);
+            m->id[h] = e->name;
+        }
+        return m->name[h];
     }
     case SP_GPU_MEMCPY:
         snprintf(buf, len, "Memcpy %s (%s -> %s)", copy_kind(e->copy_kind), mem_kind(e->src_kind),
@@ -432,14 +445,14 @@ const char *sp_gpuv_name(const sp_gpu_event_t *e, char *buf, size_t len)
     }
 }
 
-static void write_gpu_event(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext, uint64_t base)
+static void write_gpu_event(sp_jw_t *w, const sp_gpu_view_t *v, const sp_gpu_event_t *e, uint64_t ext, uint64_t base)
 {
     static const char *const cats[] = {[SP_GPU_KERNEL] = "kernel", [SP_GPU_MEMCPY] = "gpu_memcpy",
                                        [SP_GPU_MEMSET] = "gpu_memset", [SP_GPU_SYNC] = "cuda_sync"};
     if (e->kind >= sizeof cats / sizeof cats[0] || !cats[e->kind])
         return;
     char name[128];
-    sp_gpuv_slice(w, cats[e->kind], sp_gpuv_name(e, name, sizeof name), gpu_pid(e), gpu_tid(e), (int64_t)(e->start - base),
+    sp_gpuv_slice(w, cats[e->kind], sp_gpuv_name(v, e, name, sizeof name), gpu_pid(e), gpu_tid(e), (int64_t)(e->start - base),
           (int64_t)(sp_gpu_end(e) - e->start));
     gpu_args(w, e, ext);
 }
@@ -568,7 +581,7 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
         launch_t *la = e->kind != SP_GPU_SYNC ? find_launch(l, nl, e->correlation) : NULL;
         if (la && gext)
             gext[i] = la->ext;
-        write_gpu_event(w, e, la ? la->ext : 0, base);
+        write_gpu_event(w, v, e, la ? la->ext : 0, base);
         /* One arrow per call: flow ids must pair one start with one finish. */
         if (la && !la->flowed++)
             flow(w, e->correlation, pid, la->tid, la->ts - (int64_t)base, e->device, e->stream,

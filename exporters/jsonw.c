@@ -65,12 +65,24 @@ void sp_jw_raw_slow(sp_jw_t *w, const char *s, size_t len)
 }
 
 /* Decimal digits of v at the end of out[20]; returns the first. */
+/* Two digits per division: traces are mostly numbers. */
 static char *utoa_end(uint64_t v, char *end)
 {
-    do {
-        *--end = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                "8081828384858687888990919293949596979899";
+    while (v >= 100) {
+        const char *d = &pairs[(v % 100) * 2];
+        v /= 100;
+        *--end = d[1];
+        *--end = d[0];
+    }
+    if (v >= 10) {
+        *--end = pairs[v * 2 + 1];
+        *--end = pairs[v * 2];
+    } else {
+        *--end = (char)('0' + v);
+    }
     return end;
 }
 
@@ -225,12 +237,31 @@ static void jw_put(void *w, const char *p, size_t n)
 
 /* Most names need no escaping: the printable ASCII run before the first byte
  * that might is copied whole, the escaper sees only the rest. */
+/* How many leading bytes of s[0..n) need no escape (printable ASCII but '"'
+ * and '\\'): eight at a time, each test exact about whether some byte of the
+ * word matches; the word that holds one is finished byte by byte. */
+static size_t plain_prefix(const unsigned char *s, size_t n)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    size_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        uint64_t x, q, b;
+        memcpy(&x, s + k, 8);
+        q = x ^ (ones * '"');
+        b = x ^ (ones * '\\');
+        uint64_t special = ((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b) | (x + ones) | x;
+        if (special & high)   /* below 0x20, '"', '\\', 0x7f (x + 1 carries into the top bit) or >= 0x80 */
+            break;
+    }
+    while (k < n && s[k] >= 0x20 && s[k] < 0x7f && s[k] != '"' && s[k] != '\\')
+        k++;
+    return k;
+}
+
 void sp_jw_str(sp_jw_t *w, const char *str, int as_name)
 {
     const unsigned char *s = (const unsigned char *)(str ? str : "");
-    size_t k = 0;
-    while (s[k] >= 0x20 && s[k] < 0x7f && s[k] != '"' && s[k] != '\\')
-        k++;
+    size_t k = plain_prefix(s, strlen((const char *)s));
     sp_jw_raw(w, "\"", 1);
     sp_jw_raw(w, (const char *)s, k);
     if (s[k])

@@ -50,6 +50,11 @@ static const char *trace_name(sp_rep_set_t *s, const char *raw)
 typedef struct name_cache {
     const char *src[16384];
     const char *name[16384];
+    struct launched {          /* a launch's kernel by function or handle: its name, interned */
+        const void *fn;
+        int handle, known;
+        const char *name;      /* NULL: no name */
+    } launched[4096];
 } name_cache_t;
 
 static const char *cached_name(sp_rep_set_t *s, name_cache_t *c, const char *raw)
@@ -69,8 +74,15 @@ static void api_fields(sp_rep_set_t *s, name_cache_t *c, sp_rep_event_t *r, cons
     switch (api->shape) {
     case SP_SHAPE_LAUNCH:
     case SP_SHAPE_KLAUNCH: {
-        const char *k = sp_kern_name((const void *)(uintptr_t)e->a[0], api->shape == SP_SHAPE_KLAUNCH);
-        r->kernel = k ? cached_name(s, c, k) : NULL;
+        const void *fn = (const void *)(uintptr_t)e->a[0];
+        int handle = api->shape == SP_SHAPE_KLAUNCH;
+        uintptr_t h = (uintptr_t)fn;
+        struct launched *l = &c->launched[(h ^ h >> 12 ^ h >> 24) & 4095];
+        if (!l->known || l->fn != fn || l->handle != handle) {
+            const char *k = sp_kern_name(fn, handle);
+            *l = (struct launched){fn, handle, 1, k ? cached_name(s, c, k) : NULL};
+        }
+        r->kernel = l->name;
         unsigned grid[3] = {(unsigned)(e->a[1] & 0xffffffffu), (unsigned)(e->a[1] >> 32), (unsigned)e->a[4]};
         unsigned block[3] = {(unsigned)(e->a[2] & 0xffffffffu), (unsigned)(e->a[2] >> 32),
                              (unsigned)(e->a[4] >> 32)};
@@ -91,19 +103,70 @@ static void api_fields(sp_rep_set_t *s, name_cache_t *c, sp_rep_event_t *r, cons
     }
 }
 
-static void add_gpu(sp_rep_set_t *s, name_cache_t *c, const sp_gpu_event_t *g, long pid, uint64_t base_ns)
+/* One window's sources, read as four streams: host events (sorted by
+ * start), GPU work and the API records no host event claimed (each in the
+ * order CUPTI delivered them) and memory operations. */
+typedef struct adapt {
+    sp_rep_set_t *s;
+    name_cache_t *c;
+    const char **api_names;   /* by API id */
+    const sp_event_ref_t *ev;
+    size_t n;
+    const sp_gpu_view_t *gpu;
+    const sp_mem_cycle_t *mem;
+    long pid;
+    uint64_t base_ns, end_ns;
+} adapt_t;
+
+/* Each fill sets r from item i of its stream; 0 when that item is no event. */
+static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
+{
+    sp_rep_set_t *s = a->s;
+    const sp_event_t *e = a->ev[i].ev;
+    char name[64];
+    if (e->kind != SP_EV_API && e->kind != SP_EV_STEP && e->kind != SP_EV_RANGE)
+        return 0;
+    if (e->kind == SP_EV_API && e->name >= SP_API_COUNT)
+        return 0;
+    r->ts = (int64_t)(e->t0 - a->base_ns);
+    r->dur = sp_trace_dur(r->ts, (int64_t)(e->t1 - e->t0));
+    r->pid = a->pid;
+    r->tid = a->ev[i].thread->tid;
+    if (e->kind == SP_EV_API) {
+        r->cat = SP_REP_RUNTIME;
+        if (!a->api_names[e->name])
+            a->api_names[e->name] = sp_rep_intern(s, sp_gpuv_api_name(sp_api_table[e->name].name, name, sizeof name));
+        r->name = a->api_names[e->name];
+        const sp_gpu_event_t *m = sp_gpuv_match(a->gpu, i);
+        r->correlation = m ? m->correlation : sp_gpuv_host_corr(a->gpu, i);
+        api_fields(s, a->c, r, e);
+    } else if (e->kind == SP_EV_STEP) {
+        r->cat = SP_REP_ANNOTATION;
+        snprintf(name, sizeof name, "ProfilerStep#%" PRIu64, e->a[0]);
+        r->name = sp_rep_intern(s, name);
+        r->step = (long)e->a[0];
+    } else {
+        r->cat = SP_REP_ANNOTATION;
+        r->name = trace_name(s, sp_str_get(e->name));
+        if ((e->flags & SP_RANGE_OP) && e->a[2])
+            r->shape = sp_rep_intern(s, sp_str_get((uint32_t)e->a[2])); /* operator's Input Dims */
+    }
+    const char *st = sp_stacks_text(SP_EV_STACK(e)); /* API calls; operators: Python frames */
+    r->stack = st ? sp_rep_intern(s, st) : NULL;
+    return 1;
+}
+
+static int fill_gpu(adapt_t *a, const sp_gpu_event_t *g, sp_rep_event_t *r)
 {
     static const int cat[] = {[SP_GPU_KERNEL] = SP_REP_KERNEL, [SP_GPU_MEMCPY] = SP_REP_MEMCPY,
                               [SP_GPU_MEMSET] = SP_REP_MEMSET, [SP_GPU_SYNC] = SP_REP_SYNC,
                               [SP_GPU_RUNTIME] = SP_REP_RUNTIME, [SP_GPU_DRIVER] = SP_REP_DRIVER};
     if (g->kind < SP_GPU_KERNEL || g->kind > SP_GPU_DRIVER)
-        return;
-    sp_rep_event_t *r = sp_rep_add(s);
-    if (!r)
-        return;
+        return 0;
+    sp_rep_set_t *s = a->s;
     char buf[128];
     r->cat = cat[g->kind];
-    r->ts = (int64_t)(g->start - base_ns);
+    r->ts = (int64_t)(g->start - a->base_ns);
     if (g->kind == SP_GPU_RUNTIME || g->kind == SP_GPU_DRIVER)
         r->dur = g->end > g->start ? sp_trace_dur(r->ts, (int64_t)(g->end - g->start)) : 0;
     else
@@ -115,12 +178,12 @@ static void add_gpu(sp_rep_set_t *s, name_cache_t *c, const sp_gpu_event_t *g, l
             snprintf(buf, sizeof buf, "cbid %u", g->cbid);
         char shown[64];
         r->name = trace_name(s, api ? sp_gpuv_api_name(api, shown, sizeof shown) : buf);
-        r->pid = pid;
+        r->pid = a->pid;
         r->tid = g->tid;
-        return;
+        return 1;
     }
-    const char *name = sp_gpuv_name(g, buf, sizeof buf);
-    r->name = name == buf ? trace_name(s, name) : cached_name(s, c, name);
+    const char *name = sp_gpuv_name(a->gpu, g, buf, sizeof buf);
+    r->name = name == buf ? trace_name(s, name) : cached_name(s, a->c, name);
     r->pid = g->kind == SP_GPU_SYNC ? 0 : g->device;
     r->tid = g->stream;
     r->device = (int)g->device;
@@ -132,91 +195,96 @@ static void add_gpu(sp_rep_set_t *s, name_cache_t *c, const sp_gpu_event_t *g, l
         r->bytes = (int64_t)g->bytes;
         r->shape = sp_rep_shape_bytes(s, r->bytes);
     }
+    return 1;
+}
+
+static int is_api_record(const sp_gpu_event_t *g)
+{
+    return g->kind == SP_GPU_RUNTIME || g->kind == SP_GPU_DRIVER;
+}
+
+static int fill_gpu_work(adapt_t *a, size_t i, sp_rep_event_t *r)
+{
+    return !is_api_record(&a->gpu->gpu[i]) && fill_gpu(a, &a->gpu->gpu[i], r);
+}
+
+static int fill_gpu_api(adapt_t *a, size_t i, sp_rep_event_t *r)
+{
+    return is_api_record(&a->gpu->gpu[i]) && !a->gpu->api_used[i] && fill_gpu(a, &a->gpu->gpu[i], r);
 }
 
 /* As memory_trace.c writes them: time clamped into the window, CUPTI-only
  * records on the main thread, frees negative, pinned host memory as CPU. */
-static void add_memory(sp_rep_set_t *s, const sp_mem_cycle_t *m, long pid, uint64_t base_ns, uint64_t end_ns)
+static int fill_memory(adapt_t *a, size_t i, sp_rep_event_t *r)
 {
-    for (size_t i = 0; m && i < m->nops && !s->oom; i++) {
-        const sp_mem_op_t *op = &m->ops[i];
-        if (!sp_mem_op_moves(op))
-            continue;
-        sp_rep_event_t *r = sp_rep_add(s);
-        if (!r)
-            return;
-        uint64_t t = op->t < base_ns ? base_ns : op->t > end_ns ? end_ns : op->t;
-        r->cat = SP_REP_MEMORY;
-        r->name = sp_rep_intern(s, "[memory]");
-        r->ts = (int64_t)(t - base_ns);
-        r->pid = pid;
-        r->tid = op->tid ? op->tid : pid;
-        r->bytes = op->type == SP_MOP_FREE ? -(int64_t)op->bytes : (int64_t)op->bytes;
-        r->device = op->slot == SP_MEM_HOST ? 0 : 1;
+    const sp_mem_op_t *op = &a->mem->ops[i];
+    if (!sp_mem_op_moves(op))
+        return 0;
+    uint64_t t = op->t < a->base_ns ? a->base_ns : op->t > a->end_ns ? a->end_ns : op->t;
+    r->cat = SP_REP_MEMORY;
+    r->name = sp_rep_intern(a->s, "[memory]");
+    r->ts = (int64_t)(t - a->base_ns);
+    r->pid = a->pid;
+    r->tid = op->tid ? op->tid : a->pid;
+    r->bytes = op->type == SP_MOP_FREE ? -(int64_t)op->bytes : (int64_t)op->bytes;
+    r->device = op->slot == SP_MEM_HOST ? 0 : 1;
+    return 1;
+}
+
+typedef struct stream {
+    int (*fill)(adapt_t *, size_t, sp_rep_event_t *);
+    size_t next, n;
+    int full;              /* head holds the stream's next event */
+    sp_rep_event_t head;
+} stream_t;
+
+static void pull(adapt_t *a, stream_t *st)
+{
+    for (st->full = 0; !st->full && st->next < st->n && !a->s->oom;) {
+        sp_rep_reset(a->s, &st->head);
+        st->full = st->fill(a, st->next++, &st->head);
     }
 }
 
+/* The streams merged by sp_rep_cmp as they are read (ties: the earlier
+ * stream first, as a stable sort of them one after the other): the events
+ * arrive in canonical order, or nearly, and sp_rep_analyze's sort then has
+ * next to nothing to move. Moving 128-byte events along a permutation's
+ * cycles there was the export's slowest step. */
 int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const sp_gpu_view_t *gpu,
                     const sp_mem_cycle_t *mem, uint64_t base_ns, uint64_t end_ns)
 {
-    long pid = (long)getpid();
-    char name[64];
     if (sp_rep_reserve(s, n + gpu->n + (mem ? mem->nops : 0)) != 0)
         return -1;
-    name_cache_t *c = calloc(1, sizeof *c);
-    const char **api_names = calloc(SP_API_COUNT, sizeof *api_names);   /* by API id */
-    if (!c || !api_names) {
-        free(c);
-        free(api_names);
+    adapt_t a = {s, calloc(1, sizeof *a.c), calloc(SP_API_COUNT, sizeof *a.api_names), ev, n, gpu, mem,
+                 (long)getpid(), base_ns, end_ns};
+    stream_t *st = calloc(4, sizeof *st);
+    if (!a.c || !a.api_names || !st) {
+        free(a.c);
+        free(a.api_names);
+        free(st);
         s->oom = 1;
         return -1;
     }
-    for (size_t i = 0; i < n && !s->oom; i++) {
-        const sp_event_t *e = ev[i].ev;
-        if (e->kind != SP_EV_API && e->kind != SP_EV_STEP && e->kind != SP_EV_RANGE)
-            continue;
-        if (e->kind == SP_EV_API && e->name >= SP_API_COUNT)
-            continue;
-        sp_rep_event_t *r = sp_rep_add(s);
+    st[0] = (stream_t){.fill = fill_host, .n = n};
+    st[1] = (stream_t){.fill = fill_gpu_work, .n = gpu->n};
+    st[2] = (stream_t){.fill = fill_gpu_api, .n = gpu->n};
+    st[3] = (stream_t){.fill = fill_memory, .n = mem ? mem->nops : 0};
+    for (int k = 0; k < 4; k++)
+        pull(&a, &st[k]);
+    while (!s->oom) {
+        stream_t *best = NULL;
+        for (int k = 0; k < 4; k++)
+            if (st[k].full && (!best || sp_rep_cmp(&st[k].head, &best->head) < 0))
+                best = &st[k];
+        sp_rep_event_t *r = best ? sp_rep_add(s) : NULL;
         if (!r)
             break;
-        r->ts = (int64_t)(e->t0 - base_ns);
-        r->dur = sp_trace_dur(r->ts, (int64_t)(e->t1 - e->t0));
-        r->pid = pid;
-        r->tid = ev[i].thread->tid;
-        if (e->kind == SP_EV_API) {
-            r->cat = SP_REP_RUNTIME;
-            if (!api_names[e->name])
-                api_names[e->name] = sp_rep_intern(s, sp_gpuv_api_name(sp_api_table[e->name].name, name, sizeof name));
-            r->name = api_names[e->name];
-            const sp_gpu_event_t *m = sp_gpuv_match(gpu, i);
-            r->correlation = m ? m->correlation : sp_gpuv_host_corr(gpu, i);
-            api_fields(s, c, r, e);
-        } else if (e->kind == SP_EV_STEP) {
-            r->cat = SP_REP_ANNOTATION;
-            snprintf(name, sizeof name, "ProfilerStep#%" PRIu64, e->a[0]);
-            r->name = sp_rep_intern(s, name);
-            r->step = (long)e->a[0];
-        } else {
-            r->cat = SP_REP_ANNOTATION;
-            r->name = trace_name(s, sp_str_get(e->name));
-            if ((e->flags & SP_RANGE_OP) && e->a[2])
-                r->shape = sp_rep_intern(s, sp_str_get((uint32_t)e->a[2])); /* operator's Input Dims */
-        }
-        const char *st = sp_stacks_text(SP_EV_STACK(e)); /* API calls; operators: Python frames */
-        r->stack = st ? sp_rep_intern(s, st) : NULL;
+        *r = best->head;
+        pull(&a, best);
     }
-    /* GPU work first, then the API records no host event claimed: each in
-     * start order as CUPTI delivered them, runs the canonical sort merges. */
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < gpu->n && !s->oom; i++) {
-            int api = gpu->gpu[i].kind == SP_GPU_RUNTIME || gpu->gpu[i].kind == SP_GPU_DRIVER;
-            if (api == pass && (!api || !gpu->api_used[i]))
-                add_gpu(s, c, &gpu->gpu[i], pid, base_ns);
-        }
-    }
-    add_memory(s, mem, pid, base_ns, end_ns);
-    free(c);
-    free(api_names);
+    free(a.c);
+    free(a.api_names);
+    free(st);
     return s->oom ? -1 : 0;
 }

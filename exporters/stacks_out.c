@@ -48,7 +48,7 @@ int sp_rep_stacks(const sp_rep_set_t *s, const char *metric, sp_rb_t *out)
     size_t n = 0;
     for (size_t i = 0; i < s->n; i++) {
         const sp_rep_event_t *e = &s->ev[i];
-        int64_t ns = cuda ? e->cuda_total : e->self_cpu;
+        int64_t ns = cuda ? s->time[i].cuda_total : s->time[i].self_cpu;
         if (e->stack && sp_rep_is_host(e->cat) && ns > 0)
             v[n++] = (line_t){e->stack, e->name, ns};
     }

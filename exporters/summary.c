@@ -118,9 +118,14 @@ static void count(sum_list_t *l, const char *name, int64_t bytes, int64_t dur)
     t->max = dur > t->max ? dur : t->max;
 }
 
+/* The step ts falls in: the last one starting at or before ts, if it has not
+ * ended. Events come mostly in time order, so the last answer (m->hint) is
+ * tried first: it is that step when ts lies between its start and the next's. */
 static sum_step_t *step_at(sp_summary_t *m, int64_t ts)
 {
-    long lo = 0, hi = m->nsteps;
+    long lo = 0, hi = m->nsteps, k = m->hint;
+    if (k < hi && m->steps[k].t0 <= ts && (k + 1 == hi || m->steps[k + 1].t0 > ts))
+        lo = hi = k + 1;
     while (lo < hi) {
         long mid = (lo + hi) / 2;
         if (m->steps[mid].t0 <= ts)
@@ -130,34 +135,41 @@ static sum_step_t *step_at(sp_summary_t *m, int64_t ts)
     }
     if (lo == 0)
         return NULL;
+    m->hint = lo - 1;
     sum_step_t *st = &m->steps[lo - 1];
     return ts < st->t0 + st->wall || (st->wall == 0 && ts == st->t0) ? st : NULL;
 }
 
+/* One pass: the steps (canonical order: already by start) and the span of
+ * the host events, the one "step" of a window without step markers. */
 static int find_steps(const sp_rep_set_t *s, sp_summary_t *m)
 {
-    long n = 0;
+    size_t cap = 0;
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     for (size_t i = 0; i < s->n; i++) {
-        n += s->ev[i].step >= 0;
-        if (sp_rep_is_host(s->ev[i].cat)) {
-            lo = s->ev[i].ts < lo ? s->ev[i].ts : lo;
-            hi = s->ev[i].ts + s->ev[i].dur > hi ? s->ev[i].ts + s->ev[i].dur : hi;
+        const sp_rep_event_t *e = &s->ev[i];
+        if (e->step >= 0) {
+            if ((size_t)m->nsteps == cap) {
+                cap = cap ? cap * 2 : 64;
+                sum_step_t *grown = realloc(m->steps, cap * sizeof *grown);
+                if (!grown)
+                    return -1;
+                m->steps = grown;
+            }
+            m->steps[m->nsteps++] = (sum_step_t){.step = e->step, .t0 = e->ts, .wall = e->dur};
+        }
+        if (sp_rep_is_host(e->cat)) {
+            lo = e->ts < lo ? e->ts : lo;
+            hi = e->ts + e->dur > hi ? e->ts + e->dur : hi;
         }
     }
-    if (n == 0 && lo > hi)
+    if (m->nsteps || lo > hi)
         return 0;
-    m->steps = calloc(n ? (size_t)n : 1, sizeof *m->steps);
+    m->steps = calloc(1, sizeof *m->steps);   /* no step marker: the window is the one "step" */
     if (!m->steps)
         return -1;
-    if (n == 0) {   /* no step marker: the window is the one "step" */
-        m->steps[0] = (sum_step_t){.step = -1, .t0 = lo, .wall = hi - lo};
-        m->nsteps = 1;
-        return 0;
-    }
-    for (size_t i = 0; i < s->n; i++)   /* canonical order: already by start */
-        if (s->ev[i].step >= 0)
-            m->steps[m->nsteps++] = (sum_step_t){.step = s->ev[i].step, .t0 = s->ev[i].ts, .wall = s->ev[i].dur};
+    m->steps[0] = (sum_step_t){.step = -1, .t0 = lo, .wall = hi - lo};
+    m->nsteps = 1;
     return 0;
 }
 
@@ -250,6 +262,22 @@ static int is_blocking_d2h(const sp_rep_event_t *e)
     return (e->kind && strcmp(e->kind, "DtoH") == 0) || strstr(e->name, "DtoH") != NULL;
 }
 
+enum { CALL_OTHER = 1, CALL_SYNC, CALL_BLOCKING_D2H };
+
+/* A call's kind by its interned name and copy direction: a window has few
+ * distinct ones, each tested by text once (direct-mapped; a clash tests again). */
+static int call_class(sp_summary_t *m, const sp_rep_event_t *e)
+{
+    uintptr_t h = (uintptr_t)e->name ^ (uintptr_t)e->kind * 31;
+    struct sum_call_memo *c = &m->call_memo[(h ^ h >> 7 ^ h >> 17) & (SUM_CALL_MEMO - 1)];
+    if (c->name != e->name || c->kind != e->kind || !c->cls) {
+        c->name = e->name;
+        c->kind = e->kind;
+        c->cls = is_sync_call(e->name) ? CALL_SYNC : is_blocking_d2h(e) ? CALL_BLOCKING_D2H : CALL_OTHER;
+    }
+    return c->cls;
+}
+
 static void measure_host(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t *e)
 {
     sum_step_t *st = step_at(m, e->ts);
@@ -263,11 +291,12 @@ static void measure_host(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t 
     st->launches += e->launch;
     if (e->kind)
         count(&m->host_dirs, e->kind, e->bytes, e->dur);
-    if (is_sync_call(e->name)) {
+    int cls = call_class(m, e);
+    if (cls == CALL_SYNC) {
         st->host_syncs++;
         st->host_sync_time += e->dur;
         count(&m->sync_calls, e->name, 0, e->dur);
-    } else if (is_blocking_d2h(e)) {
+    } else if (cls == CALL_BLOCKING_D2H) {
         st->blocking_d2h++;
         st->blocking_d2h_bytes += e->bytes > 0 ? e->bytes : 0;
         st->blocking_d2h_time += e->dur;

@@ -15,6 +15,8 @@
 #define SUM_MAX_FINDINGS 12
 #define SUM_MAX_EVIDENCE 6
 
+#define SUM_CALL_MEMO 256
+
 typedef struct sum_step {
     int64_t step;                 /* -1: the whole window (no step marker) */
     int64_t t0, wall;
@@ -65,12 +67,17 @@ typedef struct sp_summary {
     int primary;                  /* device index with the most busy time */
     sum_step_t *steps;
     long nsteps;
+    long hint;                    /* measuring: the step last found (summary.c step_at) */
     sum_list_t gpu_dirs, host_dirs, sync_calls, kernels, ranges;
     int64_t kernel_total;
     uint64_t dropped;
     sum_finding_t f[SUM_MAX_FINDINGS];
     int nf;
     int rules_skipped;            /* GPU rules not evaluated for want of GPU data */
+    struct sum_call_memo {        /* measuring: host calls classified by name */
+        const char *name, *kind;
+        int cls;
+    } call_memo[SUM_CALL_MEMO];
 } sp_summary_t;
 
 typedef struct sum_stat {

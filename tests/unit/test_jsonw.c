@@ -1,6 +1,7 @@
 /* tests/unit/test_jsonw.c — the streaming JSON writer writes what it is given:
  * output longer than sp_jw_printf's stack buffer arrives whole (it used to be
- * cut at 511 bytes, breaking the JSON), and strings are escaped. */
+ * cut at 511 bytes, breaking the JSON), and strings are escaped, whatever the
+ * offset of the byte that needs it. */
 #define _GNU_SOURCE
 #include "../../exporters/jsonw.h"
 #include "check.h"
@@ -75,6 +76,34 @@ static void write_plain_runs(void)
     sp_jw_str(&w, "caf\xc3\xa9 \xe2\x82\xac\x7f", 0);
 }
 
+/* A byte that needs escaping at every offset of a string longer than a word:
+ * the word-at-a-time scan must stop for it wherever it sits. */
+static const char special[] = {'"', '\\', '\n', 0x01, 0x1f, 0x7f};
+static const char *const escaped[] = {"\\\"", "\\\\", "\\u000a", "\\u0001", "\\u001f", "\\u007f"};
+static char probe[32];
+
+static void write_probe(void)
+{
+    sp_jw_str(&w, probe, 0);
+}
+
+static void check_every_offset(char *out, size_t cap)
+{
+    int bad = 0;
+    for (size_t c = 0; c < sizeof special; c++) {
+        for (size_t at = 0; at < 24; at++) {
+            memset(probe, 'a', 24);
+            probe[24] = 0;
+            probe[at] = special[c];
+            capture(write_probe, out, cap);
+            char want[64];
+            snprintf(want, sizeof want, "\"%.*s%s%s\"", (int)at, probe, escaped[c], probe + at + 1);
+            bad += strcmp(out, want) != 0;
+        }
+    }
+    CHECK(bad == 0, "%d escapes at some offset came out wrong", bad);
+}
+
 int main(void)
 {
     static char out[8192];
@@ -99,6 +128,7 @@ int main(void)
     capture(write_plain_runs, out, sizeof out);
     CHECK(strcmp(out, "\"void kernel_0001<float, 4>(float*, int)\"\"caf\xc3\xa9 \xe2\x82\xac\\u007f\"") == 0,
           "plain runs: %s", out);
+    check_every_offset(out, sizeof out);
     printf("test_jsonw: %d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
