@@ -1,7 +1,11 @@
 /* collectors/events.c — the bounded chunk pool behind collectors/events.h.
  * Everything here is the cold path: a thread's first record (registration),
- * a full chunk (refill under a mutex, once per ~900 records), and the
- * exporter's collection pass. A chunk is recycled only after its owner has
+ * a full chunk (refill, once per ~900 records, without a lock: a pop from the
+ * free stack or a bump of the never-used frontier, both by CAS), and the
+ * exporter's collection pass (under pool_lock, which no writer takes). The
+ * free stack's head carries a 32-bit tag bumped by every successful CAS, so a
+ * pop whose view of the head's next went stale (the chunk was popped and
+ * pushed again meanwhile) fails instead of corrupting the stack. A chunk is recycled only after its owner has
  * retired it and the exporter has consumed every record in it and released
  * them (the exporter reads records in place, without copying), so a writer
  * never shares a chunk with a reader that frees it. A thread that exits
@@ -26,27 +30,70 @@
 _Atomic uint32_t sp_ev_gate = SP_GATE_UNINIT;
 __thread sp_thread_t *sp_ev_self;
 
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* exporter side */
 static unsigned char *pool_base;
 static uint32_t pool_chunks;       /* chunks in the pool */
-static uint32_t pool_next;         /* first never-used chunk */
-static sp_chunk_t *free_list;      /* recycled chunks */
+static _Atomic uint32_t pool_next; /* first never-used chunk (may pass pool_chunks) */
+static _Atomic uint64_t free_head; /* recycled chunks: tag << 32 | (index + 1) */
 static _Atomic(sp_thread_t *) threads;
 static _Atomic uint32_t thread_count;
 
-/* Per-cycle cap, under pool_lock. Records are counted when their chunk is
- * full and its owner asks for the next one (the owner's own chunk: no race),
- * so the count lags by at most one chunk per thread and recording stops
- * only once the cap is surely reached; the exporter trims to the exact cap. */
-static uint64_t cycle_max;         /* 0 = none */
-static uint32_t cycle_window;      /* record window cycle_events counts for */
-static uint64_t cycle_events;
-static uint32_t capped[16];        /* ring of windows the cap stopped */
+/* Per-cycle cap. Records are counted when their chunk is full and its owner
+ * asks for the next one (the owner's own chunk: no race), so the count lags
+ * by at most one chunk per thread and recording stops only once the cap is
+ * surely reached; the exporter trims to the exact cap. The window and its
+ * count share one word (window << 32 | records), so a count made for a
+ * window the gate has since left is never added to the next one's; a
+ * window's records all sit in the pool, so 32 bits hold its count. */
+static _Atomic uint64_t cycle_max; /* 0 = none */
+static _Atomic uint64_t cycle;     /* window << 32 | its records counted */
+static uint32_t capped[16];        /* ring of windows the cap stopped, under pool_lock */
 static unsigned capped_next;
+static _Atomic uint32_t capped_last; /* the last window pushed on the ring */
 
 static sp_chunk_t *chunk_at(uint32_t i)
 {
     return (sp_chunk_t *)(pool_base + (size_t)i * SP_CHUNK_BYTES);
+}
+
+static uint32_t chunks_used(void)
+{
+    uint32_t n = atomic_load_explicit(&pool_next, memory_order_acquire);
+    return n < pool_chunks ? n : pool_chunks;
+}
+
+/* Only the exporter pushes (under pool_lock); any writer pops. */
+static void push_free(uint32_t i)
+{
+    uint64_t h = atomic_load_explicit(&free_head, memory_order_relaxed);
+    do
+        atomic_store_explicit(&chunk_at(i)->next_free, (uint32_t)h, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&free_head, &h, ((h >> 32) + 1) << 32 | (i + 1),
+                                                  memory_order_release, memory_order_relaxed));
+}
+
+static sp_chunk_t *pop_free(void)
+{
+    uint64_t h = atomic_load_explicit(&free_head, memory_order_acquire);
+    while ((uint32_t)h) {
+        uint32_t next = atomic_load_explicit(&chunk_at((uint32_t)h - 1)->next_free, memory_order_relaxed);
+        if (atomic_compare_exchange_weak_explicit(&free_head, &h, ((h >> 32) + 1) << 32 | next,
+                                                  memory_order_acquire, memory_order_acquire))
+            return chunk_at((uint32_t)h - 1);
+    }
+    return NULL;
+}
+
+static sp_chunk_t *bump_frontier(void)
+{
+    uint32_t i = atomic_load_explicit(&pool_next, memory_order_relaxed);
+    do
+        if (i >= pool_chunks)
+            return NULL;
+    while (!atomic_compare_exchange_weak_explicit(&pool_next, &i, i + 1, memory_order_relaxed,
+                                                  memory_order_relaxed));
+    sp_prefault_need((size_t)(i + 1) * SP_CHUNK_BYTES);
+    return chunk_at(i);
 }
 
 int sp_ev_pool_init(long buffer_mb)
@@ -71,20 +118,14 @@ int sp_ev_pool_init(long buffer_mb)
 
 void sp_ev_set_gate(uint32_t value)
 {
-    if (cycle_max && sp_win_records(value) && value != cycle_window) {
-        pthread_mutex_lock(&pool_lock);
-        cycle_window = value;
-        cycle_events = 0;
-        pthread_mutex_unlock(&pool_lock);
-    }
+    if (atomic_load(&cycle_max) && sp_win_records(value) && value != atomic_load(&cycle) >> 32)
+        atomic_store(&cycle, (uint64_t)value << 32);
     atomic_store_explicit(&sp_ev_gate, value, memory_order_release);
 }
 
 void sp_ev_set_cycle_cap(uint64_t max_events)
 {
-    pthread_mutex_lock(&pool_lock);
-    cycle_max = max_events;
-    pthread_mutex_unlock(&pool_lock);
+    atomic_store(&cycle_max, max_events);
 }
 
 int sp_ev_window_capped(uint32_t window)
@@ -151,37 +192,57 @@ sp_thread_t *sp_ev_thread_alias(const sp_thread_t *of)
     return t;
 }
 
+/* Adds the full chunk's records of the counted window to the count, unless
+ * the gate moved to another window meanwhile; 1 once the cap is reached. */
+static int cycle_full(const sp_chunk_t *full, uint64_t max)
+{
+    uint64_t st = atomic_load(&cycle);
+    if ((uint32_t)st >= max)
+        return 1;
+    if (!full)
+        return 0;
+    uint32_t n = atomic_load_explicit(&full->count, memory_order_relaxed), add = 0;
+    for (uint32_t k = 0; k < n; k++)
+        add += full->ev[k].window == (uint32_t)(st >> 32);
+    uint64_t to;
+    do
+        to = (uint32_t)st + (uint64_t)add > UINT32_MAX ? (st | UINT32_MAX) : st + add;
+    while (!atomic_compare_exchange_weak(&cycle, &st, to) && (st >> 32) == (to >> 32));
+    return (uint32_t)to >= max && (st >> 32) == (to >> 32);
+}
+
+/* The cap stopped window w: noted once for sp_ev_window_capped (a lock, but
+ * once per capped window; the records after it are dropped anyway). */
+static void note_capped(uint32_t w)
+{
+    if (atomic_load_explicit(&capped_last, memory_order_relaxed) == w)
+        return;
+    pthread_mutex_lock(&pool_lock);
+    if (capped[(capped_next - 1) % 16u] != w)
+        capped[capped_next++ % 16u] = w;
+    atomic_store_explicit(&capped_last, w, memory_order_relaxed);
+    pthread_mutex_unlock(&pool_lock);
+}
+
 sp_event_t *sp_ev_reserve_slow(sp_thread_t *t)
 {
     sp_chunk_t *c = NULL;
-    pthread_mutex_lock(&pool_lock);
-    if (cycle_max && cycle_events < cycle_max && t->cur) {
-        const sp_chunk_t *full = t->cur;
-        uint32_t n = atomic_load_explicit(&full->count, memory_order_relaxed);
-        for (uint32_t k = 0; k < n; k++)
-            cycle_events += full->ev[k].window == cycle_window;
-    }
-    if (cycle_max && cycle_events >= cycle_max) {
-        if (capped[(capped_next - 1) % 16u] != cycle_window)
-            capped[capped_next++ % 16u] = cycle_window;
-    } else if (free_list) {
-        c = free_list;
-        free_list = c->next_free;
-    } else if (pool_next < pool_chunks) {
-        c = chunk_at(pool_next++);
-        sp_prefault_need((size_t)pool_next * SP_CHUNK_BYTES);
-    }
+    uint64_t max = atomic_load_explicit(&cycle_max, memory_order_relaxed);
+    if (max && cycle_full(t->cur, max))
+        note_capped((uint32_t)(atomic_load(&cycle) >> 32));
+    else if (!(c = pop_free()))
+        c = bump_frontier();
     if (c) {
+        /* The exporter frees only a chunk with an owner that is retired:
+         * owner is set last, after retired is cleared. */
         atomic_store_explicit(&c->count, 0, memory_order_relaxed);
         c->consumed = 0;
         atomic_store_explicit(&c->retired, 0, memory_order_relaxed);
-        c->owner = t;
-        c->next_free = NULL;
+        atomic_store_explicit(&c->owner, t, memory_order_release);
         if (t->cur)
             atomic_store_explicit(&t->cur->retired, 1, memory_order_release);
         t->cur = c;
     }
-    pthread_mutex_unlock(&pool_lock);
     if (c && pthread_once(&exit_once, make_exit_key) == 0 && pthread_getspecific(exit_key) != t)
         pthread_setspecific(exit_key, t);
     if (!c) {
@@ -209,7 +270,7 @@ size_t sp_ev_collect(uint32_t window, int names, sp_event_ref_t **out)
 {
     size_t n = 0;
     pthread_mutex_lock(&pool_lock);
-    uint32_t used = pool_next;
+    uint32_t used = chunks_used();
     uint32_t *cnt = malloc((used ? used : 1) * sizeof *cnt);
     for (uint32_t i = 0; cnt && i < used; i++) {
         sp_chunk_t *c = chunk_at(i);
@@ -220,7 +281,7 @@ size_t sp_ev_collect(uint32_t window, int names, sp_event_ref_t **out)
     size_t k = 0;
     for (uint32_t i = 0; v && i < used; i++) {
         sp_chunk_t *c = chunk_at(i);
-        if (!c->owner)
+        if (!cnt[i]) /* also a chunk a writer took after the first pass */
             continue;
         uint32_t j = c->consumed;
         for (; j < cnt[i] && c->ev[j].window <= window; j++)
@@ -242,16 +303,15 @@ size_t sp_ev_collect(uint32_t window, int names, sp_event_ref_t **out)
 void sp_ev_release(void)
 {
     pthread_mutex_lock(&pool_lock);
-    for (uint32_t i = 0; i < pool_next; i++) {
+    for (uint32_t i = 0, used = chunks_used(); i < used; i++) {
         sp_chunk_t *c = chunk_at(i);
-        if (!c->owner)
+        if (!atomic_load_explicit(&c->owner, memory_order_acquire))
             continue;
         /* retired is read before count: a retired chunk's count is final. */
         int retired = atomic_load_explicit(&c->retired, memory_order_acquire);
         if (retired && c->consumed == atomic_load_explicit(&c->count, memory_order_acquire)) {
-            c->owner = NULL;
-            c->next_free = free_list;
-            free_list = c;
+            atomic_store_explicit(&c->owner, NULL, memory_order_relaxed);
+            push_free(i);
         }
     }
     pthread_mutex_unlock(&pool_lock);
@@ -280,13 +340,16 @@ void sp_ev_after_fork_child(void)
     if (pool_base)
         munmap(pool_base, (size_t)pool_chunks * SP_CHUNK_BYTES);
     pool_base = NULL;
-    pool_chunks = pool_next = 0;
+    pool_chunks = 0;
+    atomic_store(&pool_next, 0);
     sp_prefault_after_fork_child();
-    free_list = NULL;
+    atomic_store(&free_head, 0);
     atomic_store(&threads, NULL);
     atomic_store(&thread_count, 0);
     sp_ev_self = NULL;
-    cycle_max = cycle_events = 0;
-    cycle_window = 0;
+    atomic_store(&cycle_max, 0);
+    atomic_store(&cycle, 0);
     memset(capped, 0, sizeof capped);
+    capped_next = 0;
+    atomic_store(&capped_last, 0);
 }

@@ -49,8 +49,12 @@ typedef struct sp_chunk {
     _Atomic uint32_t count;    /* records published by the owner */
     uint32_t consumed;         /* exporter's cursor: records before it are done */
     _Atomic int retired;       /* owner has moved on to another chunk */
-    struct sp_thread *owner;
-    struct sp_chunk *next_free;
+    /* Set last when a writer takes the chunk (release), cleared by the
+     * exporter when it frees it; the pool's writers take chunks without a
+     * lock (collectors/events.c). */
+    _Atomic(struct sp_thread *) owner;
+    _Atomic uint32_t next_free;  /* free stack: next chunk's index + 1 */
+    uint32_t pad32;
     uint64_t pad;
     sp_event_t ev[];
 } sp_chunk_t;
