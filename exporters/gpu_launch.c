@@ -3,7 +3,8 @@
  * open addressing otherwise. */
 #include "gpu_launch.h"
 
-#include <stdlib.h>
+#include <stddef.h>
+#include <sys/mman.h>
 
 int sp_launches_init(sp_launches_t *t, size_t cap, uint32_t lo, uint32_t hi)
 {
@@ -18,12 +19,17 @@ int sp_launches_init(sp_launches_t *t, size_t cap, uint32_t lo, uint32_t hi)
             t->nslot *= 2;
     }
     t->cap = cap;
-    t->l = malloc((cap ? cap : 1) * sizeof *t->l);
-    t->slot = calloc(t->nslot, sizeof *t->slot);
-    if (!t->l || !t->slot) {
-        sp_launches_free(t);
+    /* One mapping (zeroed: every slot empty), not the heap: a table past
+     * malloc's threshold placed in the exporter's arena stays resident
+     * beside the report set the export builds next (+3.5 B/event at its peak). */
+    t->bytes = (t->nslot + (t->nslot & 1)) * sizeof *t->slot + (cap ? cap : 1) * sizeof *t->l;
+    void *m = mmap(NULL, t->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        *t = (sp_launches_t){0};
         return -1;
     }
+    t->slot = m;
+    t->l = (sp_launch_t *)(t->slot + t->nslot + (t->nslot & 1));
     return 0;
 }
 
@@ -57,7 +63,7 @@ sp_launch_t *sp_launches_find(const sp_launches_t *t, uint32_t corr)
 
 void sp_launches_free(sp_launches_t *t)
 {
-    free(t->l);
-    free(t->slot);
+    if (t->slot)
+        munmap(t->slot, t->bytes);
     *t = (sp_launches_t){0};
 }

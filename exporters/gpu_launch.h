@@ -24,6 +24,7 @@ typedef struct sp_launches {
     size_t n, cap;
     int32_t *slot;     /* call index + 1, 0 = none */
     size_t nslot;
+    size_t bytes;      /* the one mapping that holds slot and l */
     uint32_t lo;       /* dense: slot = id - lo */
     int dense;
 } sp_launches_t;

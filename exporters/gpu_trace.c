@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define SLACK_NS 5000
 
@@ -552,7 +553,10 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
         }
     }
     free(byt);
-    uint64_t *gext = calloc(v->n, sizeof *gext); /* per GPU record: its launching call's External id */
+    /* Per GPU record: its launching call's External id (a mapping, as the launch table: gpu_launch.c). */
+    uint64_t *gext = mmap(NULL, v->n * sizeof *gext, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (gext == MAP_FAILED)
+        gext = NULL;
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *e = &v->gpu[i];
         if (is_api(e))
@@ -568,6 +572,7 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
     }
     if (gext)
         sp_annot_write(w, v, ev, gext, base);
-    free(gext);
+    if (gext)
+        munmap(gext, v->n * sizeof *gext);
     sp_launches_free(&t);
 }
