@@ -422,7 +422,8 @@ static int corr_build(corr_map_t *m, const sp_rep_set_t *s, int runtime_only)
         if (!big && e->correlation > top)
             top = e->correlation;
     }
-    m->ndense = top < 4 * (uint64_t)calls + 4096 ? top + 1 : 0;
+    /* Nothing looked up (no GPU work: CUPTI off): an empty map, no pass. */
+    m->ndense = looked && top < 4 * (uint64_t)calls + 4096 ? top + 1 : 0;
     /* Sparse ids are kept only when one is looked up. */
     size_t sparse = m->ndense ? big_calls : calls;
     int wanted = m->ndense ? looked_big || looked_top >= m->ndense : looked > 0;
@@ -436,7 +437,7 @@ static int corr_build(corr_map_t *m, const sp_rep_set_t *s, int runtime_only)
     m->val = malloc(cap * sizeof *m->val);
     if (!m->dense || !m->key || !m->val)
         return -1;
-    for (size_t i = 0; i < s->n; i++) {
+    for (size_t i = 0; i < (m->ndense || sparse ? s->n : 0); i++) {
         const sp_rep_event_t *e = &s->ev[i];
         if (!is_call(e, runtime_only))
             continue;

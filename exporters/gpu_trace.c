@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "gpu_trace.h"
 #include "gpu_annot.h"
+#include "gpu_launch.h"
 #include "radix.h"
 
 #include "../collectors/api.h"
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define SLACK_NS 5000
 
@@ -461,9 +463,6 @@ static void write_gpu_event(sp_jw_t *w, const sp_gpu_view_t *v, const sp_gpu_eve
  * thread, same correlation id; not its span: CUPTI's clock is mapped to the host's) is drawn as CUPTI gave it, but its id is written as
  * stepprof_runtime_correlation: under "correlation" a second event with the call's id makes clients
  * (TensorBoard's plugin) count that call's GPU work twice. */
-struct launch;
-static int inside_runtime_call(const struct launch *l, size_t n, const sp_gpu_event_t *e);
-
 static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext, int pid, uint64_t base, int nested)
 {
     const char *real = sp_cupti_api_name(e->kind == SP_GPU_DRIVER, e->cbid);
@@ -502,45 +501,29 @@ static void flow(sp_jw_t *w, uint32_t id, long pid, long tid, int64_t ts, long g
     SP_JW_LIT(w, ",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"},\n");
 }
 
-typedef struct launch {
-    uint32_t corr;
-    int driver;    /* CUPTI's DRIVER record: a nested driver call shares its runtime caller's id */
-    int flowed;    /* a flow arrow already leaves this call (graph launches run many kernels) */
-    uint64_t ext;  /* the launching call's External id, 0 = none */
-    long tid;
-    int64_t ts;   /* absolute ns */
-    int64_t end;
-} launch_t;
-
-static int cmp_launch(const void *a, const void *b)
-{
-    const launch_t *x = a, *y = b;
-    if (x->corr != y->corr)
-        return x->corr < y->corr ? -1 : 1;
-    return (x->driver > y->driver) - (x->driver < y->driver);
-}
-
-static int cmp_launch_corr(const void *a, const void *b)
-{
-    uint32_t x = ((const launch_t *)a)->corr, y = ((const launch_t *)b)->corr;
-    return (x > y) - (x < y);
-}
-
-static launch_t *find_launch(launch_t *l, size_t n, uint32_t corr)
-{
-    launch_t key = {.corr = corr};
-    launch_t *f = corr ? bsearch(&key, l, n, sizeof *l, cmp_launch_corr) : NULL;
-    while (f && f > l && f[-1].corr == corr)
-        f--;   /* the runtime call before its driver twin */
-    return f;
-}
-
-static int inside_runtime_call(const struct launch *l, size_t n, const sp_gpu_event_t *e)
+static int inside_runtime_call(const sp_launches_t *t, const sp_gpu_event_t *e)
 {
     if (e->kind != SP_GPU_DRIVER)
         return 0;
-    const launch_t *f = find_launch((launch_t *)l, n, e->correlation);
-    return f && !f->driver && f->tid == (long)e->tid;
+    const sp_launch_t *f = sp_launches_find(t, e->correlation);
+    return f && f->host && !f->driver && f->tid == (int64_t)e->tid;
+}
+
+/* The table of launching calls: room and id range for the host events CUPTI
+ * matched and the API records it did not. */
+static int launches_init(sp_launches_t *t, const sp_gpu_view_t *v, size_t nev)
+{
+    size_t n = 0;
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (size_t i = 0; i < nev + v->n; i++) {
+        const sp_gpu_event_t *e = i < nev ? sp_gpuv_match(v, i) : &v->gpu[i - nev];
+        if (!e || (i >= nev && (!is_api(e) || v->api_used[i - nev])))
+            continue;
+        n++;
+        lo = e->correlation < lo ? e->correlation : lo;
+        hi = e->correlation > hi ? e->correlation : hi;
+    }
+    return sp_launches_init(t, n, lo, hi);
 }
 
 void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, int pid,
@@ -549,36 +532,36 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
     if (!v->n)
         return;
     /* Where each correlation id's call is drawn: the host event it matched, or CUPTI's own record. */
-    launch_t *l = malloc(v->n * sizeof *l);
-    size_t nl = 0;
-    if (!l)
+    sp_launches_t t;
+    if (launches_init(&t, v, nev) != 0)
         return;
     for (size_t h = 0; h < nev; h++) {
         const sp_gpu_event_t *m = sp_gpuv_match(v, h);
         if (m)
-            l[nl++] = (launch_t){m->correlation, m->kind == SP_GPU_DRIVER, 0, v->ext ? v->ext[h] : 0, ev[h].thread->tid, (int64_t)ev[h].ev->t0,
-                                 (int64_t)ev[h].ev->t1};
+            sp_launches_add(&t, &(sp_launch_t){v->ext ? v->ext[h] : 0, (int64_t)ev[h].ev->t0, ev[h].thread->tid,
+                                               m->correlation, m->kind == SP_GPU_DRIVER, 0, 1});
     }
-    qsort(l, nl, sizeof *l, cmp_launch);
-    size_t nhost = nl;
     /* Ranges in (thread, start) order, to place calls only CUPTI saw. */
     uint64_t *byt = sp_annot_by_thread(v, ev);
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *e = &v->gpu[i];
         if (is_api(e) && !v->api_used[i]) {
             uint64_t ext = sp_annot_range_at(v, ev, byt, e->tid, (int64_t)e->start);
-            write_unmatched_api(w, e, ext, pid, base, inside_runtime_call(l, nhost, e));
-            l[nl++] = (launch_t){e->correlation, e->kind == SP_GPU_DRIVER, 0, ext, e->tid, (int64_t)e->start, (int64_t)sp_gpu_end(e)};
+            write_unmatched_api(w, e, ext, pid, base, inside_runtime_call(&t, e));
+            sp_launches_add(&t, &(sp_launch_t){ext, (int64_t)e->start, e->tid, e->correlation, e->kind == SP_GPU_DRIVER,
+                                               0, 0});
         }
     }
     free(byt);
-    qsort(l, nl, sizeof *l, cmp_launch);
-    uint64_t *gext = calloc(v->n, sizeof *gext); /* per GPU record: its launching call's External id */
+    /* Per GPU record: its launching call's External id (a mapping, as the launch table: gpu_launch.c). */
+    uint64_t *gext = mmap(NULL, v->n * sizeof *gext, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (gext == MAP_FAILED)
+        gext = NULL;
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *e = &v->gpu[i];
         if (is_api(e))
             continue;
-        launch_t *la = e->kind != SP_GPU_SYNC ? find_launch(l, nl, e->correlation) : NULL;
+        sp_launch_t *la = e->kind != SP_GPU_SYNC ? sp_launches_find(&t, e->correlation) : NULL;
         if (la && gext)
             gext[i] = la->ext;
         write_gpu_event(w, v, e, la ? la->ext : 0, base);
@@ -589,6 +572,7 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
     }
     if (gext)
         sp_annot_write(w, v, ev, gext, base);
-    free(gext);
-    free(l);
+    if (gext)
+        munmap(gext, v->n * sizeof *gext);
+    sp_launches_free(&t);
 }
