@@ -33,7 +33,7 @@ __thread sp_thread_t *sp_ev_self;
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* exporter side */
 static unsigned char *pool_base;
 static uint32_t pool_chunks;       /* chunks in the pool */
-static _Atomic uint32_t pool_next; /* first never-used chunk (may pass pool_chunks) */
+static _Atomic uint32_t pool_next; /* first never-used chunk (never past pool_chunks) */
 static _Atomic uint64_t free_head; /* recycled chunks: tag << 32 | (index + 1) */
 static _Atomic(sp_thread_t *) threads;
 static _Atomic uint32_t thread_count;
@@ -58,8 +58,7 @@ static sp_chunk_t *chunk_at(uint32_t i)
 
 static uint32_t chunks_used(void)
 {
-    uint32_t n = atomic_load_explicit(&pool_next, memory_order_acquire);
-    return n < pool_chunks ? n : pool_chunks;
+    return atomic_load_explicit(&pool_next, memory_order_acquire);
 }
 
 /* Only the exporter pushes (under pool_lock); any writer pops. */
@@ -146,12 +145,10 @@ static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
 static void retire_at_exit(void *p)
 {
-    sp_thread_t *t = p;
-    pthread_mutex_lock(&pool_lock);
+    sp_thread_t *t = p;   /* no lock: only its owner touches t->cur; the exporter reads retired */
     if (t->cur)
         atomic_store_explicit(&t->cur->retired, 1, memory_order_release);
     t->cur = NULL;
-    pthread_mutex_unlock(&pool_lock);
 }
 
 static void make_exit_key(void)

@@ -193,7 +193,9 @@ void sp_ops_set_lists(const char *table)
     qsort(op, n, sizeof *op, cmp_list_op);
     l->op = op;
     l->n = n;
-    atomic_store(&lists, l);   /* the copy lives as long as the process */
+    __typeof__(l) none = NULL;   /* two first callers: one table wins, the other is freed */
+    if (!atomic_compare_exchange_strong(&lists, &none, l))
+        free(copy), free(op), free(l);   /* the winner's copy lives as long as the process */
 }
 
 const char *sp_ops_list_kinds(uint32_t name)

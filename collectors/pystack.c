@@ -259,12 +259,16 @@ static uint64_t tick(shadow_t *s, uint32_t *gate)
 static void write_frame(shadow_t *s, int d, uint32_t gate, uint64_t now, uint16_t flags)
 {
     sp_thread_t *t = sp_ev_thread();
-    sp_event_t *e = t ? sp_ev_reserve(t, gate) : NULL;
-    if (!e)
+    if (!t || t->in_hook)  /* a signal handler's CUDA/NVTX call would take the same slot */
         return;
-    *e = (sp_event_t){.t0 = s->t0[d] > s->win_t ? s->t0[d] : s->win_t, .t1 = now, .name = s->id[d],
-                      .window = gate, .kind = SP_EV_PYFUNC, .flags = flags, .a = {(uint64_t)d}};
-    sp_ev_commit(t);
+    t->in_hook = 1;
+    sp_event_t *e = sp_ev_reserve(t, gate);
+    if (e) {
+        *e = (sp_event_t){.t0 = s->t0[d] > s->win_t ? s->t0[d] : s->win_t, .t1 = now, .name = s->id[d],
+                          .window = gate, .kind = SP_EV_PYFUNC, .flags = flags, .a = {(uint64_t)d}};
+        sp_ev_commit(t);
+    }
+    t->in_hook = 0;
 }
 
 static int on_event(pyobj obj, pyobj frame, int what, pyobj arg)

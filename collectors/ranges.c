@@ -378,9 +378,11 @@ uint64_t sp_range_start(const char *text, uint32_t id)
     unsigned i = (unsigned)(rid & (SLOTS - 1));
     if (atomic_load_explicit(&slots[i].id, memory_order_relaxed)) {
         /* SLOTS ranges started since this one, which never ended: it is lost. */
-        open_range_t old = slots[i].r;
-        if (atomic_exchange(&slots[i].id, 0) && sp_win_records(old.window) && old.window == w)
-            lost(sp_ev_thread(), &old);
+        if (atomic_exchange(&slots[i].id, 0)) {   /* the slot's text is ours once its id is taken */
+            open_range_t old = slots[i].r;
+            if (sp_win_records(old.window) && old.window == w)
+                lost(sp_ev_thread(), &old);
+        }
     }
     slots[i].r = (open_range_t){stamp(w), name_in(w, text, id), w, {0, 0, 0, 0}};
     atomic_store_explicit(&slots[i].id, rid, memory_order_release);

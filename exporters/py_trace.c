@@ -12,6 +12,7 @@
  * parent is the thread's latest frame one level up that encloses it. Not
  * written (torch writes them): C functions ("<built-in method ...>"), the
  * caller's line ("CallFrom") and nn.Module frames. */
+#define _GNU_SOURCE
 #include "py_trace.h"
 
 #include "../collectors/pystack.h"
@@ -27,11 +28,9 @@ struct sp_py_trace {
     uint32_t *parent;   /* by event index: the parent's Python id, 0 = none */
 };
 
-static const sp_event_ref_t *sort_ev;
-
-static int cmp_frame(const void *a, const void *b)
+static int cmp_frame(const void *a, const void *b, void *events)
 {
-    const sp_event_ref_t *x = &sort_ev[*(const size_t *)a], *y = &sort_ev[*(const size_t *)b];
+    const sp_event_ref_t *ev = events, *x = &ev[*(const size_t *)a], *y = &ev[*(const size_t *)b];
     if (x->thread->slot != y->thread->slot)
         return x->thread->slot < y->thread->slot ? -1 : 1;
     if (x->ev->t0 != y->ev->t0)
@@ -99,8 +98,7 @@ sp_py_trace_t *sp_py_trace_prepare(const sp_event_ref_t *ev, size_t n)
         else if (ev[i].ev->kind == SP_EV_STEP && ev[i].ev->t1 > steps_end)
             steps_end = ev[i].ev->t1;
     }
-    sort_ev = ev;   /* the exporter thread is the only caller */
-    qsort(idx, k, sizeof *idx, cmp_frame);
+    qsort_r(idx, k, sizeof *idx, cmp_frame, (void *)ev);
     number(p, ev, idx, k);
     for (size_t j = 0; j < k; j++) {   /* in place: the records are the exporter's until released */
         sp_event_t *e = ev[idx[j]].ev;

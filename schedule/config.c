@@ -40,9 +40,9 @@ static const struct choice log_choices[] = {
 static const struct choice print_choices[] = {{"stderr", SP_TABLE_PRINT_STDERR}, {"file", SP_TABLE_PRINT_FILE},
                                               {"both", SP_TABLE_PRINT_BOTH},     {"none", SP_TABLE_PRINT_NONE},
                                               {NULL, 0}};
-/* torch's key_averages().table(sort_by=...) names; "" lets the exporter pick. */
 static const struct choice gzip_lib_choices[] = {
     {"auto", SP_GZIP_LIB_AUTO}, {"isal", SP_GZIP_LIB_ISAL}, {"zlib", SP_GZIP_LIB_ZLIB}, {NULL, 0}};
+/* torch's key_averages().table(sort_by=...) names; "" lets the exporter pick. */
 static const struct choice sort_choices[] = {
     {"", 0}, {"cpu_time", 0}, {"cuda_time", 0}, {"cpu_time_total", 0}, {"cuda_time_total", 0},
     {"self_cpu_time_total", 0}, {"self_cuda_time_total", 0}, {"cpu_memory_usage", 0},

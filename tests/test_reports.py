@@ -294,6 +294,8 @@ def test_bad_inputs_give_a_clear_error_and_nonzero_exit():
 def test_large_trace_is_streamed():
     """~100 MB of events: memory stays far below a DOM of the file."""
     skip_under_sanitizer("ASan's shadow memory and quarantine multiply resident memory")
+    if not os.path.exists(TOOL):  # before writing 100 MB
+        raise Skip("build/stepprof-report was not built")
     d = tempfile.mkdtemp(prefix="sp-test-")
     path = os.path.join(d, "big.pt.trace.json")
     line = ('{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": %d.%03d, '
@@ -309,8 +311,6 @@ def test_large_trace_is_streamed():
         assert os.path.getsize(path) > 100e6
         # The tool's own peak (wait4: this child only; RUSAGE_CHILDREN is the largest of every
         # child this test process ever waited for, e.g. an earlier test's PyTorch program).
-        if not os.path.exists(TOOL):
-            raise Skip("build/stepprof-report was not built")
         with tempfile.TemporaryFile("w+") as out:
             p = subprocess.Popen([TOOL, path], stdout=out, stderr=subprocess.DEVNULL)
             deadline = time.monotonic() + 300

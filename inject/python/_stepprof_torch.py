@@ -69,6 +69,8 @@ def _pystack():
     pending = ["\n".join([hide] + prefixes).encode()]
 
     def switch(on):  # the prefixes go down once; NULL afterwards keeps them (no copy per switch)
+        if on in (3, 4):  # step-end notices (pystack.c) take no prefixes: keep them for the first switch
+            return f(on, None)
         data, pending[0] = pending[0], None
         return f(on, data)
     return switch
