@@ -27,12 +27,13 @@ enum sp_api_shape {
 /* Copy kind recorded for cudaMemcpyPeer*, which take no cudaMemcpyKind. */
 #define SP_COPY_PEER 100
 
-/* X(symbol, cbid, shape, takes a stream argument) */
+/* X(symbol, cbid, shape, takes a stream argument); the cbid is the one CUPTI records the call
+ * with: __cudaLaunchKernel(_ptsz) as cudaLaunchKernel(_ptsz), seen on an H200 (CUDA 13.0) */
 #define SP_API_LIST(X)                                         \
     X(cudaLaunchKernel, 211, LAUNCH, 1)                           \
     X(cudaLaunchKernel_ptsz, 214, LAUNCH, 1)                      \
-    X(__cudaLaunchKernel, 505, KLAUNCH, 1)                        \
-    X(__cudaLaunchKernel_ptsz, 506, KLAUNCH, 1)                   \
+    X(__cudaLaunchKernel, 211, KLAUNCH, 1)                        \
+    X(__cudaLaunchKernel_ptsz, 214, KLAUNCH, 1)                   \
     X(cudaLaunchKernelExC, 430, LAUNCH, 1)                        \
     X(cudaLaunchKernelExC_ptsz, 431, LAUNCH, 1)                   \
     X(cudaLaunchCooperativeKernel, 269, LAUNCH, 1)                \

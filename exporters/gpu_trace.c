@@ -119,9 +119,20 @@ static uint64_t host_key(const sp_event_ref_t *r)
     return match_key((uint32_t)r->thread->tid, host_domain(r), host_cbid(r));
 }
 
+/* CUPTI 13.0 records the <<<>>> path's __cudaLaunchKernel(_ptsz) as
+ * cudaLaunchKernel(_ptsz) (211 / 214; seen on an H200, docs/gpu-validation.md),
+ * which is what collectors/api.h gives the intercepted call; a CUPTI that uses
+ * the header's own 505 / 506 pairs the same way. */
+static uint32_t gpu_cbid(const sp_gpu_event_t *g)
+{
+    if (g->kind == SP_GPU_RUNTIME && (g->cbid == 505 || g->cbid == 506))
+        return g->cbid == 505 ? 211 : 214;
+    return g->cbid;
+}
+
 static uint64_t gpu_key(const sp_gpu_event_t *g)
 {
-    return match_key(g->tid, g->kind, g->cbid);
+    return match_key(g->tid, g->kind, gpu_cbid(g));
 }
 
 /* The host calls and CUPTI's records of one (thread, domain, cbid), each in time

@@ -102,6 +102,8 @@ static int ready(void)
     const sp_config_t *cfg = sp_sched_config();
     if (!cfg)
         return 0;
+    if (cfg->marker.kind == SP_MARK_TORCH)
+        sp_sched_begin_steps();   /* step 0 is the first iteration, as when prof.start() precedes the loop */
     if (cfg->marker.kind == SP_MARK_NONE && !cfg->marker.has_signal)
         sp_log(SP_LOG_WARN, "torch was imported after stepprof had started without a marker: optimizer steps "
                             "are not steps; set PROF_MARKER=torch to count them");

@@ -225,14 +225,31 @@ static void enter_action(sp_action_t next, uint64_t now)
     action = next;
 }
 
+static void boundary_locked(void);
+
 void sp_sched_boundary(void)
 {
     sigset_t old;
     lock_blocked(&old);
-    if (!active || finished) {
-        unlock_blocked(&old);
-        return;
-    }
+    if (active && !finished)
+        boundary_locked();
+    unlock_blocked(&old);
+}
+
+/* A marker that ends steps (torch: prof.step() sits after optimizer.step())
+ * begins step 0 when it attaches, as torch.profiler's start() does, so its
+ * first hit ends step 0 rather than beginning it. No-op once steps count. */
+void sp_sched_begin_steps(void)
+{
+    sigset_t old;
+    lock_blocked(&old);
+    if (active && !finished && step < 0)
+        boundary_locked();
+    unlock_blocked(&old);
+}
+
+static void boundary_locked(void)
+{
     uint64_t now = sp_clock_ticks();
     if (cur_window && step >= 0)
         emit_step(now);
@@ -246,7 +263,6 @@ void sp_sched_boundary(void)
     if (!cur_window && (action == SP_ACT_RECORD || action == SP_ACT_RECORD_AND_SAVE))
         action = SP_ACT_NONE;
     enter_action(action_for(step), now);
-    unlock_blocked(&old);
 }
 
 void sp_sched_profiler_api(int start)

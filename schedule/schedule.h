@@ -15,6 +15,7 @@ void sp_sched_poll_signal(void);
 
 void sp_sched_activate(void);         /* first intercepted CUDA call */
 void sp_sched_boundary(void);         /* a step marker fired on this thread */
+void sp_sched_begin_steps(void);      /* an end-of-step marker attached: step 0 begins now */
 void sp_sched_profiler_api(int start);/* cudaProfilerStart (1) / Stop (0) */
 void sp_sched_finish(int truncated);  /* process end: close and write the open cycle */
 /* The same from stepprof's finisher thread (inject/exitpaths.c) when a

@@ -17,7 +17,9 @@ OUT=${1:-$(mktemp -d /tmp/stepprof-gpu.XXXXXX)}
 PY=${PYTHON:-python3}
 LIB="$B/libstepprof.so"
 SCHED="PROF_MARKER=nvtx:train_step PROF_WAIT=5 PROF_WARMUP=2 PROF_ACTIVE=5 PROF_REPEAT=1"
-SCHED_TORCH="PROF_WAIT=5 PROF_WARMUP=2 PROF_ACTIVE=5 PROF_REPEAT=1 PROF_RECORD_SHAPES=1"
+W=${GV_WAIT:-5} U=${GV_WARMUP:-2} A=${GV_ACTIVE:-10} N=${GV_STEPS:-40}  # the PyTorch loops' schedule
+SCHED_TORCH="PROF_WAIT=$W PROF_WARMUP=$U PROF_ACTIVE=$A PROF_REPEAT=1 PROF_RECORD_SHAPES=1"
+STEPS_ENV="STEPS=$N WAIT=$W WARMUP=$U ACTIVE=$A"; FIRST=$((W + U)); LAST=$((W + U + A - 1))
 mkdir -p "$OUT"
 echo "# stepprof GPU validation"
 echo
@@ -64,28 +66,72 @@ $PY "$ROOT/scripts/gpu_checklist.py" "$OUT/checklist" ${GPU:+--gpu}
 
 echo
 echo "## 2-3. PyTorch loop: stepprof vs torch.profiler"
-if [ -z "$GPU" ] || ! $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+if [ -z "${DEVICE:-}" ] && { [ -z "$GPU" ] || ! $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; }; then
     echo "skipped: no GPU or no PyTorch with CUDA here. CPU check of the comparison script on two stepprof traces:"
     T=$(ls "$OUT"/train/*.pt.trace.json 2>/dev/null | head -1)
     [ -n "$T" ] && $PY "$ROOT/scripts/gpu_compare.py" "$T" "$T" | tail -3
     exit 0
 fi
 LOOP="$ROOT/scripts/gpu_torch_loop.py"
-$PY "$LOOP" plain "$OUT/plain.json" || echo "plain run failed"
-env LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$OUT/sp" $SCHED_TORCH $PY "$LOOP" plain "$OUT/stepprof.json" 2>"$OUT/sp.err" \
-    || echo "stepprof run failed"
-grep stepprof "$OUT/sp.err" | head -5 | sed 's/^/    /'
-TORCH_TRACE_DIR="$OUT/torch" $PY "$LOOP" torch "$OUT/torch.json" || echo "torch.profiler run failed"
-trace_summary "$OUT/sp"
+X="$PY $ROOT/scripts/gpu_extra.py"
+T=timeout; LIM=150
+for M in cnn transformer; do
+    D="$OUT/$M"; mkdir -p "$D"
+    echo; echo "### $M (steps $FIRST..$LAST recorded by both)"
+    env MODEL=$M $STEPS_ENV $T $LIM $PY "$LOOP" plain "$D/plain.json" || echo "plain run failed"
+    env MODEL=$M $STEPS_ENV LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$D/sp" $SCHED_TORCH $T $LIM $PY "$LOOP" plain \
+        "$D/stepprof.json" 2>"$D/sp.err" || echo "stepprof run failed"
+    grep stepprof "$D/sp.err" | head -5 | sed 's/^/    /'
+    env MODEL=$M $STEPS_ENV TORCH_TRACE_DIR="$D/torch" $T $LIM $PY "$LOOP" torch "$D/torch.json" 2>"$D/torch.err" \
+        || echo "torch.profiler run failed"
+    trace_summary "$D/sp"
+    echo
+    $PY "$ROOT/scripts/gpu_compare.py" $(ls "$D"/sp/*.pt.trace.json* | head -1) $(ls "$D"/torch/*.pt.trace.json* | head -1)
+    echo
+    if [ $M = cnn ]; then
+        echo "#### with_stack (items 9, 11)"
+        env MODEL=$M $STEPS_ENV LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$D/sp_stack" PROF_WITH_STACK=1 $SCHED_TORCH \
+            $T $LIM $PY "$LOOP" plain "$D/stepprof_stack.json" 2>"$D/sp_stack.err" || echo "stepprof with_stack run failed"
+        env MODEL=$M $STEPS_ENV WITH_STACK=1 TORCH_TRACE_DIR="$D/torch_stack" $T $LIM $PY "$LOOP" torch \
+            "$D/torch_stack.json" 2>"$D/torch_stack.err" || echo "torch.profiler with_stack run failed"
+        $X stack $(ls "$D"/sp_stack/*.pt.trace.json* | head -1) $(ls "$D"/torch_stack/*.pt.trace.json* | head -1)
+        echo "#### hand-over to the program's torch.profiler (item 8)"
+        env MODEL=$M $STEPS_ENV LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$D/ho_sp" TORCH_TRACE_DIR="$D/ho_torch" \
+            $T $LIM $PY "$LOOP" torch "$D/handover.json" 2>"$D/ho.err" || echo "hand-over run failed"
+        $X handover "$D/ho.err" "$D/ho_torch" "$D/torch"
+        echo "#### back-to-back windows, no per-step sync (item 7)"
+        env MODEL=$M STEPS=12 NOSYNC=1 LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$D/b2b" PROF_WAIT=0 PROF_WARMUP=1 \
+            PROF_ACTIVE=1 PROF_REPEAT=0 $T $LIM $PY "$LOOP" plain "$D/b2b.json" 2>"$D/b2b.err" || echo "b2b run failed"
+        $X windows "$D/b2b"
+    fi
+    if [ $M = cnn ]; then  # where the overhead goes: never recording (torch hooks, interposers), CUPTI off
+        env MODEL=$M $STEPS_ENV LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$D/idle" PROF_WAIT=1000 PROF_ACTIVE=1 \
+            $T $LIM $PY "$LOOP" plain "$D/stepprof_idle.json" 2>/dev/null || echo "idle run failed"
+        env MODEL=$M $STEPS_ENV LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$D/nocupti" PROF_CUPTI=false $SCHED_TORCH \
+            $T $LIM $PY "$LOOP" plain "$D/stepprof_nocupti.json" 2>/dev/null || echo "CUPTI-off run failed"
+        env MODEL=$M $STEPS_ENV LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$D/noshapes" PROF_WAIT=$W PROF_WARMUP=$U \
+            PROF_ACTIVE=$A PROF_REPEAT=1 $T $LIM $PY "$LOOP" plain "$D/stepprof_noshapes.json" 2>/dev/null \
+            || echo "no-shapes run failed"
+    fi
+    echo "#### step time (medians; one process each)"
+    $X steptimes "$D" $FIRST $LAST
+done
 echo
-SPT=$(ls "$OUT"/sp/*.pt.trace.json* | head -1)
-THT=$(ls "$OUT"/torch/*.pt.trace.json* | head -1)
-$PY "$ROOT/scripts/gpu_compare.py" "$SPT" "$THT"
+echo "### GPU-bound CNN (batch 1024): step time of each profiler"
+D="$OUT/cnn_big"; mkdir -p "$D"
+env MODEL=cnn BATCH=1024 $STEPS_ENV $T $LIM $PY "$LOOP" plain "$D/plain.json" || echo "plain run failed"
+env MODEL=cnn BATCH=1024 $STEPS_ENV LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$D/sp" $SCHED_TORCH $T $LIM $PY "$LOOP" \
+    plain "$D/stepprof.json" 2>/dev/null || echo "stepprof run failed"
+env MODEL=cnn BATCH=1024 $STEPS_ENV TORCH_TRACE_DIR="$D/torch" $T $LIM $PY "$LOOP" torch "$D/torch.json" \
+    2>/dev/null || echo "torch.profiler run failed"
+$X steptimes "$D" $FIRST $LAST
 echo
-$PY - "$OUT" <<'PYEOF'
-import json, statistics, sys
-d = sys.argv[1]
-m = {k: statistics.median(json.load(open(f"{d}/{k}.json"))["step_ms"][8:]) for k in ("plain", "stepprof", "torch")}
-print(f"median step time (steps 8+, ms): none {m['plain']:.3f}, stepprof {m['stepprof']:.3f} "
-      f"(x{m['stepprof'] / m['plain']:.3f}), torch.profiler {m['torch']:.3f} (x{m['torch'] / m['plain']:.3f})")
-PYEOF
+echo "## 4. driver-API launch (CuPy RawKernel)"
+env LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$OUT/cupy" $T $LIM $PY "$ROOT/scripts/gpu_cupy_launch.py" 20 \
+    >"$OUT/cupy.out" 2>"$OUT/cupy.err"; echo "- exit $?: $(cat "$OUT/cupy.out")"
+grep stepprof "$OUT/cupy.err" | head -3 | sed 's/^/    /'
+C=$(ls "$OUT"/cupy/*.pt.trace.json* 2>/dev/null | head -1)
+[ -n "$C" ] && $X driver "$C" sp_scale 20
+echo
+echo "## 5. driver records made by the runtime (item 6), train.cu"
+for t in "$OUT"/train/*.pt.trace.json* "$OUT"/checklist/train/*.pt.trace.json*; do [ -f "$t" ] && $X nested "$t"; done

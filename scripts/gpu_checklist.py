@@ -69,21 +69,24 @@ def check_train(t):
     line(not drv or shared == len(drv) or shared == 0,
          "runtime vs driver correlation: a nested driver call shares its runtime call's id (stand-in: shared)",
          f"{len(drv)} driver records, {shared} share a runtime call's id")
-    loads = [e for e in drv if e["name"].startswith(("cuModuleLoad", "cuLibraryLoad", "cuModuleGetFunction",
-                                                     "cuLibraryGetKernel"))]
-    first = min((e for e in host if e["name"].startswith(("cudaMalloc", "cudaLaunch", "__cudaLaunch"))),
-                key=lambda e: e["ts"], default=None)
-    inside = [e for e in loads if first and first["ts"] <= e["ts"] <= first["ts"] + first["dur"]]
-    line(bool(inside), "lazy loading: a module load inside the first allocation or launch (stand-in: "
-         "cuModuleLoadDataEx, driver cbid 20, inside the first cudaMalloc)",
-         f"module-load driver records {[e['name'] for e in loads][:5]}, inside {first and first['name']}: {len(inside)}")
+    # CUDA 13.0 on an H200: cuLibraryLoadData just before the first launch, outside every intercepted
+    # call (inside the <<<>>> stub's kernel lookup); the stand-in: cuModuleLoadDataEx in the first cudaMalloc.
+    loads = [e for e in drv if e["name"].startswith(("cuModuleLoadData", "cuLibraryLoadData"))]
+    launch = min((e for e in host if "LaunchKernel" in e["name"]), key=lambda e: e["ts"], default=None)
+    before = [e for e in loads if launch and e["ts"] <= launch["ts"] + launch["dur"]]
+    where = [next((h["name"] for h in host if h["tid"] == e["tid"] and h["ts"] <= e["ts"] <= h["ts"] + h["dur"]),
+                  "no intercepted call") for e in before]
+    line(bool(before), "lazy loading: a module or library load recorded by the end of the first launch",
+         f"load records {[e['name'] for e in loads][:3]}, by the first launch: {len(before)}, inside: {where[:3]}")
 
 
-def check_peer(t, calls_json):
+def check_peer(t, calls_json, gpu):
     peers = [e for e in api(t, "gpu_memcpy") if "PtoP" in e["name"]]
     ok_calls = [c for c in json.load(open(calls_json)) if c["name"].startswith("cudaMemcpyPeer") and c["ret"] == 0]
-    if len(ok_calls) < 2:
-        print("- [n/a] peer copies as MEMCPY2: cudaMemcpyPeer failed here (needs two devices)")
+    # calls_all copies device 0 -> 0: on a GPU that is a DtoD MEMCPY (H200, CUDA 13.0); the stand-in still
+    # makes it MEMCPY2 PtoP (tests/fakecuda/README.md, remaining differences).
+    if len(ok_calls) < 2 or (gpu and all(c.get("dstDevice") == c.get("srcDevice") for c in ok_calls)):
+        print("- [n/a] peer copies as MEMCPY2: needs two devices (here cudaMemcpyPeer failed or copied within one)")
         return
     line(len(peers) == 2, "peer copies (cudaMemcpyPeer, cudaMemcpyPeerAsync) arrive as MEMCPY2 only",
          f"{len(peers)} PtoP gpu_memcpy events")
@@ -100,7 +103,7 @@ def main():
         check_train(t)
     c = run(out, "calls_all", [os.path.join(out, "calls.json")], gpu, None if gpu else {"FAKECUDA_DEVICES": "2"})
     if c:
-        check_peer(c, os.path.join(out, "calls.json"))
+        check_peer(c, os.path.join(out, "calls.json"), gpu)
     return 0 if t and c else 1
 
 

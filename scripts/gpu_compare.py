@@ -7,7 +7,7 @@ launched and their CUDA time (a kernel belongs to the cpu_op whose External
 id it carries). A kernel
 belongs to the ProfilerStep whose span contains its launching runtime call
 (joined by args.correlation). Usage: gpu_compare.py STEPPROF_TRACE TORCH_TRACE
-[--tolerance 0.02]; prints markdown, exits 1 when per-step kernel counts differ
+[--tolerance 0.02] (per operator at least 0.1, or 0.5 us per kernel); prints markdown, exits 1 when per-step kernel counts differ
 or kernel time differs by more than the tolerance."""
 import collections
 import gzip
@@ -66,8 +66,10 @@ def compare_ops(sp, th, tol):
     for n in names:
         a = sp.get(n, {"calls": 0, "kernels": 0, "us": 0.0})
         b = th.get(n, {"calls": 0, "kernels": 0, "us": 0.0})
+        # Two processes' runs of a short kernel differ by a few tenths of a microsecond: the time
+        # tolerance is the relative one or 0.5 us per kernel, whichever is larger.
         same = a["calls"] == b["calls"] and a["kernels"] == b["kernels"] and \
-            abs(a["us"] - b["us"]) <= tol * max(b["us"], 1.0)
+            abs(a["us"] - b["us"]) <= max(tol * b["us"], 0.5 * max(b["kernels"], 1))
         ok &= same
         if not same or names.index(n) < 15:
             print(f"| {n} | {a['calls']} | {b['calls']} | {a['kernels']} | {b['kernels']} | {a['us']:.1f} | "

@@ -27,9 +27,10 @@
 # optimizer of the iteration: the first optimizer ever to step opens
 # iterations, and the optimizer that stepped last before it stepped again
 # closes them (learned once, on its second step). Until then the opener's
-# first step counts as a step end, so with several optimizers step 0 is one
-# iteration plus the start of the next, step 1 the rest of that one, and from
-# step 2 on steps are torch.profiler's (a schedule with wait + warmup >= 2
+# first step counts as a step end, so with several optimizers step 0 (begun
+# when torch is imported, as prof.start() before the loop) ends inside
+# iteration 0, step 1 is the rest of it and iteration 1, and from step 2 on
+# steps are torch.profiler's (a schedule with wait + warmup >= 2
 # records only exact steps). An optimizer that first steps later never ends
 # steps. An opener that steps k times per iteration (a WGAN critic) counts
 # k steps in the first iteration.

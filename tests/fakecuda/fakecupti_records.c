@@ -89,12 +89,19 @@ static uint32_t lookup_cbid(const char *api) {
   return !e ? CUPTI_RUNTIME_TRACE_CBID_INVALID : driver ? e->cbid | FCP_DRIVER_CBID : e->cbid;
 }
 
-/* 0 (CUPTI_RUNTIME_TRACE_CBID_INVALID) for names CUPTI does not trace: they get no API record. */
+/* 0 (CUPTI_RUNTIME_TRACE_CBID_INVALID) for names CUPTI does not trace: they get no API record.
+ * Seen on an H200 (CUDA 13.0, driver 580, docs/gpu-validation.md): the <<<>>> path's
+ * __cudaLaunchKernel(_ptsz) is recorded as cudaLaunchKernel(_ptsz)_v7000 (211 / 214), although the
+ * header names its own cbids (505 / 506). */
 static uint32_t cbid_of(const char *api) {
   struct cache_slot *s = cache_slot(cbid_cache, api);
   uintptr_t v = s ? atomic_load_explicit(&s->val, memory_order_acquire) : 0;
   if (FCP_LIKELY(v)) return (uint32_t)(v - 1);
   uint32_t cbid = lookup_cbid(api);
+  if (cbid == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000)
+    cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  else if (cbid == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000)
+    cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000;
   if (s) atomic_store_explicit(&s->val, (uintptr_t)cbid + 1, memory_order_release);
   return cbid;
 }

@@ -13,7 +13,8 @@ def train(iters, on_step=None):
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.randn(16, 32)
     y = torch.randint(0, 10, (16,))
-    for _ in range(iters):
+    for it in range(iters):
+        torch.ones(it + 1).sum()  # steps differ: a step counted one iteration off shows in its ops
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()

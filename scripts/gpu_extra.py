@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""scripts/gpu_extra.py — the checks of gpu-validate.sh beyond the loop
+comparison (docs/gpu-validation.md items 6-11), each printing markdown lines
+from traces already written (so they can be rerun on the CPU machine on the
+traces copied back):
+  windows DIR                 back-to-back windows: per trace its steps, kernels, dropped counts (item 7)
+  driver TRACE KERNEL N       a driver-API launch (CuPy RawKernel KERNEL launched N times): cuLaunchKernel
+                              host events, kernels, flows (item 10)
+  nested TRACE                driver records nested in runtime calls, tables' launch count (item 6)
+  handover SPERR TORCHDIR REFDIR   the program's own torch.profiler keeps CUPTI (item 8)
+  stack SPTRACE TORCHTRACE    python_function events of the program's file, per trace (items 9, 11)
+  steptimes DIR FIRST LAST    median step times of plain/stepprof/torch (and *_stack) runs over steps
+                              FIRST..LAST (recording) and after LAST (after the window)"""
+import collections
+import glob
+import gzip
+import json
+import os
+import statistics
+import sys
+
+
+def load(path):
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
+
+
+def traces(d):
+    return sorted(glob.glob(os.path.join(d, "*.pt.trace.json*")))
+
+
+def cat(t, c):
+    return [e for e in t["traceEvents"] if e.get("cat") == c and e.get("ph") == "X"]
+
+
+def steps(t):
+    return sorted(int(e["name"].split("#")[1]) for e in t["traceEvents"]
+                  if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#"))
+
+
+def windows(d):
+    counts = []
+    for p in traces(d):
+        t = load(p)
+        k = len(cat(t, "kernel"))
+        counts.append(k)
+        print(f"- {os.path.basename(p)}: steps {steps(t)}, kernels {k}, dropped events "
+              f"{t.get('stepprof_dropped_events')}, CUPTI dropped {t.get('stepprof_cupti_dropped_records')}")
+    if counts:
+        print(f"- {len(counts)} traces; kernels per trace min {min(counts)} max {max(counts)}")
+
+
+def driver(path, kernel, n):
+    t = load(path)
+    drv = [e for e in cat(t, "cuda_driver") if e["name"].startswith("cuLaunchKernel")]
+    ks = [e for e in cat(t, "kernel") if e["name"] == kernel]
+    ids = {e["args"].get("correlation") for e in drv}
+    linked = sum(1 for e in ks if e["args"].get("correlation") in ids)
+    flows = sum(1 for e in t["traceEvents"] if e.get("ph") == "s" and e.get("cat") == "ac2g")
+    src = collections.Counter(e["args"].get("stepprof_source", "intercepted") for e in drv)
+    ok = len(ks) == n and linked == n
+    print(f"- [{'ok' if ok else 'DIFFERS'}] driver-API launch: {n} launches of {kernel}; kernels {len(ks)}, "
+          f"cuLaunchKernel host events {len(drv)} {dict(src)}, kernels linked to a cuLaunchKernel {linked}, "
+          f"ac2g flows {flows}")
+
+
+def nested(path):
+    t = load(path)
+    rt = cat(t, "cuda_runtime")
+    drv = cat(t, "cuda_driver")
+    by_tid = collections.defaultdict(list)
+    for e in rt:
+        by_tid[e["tid"]].append(e)
+    inside = collections.Counter()
+    for d in drv:
+        if any(r["ts"] <= d["ts"] and d["ts"] + d["dur"] <= r["ts"] + r["dur"] for r in by_tid[d["tid"]]):
+            inside[d["name"]] += 1
+    launches = sum(1 for e in rt if "LaunchKernel" in e["name"])
+    print(f"- driver records {len(drv)}, nested in a runtime call {sum(inside.values())}: "
+          f"{dict(inside.most_common(8))}; runtime launches {launches}, kernels {len(cat(t, 'kernel'))}")
+
+
+def handover(sp_err, torch_dir, ref_dir):
+    err = open(sp_err).read()
+    lines = [ln for ln in err.splitlines() if "over to it" in ln]
+    kineto = [ln for ln in err.splitlines() if "CUPTI" in ln and "stepprof" not in ln]
+    got = [len(cat(load(p), "kernel")) for p in traces(torch_dir)]
+    ref = [len(cat(load(p), "kernel")) for p in traces(ref_dir)]
+    ok = len(lines) == 1 and not kineto and got and got == ref
+    print(f"- [{'ok' if ok else 'DIFFERS'}] hand-over: stepprof lines {lines}; other CUPTI lines {kineto[:3]}; "
+          f"torch.profiler kernels under stepprof {got}, without {ref}")
+
+
+def stack(sp_path, torch_path):
+    for label, p in (("stepprof", sp_path), ("torch.profiler", torch_path)):
+        t = load(p)
+        py = [e for e in cat(t, "python_function") if "gpu_torch_loop.py" in e["name"]]
+        names = collections.Counter(e["name"] for e in py)
+        print(f"- {label}: python_function events {len(cat(t, 'python_function'))}, of the loop's file "
+              f"{len(py)}: {dict(sorted(names.items()))}")
+
+
+def steptimes(d, first, last):
+    base = None
+    for name in ("plain", "stepprof", "torch", "stepprof_stack", "torch_stack", "stepprof_idle", "stepprof_nocupti",
+                 "stepprof_noshapes"):
+        p = os.path.join(d, name + ".json")
+        if not os.path.exists(p):
+            continue
+        ms = json.load(open(p))["step_ms"]
+        rec, after = statistics.median(ms[first:last + 1]), statistics.median(ms[last + 3:])
+        base = base or (rec, after)
+        print(f"- {name}: median step {rec:.3f} ms while recording (steps {first}..{last}; x{rec / base[0]:.3f}), "
+              f"{after:.3f} ms after the window (x{after / base[1]:.3f})")
+
+
+def main():
+    cmd, args = sys.argv[1], sys.argv[2:]
+    fn = {"windows": windows, "driver": driver, "nested": nested, "handover": handover, "stack": stack,
+          "steptimes": steptimes}[cmd]
+    conv = {"driver": (str, str, int), "steptimes": (str, int, int)}.get(cmd)
+    fn(*[c(a) for c, a in zip(conv, args)] if conv else args)
+
+
+if __name__ == "__main__":
+    main()
