@@ -354,12 +354,13 @@ def test_cupti_records_past_the_cap_in_warmup_are_not_counted_in_the_window():
 
 
 def test_cupti_window_drops_count_its_gpu_work_that_runs_after_the_close():
-    # 100 us kernels behind the wait steps' (whose launches CUPTI does not observe): the recorded
-    # step's kernels start about 1 ms after their launches, after its window closed. Their records past
-    # the cap are still the window's drops (their launches were its calls, by correlation id), while
-    # the calls and kernels of the steps after it are not: 12 + the lazy module load - 4 kept = 9.
-    r, _, _ = _steps(24, {"FAKECUDA_KERNEL_NS": 100000, "PROF_MARKER": "nvtx:train_step", "PROF_WAIT": 2,
-                          "PROF_WARMUP": 0, "PROF_ACTIVE": 1, "PROF_MAX_EVENTS_PER_CYCLE": 4})
+    # 5 ms kernels: those of the first steps (which CUPTI does not observe) keep the stream busy for
+    # tens of ms, so the recorded step's kernels start long after its window closed (a few ms even
+    # under ASan). Their records past the cap are still the window's drops (their launches were its
+    # calls, by correlation id), while the calls and kernels of the steps after it are not:
+    # 12 + the lazy module load - 4 kept = 9.
+    r, _, _ = _steps(6, {"FAKECUDA_KERNEL_NS": 5000000, "PROF_MARKER": "nvtx:train_step", "PROF_WAIT": 2,
+                         "PROF_WARMUP": 0, "PROF_ACTIVE": 1, "PROF_MAX_EVENTS_PER_CYCLE": 4})
     t = load(r.trace())
     window = [e for e in t["traceEvents"] if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
     kernels = [e for e in t["traceEvents"] if e.get("cat") == "kernel"]
