@@ -213,8 +213,10 @@ void sp_cupti_window_open(void)
     pthread_mutex_unlock(&kinds_lock);
     pthread_mutex_lock(&sh.lock);
     sh.window_begin = sp_clock_mono_ns();
+    __atomic_store_n(&sh.window_end, UINT64_MAX, __ATOMIC_RELEASE);
     if (!pending) {
         sh.nrecs = 0;
+        sh.window_corr = 0;   /* with a collect pending, the closed window's GPU work still counts */
         /* Records past the bound before the window (warmup) were not the
          * window's: no longer counted, as those kept are discarded. */
         sh.recs_dropped -= sh.drops_pending;
@@ -245,6 +247,8 @@ static void own_end(int held)
 void sp_cupti_window_close(int *device)
 {
     *device = -1;
+    /* No lock: CUPTI's thread may hold sh.lock over a whole buffer, and this is the program's thread. */
+    __atomic_store_n(&sh.window_end, sp_clock_mono_ns(), __ATOMIC_RELEASE);
     pthread_mutex_lock(&kinds_lock);
     last_close_collects = sh.state > 0 || closes < handover_close;
     if (last_close_collects) {

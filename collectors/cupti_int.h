@@ -22,6 +22,10 @@ typedef struct {
                                SP_CUPTI_HANDED_OVER: the program's torch.profiler has CUPTI (sp_cupti_release) */
     int64_t clock_offset;   /* CLOCK_MONOTONIC - CUPTI clock */
     uint64_t window_begin;  /* CLOCK_MONOTONIC ns when the last window opened */
+    uint64_t window_end;    /* when it closed (atomic: the program's thread stores it without the
+                               lock); UINT64_MAX while open */
+    uint32_t window_corr;   /* the highest correlation id of an API call in it: GPU work with an id up
+                               to it was launched in the window, even if it ran after the close */
     sp_gpu_event_t *recs;   /* parsed records not yet taken */
     size_t nrecs;
     uint64_t recs_dropped;  /* parsed records past the bound on those kept, cumulative */

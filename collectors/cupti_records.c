@@ -30,7 +30,7 @@
 #define api sp_cupti_api   /* collectors/cupti_load.c */
 #define sh sp_cupti_shared
 
-sp_cupti_shared_t sp_cupti_shared = {.lock = PTHREAD_MUTEX_INITIALIZER};
+sp_cupti_shared_t sp_cupti_shared = {.lock = PTHREAD_MUTEX_INITIALIZER, .window_end = UINT64_MAX};
 
 static size_t buf_cap, buf_live;
 static void *free_bufs[8];
@@ -39,6 +39,7 @@ static uint64_t dropped_total;
 static size_t caprecs;
 static size_t rec_limit = SIZE_MAX; /* bound on nrecs: cupti_buffer_mb and the cycle cap */
 static size_t rec_by_bytes = SIZE_MAX; /* cupti_buffer_mb's part of it */
+static uint64_t walk_end;   /* sh.window_end as read once for the buffer being parsed */
 /* stepprof's own device queries, on CUPTI's clock: their API records are not
  * the program's calls. own_end is UINT64_MAX while the queries run. */
 static struct {
@@ -94,14 +95,28 @@ void CUPTIAPI sp_cupti_buffer_requested(uint8_t **buf, size_t *size, size_t *max
     *max_records = 0;
 }
 
-/* A record past rec_limit is counted as dropped unless it began before the
- * window opened: CUPTI may deliver a warmup step's records after that (a
- * buffer with work still in flight is held back), and those are not the
- * window's, as the warmup's kept records are not. */
-static sp_gpu_event_t *new_rec(uint64_t start_mono)
+/* A record past rec_limit is counted as dropped only if it is the window's:
+ * not when it began before the window opened (CUPTI may deliver a warmup
+ * step's records after that: a buffer with work still in flight is held
+ * back), as the warmup's kept records are not the window's; nor when it began
+ * after the window closed, unless it is GPU work an API call of the window
+ * launched (sp_cupti_take_window's rule). Kinds stay on from the close until
+ * the exporter's collect, so CUPTI records the calls the program makes
+ * meanwhile, and the collect's own: no window's, and as many as the program
+ * gets through before the exporter comes to it. */
+static int window_drop(uint64_t start_mono, int api_call, uint32_t corr)
+{
+    if (start_mono < sh.window_begin)
+        return 0;
+    if (start_mono <= walk_end)
+        return 1;
+    return !api_call && corr && corr <= sh.window_corr;
+}
+
+static sp_gpu_event_t *new_rec(uint64_t start_mono, int api_call, uint32_t corr)
 {
     if (sh.nrecs >= rec_limit) {
-        if (start_mono >= sh.window_begin) {
+        if (window_drop(start_mono, api_call, corr)) {
             sh.recs_dropped++;
             sh.drops_pending++;
         }
@@ -134,7 +149,7 @@ static sp_gpu_event_t *gpu_rec(uint32_t kind, uint64_t start, uint64_t end, uint
         sh.drops_pending++;
         return NULL;
     }
-    sp_gpu_event_t *e = new_rec(to_mono(start));
+    sp_gpu_event_t *e = new_rec(to_mono(start), kind == SP_GPU_RUNTIME || kind == SP_GPU_DRIVER, corr);
     if (e) {
         e->kind = kind;
         e->start = to_mono(start);
@@ -262,6 +277,16 @@ static void parse(const CUpti_Activity *r)
     }
 }
 
+static void note_window_call(const CUpti_Activity *r)
+{
+    if (r->kind != CUPTI_ACTIVITY_KIND_RUNTIME && r->kind != CUPTI_ACTIVITY_KIND_DRIVER)
+        return;
+    const CUpti_ActivityAPI *a = (const void *)r;
+    uint64_t start = to_mono(a->start);
+    if (a->start && start >= sh.window_begin && start <= walk_end && a->correlationId > sh.window_corr)
+        sh.window_corr = a->correlationId;
+}
+
 void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid)
 {
     (void)ctx;
@@ -269,6 +294,12 @@ void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
     (void)size;
     CUpti_Activity *r = NULL;
     pthread_mutex_lock(&sh.lock);
+    walk_end = __atomic_load_n(&sh.window_end, __ATOMIC_ACQUIRE);
+    /* The window's API calls first: a kernel's record may come before its launch's (CUPTI writes an
+     * API record when the call returns), and whether its drop is the window's depends on it. */
+    while (valid && api.next_record(buf, valid, &r) == CUPTI_SUCCESS)
+        note_window_call(r);
+    r = NULL;
     while (valid && api.next_record(buf, valid, &r) == CUPTI_SUCCESS)
         parse(r);
     if (nfree < (int)(sizeof free_bufs / sizeof free_bufs[0])) {

@@ -475,7 +475,10 @@ static long corr_find(const corr_map_t *m, uint64_t c)
  * cuGetProcAddress; CUPTI's DRIVER kind records that call, with the runtime call's correlation id) is
  * part of that call, not a second call: it leaves the set, so no table row, count, self time or summary
  * line has it twice. The trace still draws it, nested, as CUPTI gave it. Nested means: same thread and
- * same correlation id as a runtime call (not the span: CUPTI's clock is mapped to the host's). */
+ * same correlation id as a runtime call (not the span: CUPTI's clock is mapped to the host's).
+ * Two passes: the map holds indices into the set as it was, and compacting it moves later events into
+ * the slots of earlier ones, so every lookup is done before the first move (a runtime call followed by
+ * GPU work that starts before its driver call would otherwise be read from a slot a kernel took). */
 static int drop_nested_driver_calls(sp_rep_set_t *s)
 {
     size_t drivers = 0;
@@ -485,19 +488,21 @@ static int drop_nested_driver_calls(sp_rep_set_t *s)
         return 0;
     corr_map_t m = {0};
     int rc = corr_build(&m, s, 1);
+    for (size_t i = 0; i < s->n; i++) {   /* a nested call's parent is its runtime call, for now */
+        sp_rep_event_t *e = &s->ev[i];
+        long r = rc == 0 && e->cat == SP_REP_DRIVER ? corr_find(&m, e->correlation) : -1;
+        e->parent = r >= 0 && s->ev[r].tid == e->tid && s->ev[r].pid == e->pid ? (int32_t)r : -1;
+    }
+    corr_free(&m);
     size_t k = 0;
     for (size_t i = 0; i < s->n; i++) {
-        const sp_rep_event_t *e = &s->ev[i];
-        long r = rc == 0 && e->cat == SP_REP_DRIVER ? corr_find(&m, e->correlation) : -1;
-        const sp_rep_event_t *rt = r >= 0 ? &s->ev[r] : NULL;
-        if (rt && rt->tid == e->tid && rt->pid == e->pid)
+        if (s->ev[i].cat == SP_REP_DRIVER && s->ev[i].parent >= 0)
             continue;
         if (k != i)
-            s->ev[k] = *e;
+            s->ev[k] = s->ev[i];
         k++;
     }
     s->n = k;
-    corr_free(&m);
     return rc;
 }
 

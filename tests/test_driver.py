@@ -6,6 +6,9 @@ RTLD_LOCAL. Each run must print what it prints without stepprof, and record ever
 a cuda_driver event with its CUPTI driver cbid, every launch with its kernel name and shape, paired
 (same correlation id) with CUPTI's kernel record."""
 import collections
+import json
+import os
+import tempfile
 
 import test_reports as reports
 from harness import LIB, assert_valid, call_result, load, prog, run
@@ -198,3 +201,33 @@ def test_runtime_call_nested_driver_records_stay_out_of_tables():
     kernels = [e for e in ev if e.get("cat") == "kernel"]
     assert len(kernels) == 12 and {k["args"]["correlation"] for k in kernels} == launches
     _tables_count_each_call_once(r)
+
+
+def test_nested_driver_records_dropped_whatever_starts_between():
+    """The table drops a nested driver record by looking up its runtime call by correlation id. GPU work
+    that starts inside a runtime call, before that call's driver record (the stream's earlier kernel, as
+    happened under ASan's slower host calls), sorts between the two: each lookup must still find the
+    runtime call, not the event that took its slot when an earlier nested record left the set. A hand-
+    written trace through the offline tool, the same aggregation the profiled process runs, so the order
+    is fixed; the program's own driver call on another thread (its own id) stays a row."""
+    ev, n = [], 5
+    for i in range(n):
+        t, c = 10.0 * i, i + 1
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t,
+                   "dur": 8.0, "args": {"cbid": 211, "correlation": c, "grid": [1, 1, 1], "block": [32, 1, 1]}})
+        ev.append({"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "pid": 1, "tid": 1, "ts": t + 2,
+                   "dur": 3.0, "args": {"cbid": 307, "stepprof_runtime_correlation": c, "stepprof_source": "cupti"}})
+        if i:   # the previous launch's kernel starts inside this call, before its driver record
+            ev.append({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": t + 1, "dur": 9.0,
+                       "args": {"correlation": c - 1}})
+    ev.append({"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "pid": 1, "tid": 2, "ts": 3.0,
+               "dur": 4.0, "args": {"cbid": 307, "correlation": 100}})
+    with tempfile.TemporaryDirectory(prefix="sp-test-") as d:
+        path = os.path.join(d, "nested.pt.trace.json")
+        with open(path, "w") as f:
+            json.dump({"traceEvents": ev}, f)
+        _, rows = reports.parse_table(reports.tool(path, "--row-limit", "-1").stdout)
+    calls = {row["Name"]: row for row in rows}
+    assert sorted(calls) == ["cuLaunchKernel", "cudaLaunchKernel", "k"], sorted(calls)
+    assert calls["cudaLaunchKernel"]["# of Calls"] == str(n) and calls["cuLaunchKernel"]["# of Calls"] == "1", calls
+    assert calls["cudaLaunchKernel"]["Self CPU"] == calls["cudaLaunchKernel"]["CPU total"] == "40.000us", calls
