@@ -16,7 +16,6 @@
 #include "pystack.h"
 
 #include <dlfcn.h>
-#include <execinfo.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -88,12 +87,18 @@ static backtrace_fn load_libunwind(char *why, size_t len)
 }
 
 /* glibc's backtrace, NULL when it finds no frame (libgcc_s.so.1 missing).
- * Its first call dlopens libgcc_s: done here, before any capture can run in
- * a signal handler or on the hot path. */
+ * Taken from libc itself, not the first `backtrace` in the global scope: a
+ * sanitizer runtime or a libunwind the program loaded interposes one (ASan's
+ * adds its own frame). Its first call dlopens libgcc_s: done here, before
+ * any capture can run in a signal handler or on the hot path. */
 static backtrace_fn load_glibc(void)
 {
+    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    backtrace_fn f = libc ? (backtrace_fn)dlsym(libc, "backtrace") : NULL;
+    if (libc)
+        dlclose(libc);
     void *probe[4];
-    return backtrace(probe, 4) > 0 ? backtrace : NULL;
+    return f && f(probe, 4) > 0 ? f : NULL;
 }
 
 /* Picks the native unwinder (unwinder: SP_STACK_UNWIND_*) and says so once:
