@@ -6,7 +6,9 @@
  * readable while the table grows. Capacity is fixed at init (MAX_STACKS
  * distinct stacks); beyond it captures return 0 and are counted. A stack's
  * Python frames (pystack.h: tagged ids, not addresses) follow its native
- * frames in the same entry, so one id names the merged stack. */
+ * frames in the same entry, so one id names the merged stack. The table does
+ * not depend on the native unwinder: without one (no libunwind, no libgcc_s)
+ * a stack is its Python frames alone. */
 #define _GNU_SOURCE
 #include "stacks.h"
 
@@ -17,6 +19,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +30,8 @@
 #define CHUNK_PCS (64u * 1024u)
 #define MAX_CHUNKS 512u
 
-typedef int (*unw_backtrace_fn)(void **buf, int size);
+/* unw_backtrace and glibc's backtrace have this signature. */
+typedef int (*backtrace_fn)(void **buf, int size);
 
 typedef struct entry {
     uint32_t chunk, off, n;
@@ -39,7 +43,7 @@ typedef struct slot {
 } slot_t;
 
 int sp_stack_enabled;
-static unw_backtrace_fn unw_bt;
+static backtrace_fn native_bt;      /* NULL: no native frames */
 static int depth;
 static uintptr_t own_lo, own_hi;       /* libstepprof's mapped range */
 static slot_t *slots;
@@ -69,17 +73,62 @@ static int find_own(struct dl_phdr_info *info, size_t size, void *data)
     return 1;
 }
 
-int sp_stack_init(long want_depth)
+/* libunwind's unw_backtrace, or NULL with the reason in why. */
+static backtrace_fn load_libunwind(char *why, size_t len)
+{
+    void *h = dlopen("libunwind.so.8", RTLD_LAZY | RTLD_LOCAL);
+    backtrace_fn f = h ? (backtrace_fn)dlsym(h, "unw_backtrace") : NULL;
+    if (!f) {
+        snprintf(why, len, "cannot load unw_backtrace from libunwind.so.8 (%s)", h ? "symbol missing" : dlerror());
+        if (h)
+            dlclose(h);
+    }
+    return f;
+}
+
+/* glibc's backtrace, NULL when it finds no frame (libgcc_s.so.1 missing).
+ * Taken from libc itself, not the first `backtrace` in the global scope: a
+ * sanitizer runtime or a libunwind the program loaded interposes one (ASan's
+ * adds its own frame). Its first call dlopens libgcc_s: done here, before
+ * any capture can run in a signal handler or on the hot path. */
+static backtrace_fn load_glibc(void)
+{
+    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    backtrace_fn f = libc ? (backtrace_fn)dlsym(libc, "backtrace") : NULL;
+    if (libc)
+        dlclose(libc);
+    void *probe[4];
+    return f && f(probe, 4) > 0 ? f : NULL;
+}
+
+/* Picks the native unwinder (unwinder: SP_STACK_UNWIND_*) and says so once:
+ * a fallback from libunwind to glibc as info (auto) or a warning (asked for
+ * libunwind), no unwinder at all as an error. */
+static backtrace_fn pick_unwinder(int unwinder)
+{
+    char why[512] = "";
+    backtrace_fn f = unwinder == SP_STACK_UNWIND_GLIBC ? NULL : load_libunwind(why, sizeof why);
+    if (f) {
+        sp_log(SP_LOG_DEBUG, "with_stack: native frames by libunwind's unw_backtrace");
+        return f;
+    }
+    f = load_glibc();
+    if (!f)
+        sp_log(SP_LOG_ERROR, "with_stack: %s%sglibc's backtrace() found no frames (libgcc_s.so.1 missing?); native "
+               "frames are off, Python frames are still recorded", why, *why ? "; " : "");
+    else if (unwinder == SP_STACK_UNWIND_GLIBC)
+        sp_log(SP_LOG_DEBUG, "with_stack: native frames by glibc's backtrace() (unwinder: glibc)");
+    else
+        sp_log(unwinder == SP_STACK_UNWIND_AUTO ? SP_LOG_INFO : SP_LOG_WARN,
+               "with_stack: %s; native frames come from glibc's backtrace() instead (slower: apt-get install "
+               "libunwind8 for libunwind's)", why);
+    return f;
+}
+
+int sp_stack_init(long want_depth, int unwinder)
 {
     if (sp_stack_enabled)
         return 0;
-    void *h = dlopen("libunwind.so.8", RTLD_LAZY | RTLD_LOCAL);
-    unw_bt = h ? (unw_backtrace_fn)dlsym(h, "unw_backtrace") : NULL;
-    if (!unw_bt) {
-        sp_log(SP_LOG_ERROR, "with_stack: cannot load unw_backtrace from libunwind.so.8 (%s); call stacks are off "
-               "(apt-get install libunwind8)", h ? "symbol missing" : dlerror());
-        return -1;
-    }
     slots = calloc(SLOTS, sizeof *slots);
     entries = calloc(MAX_STACKS, sizeof *entries);
     if (!slots || !entries) {
@@ -88,6 +137,7 @@ int sp_stack_init(long want_depth)
         sp_log(SP_LOG_ERROR, "with_stack: out of memory for the stack table; call stacks are off");
         return -1;
     }
+    native_bt = pick_unwinder(unwinder);
     depth = want_depth < 1 ? 1 : want_depth > MAX_DEPTH ? MAX_DEPTH : (int)want_depth;
     dl_iterate_phdr(find_own, (void *)(uintptr_t)&sp_stack_init);
     sp_stack_enabled = 1;
@@ -164,7 +214,7 @@ uint32_t sp_stack_capture(void)
     if (!sp_stack_enabled)
         return 0;
     void *buf[OWN_FRAMES + 2 * MAX_DEPTH];
-    int n = unw_bt(buf, depth + OWN_FRAMES);
+    int n = native_bt ? native_bt(buf, depth + OWN_FRAMES) : 0;
     int skip = 0;
     while (skip < n && (uintptr_t)buf[skip] >= own_lo && (uintptr_t)buf[skip] < own_hi)
         skip++;

@@ -1,7 +1,9 @@
 /* collectors/stacks.h — native call stacks of intercepted CUDA calls
  * (with_stack). Capture walks the stack with libunwind's unw_backtrace
  * (dlopened RTLD_LOCAL at init: its .so exports _Unwind_* and backtrace,
- * which must not reach the target's symbol scope) and stores each distinct
+ * which must not reach the target's symbol scope) or, where libunwind.so.8
+ * is missing or unwinder says so, glibc's backtrace() (libgcc_s's unwinder,
+ * slower); Python frames need neither. It stores each distinct
  * stack once in a table; a record keeps only the 32-bit id. Lookup of a
  * known stack takes no lock; a new stack takes a mutex once. Frames inside
  * libstepprof (the interposer, this file) are dropped at capture.
@@ -15,10 +17,17 @@
 /* 1 once sp_stack_init succeeded: the interposer's only test when off. */
 extern int sp_stack_enabled;
 
-/* Loads libunwind and allocates the table; depth = frames kept per stack
- * (1..256). 0 ok; -1 with one stepprof: line (stacks stay off, profiling
- * goes on). Call once, before the gate opens. */
-int sp_stack_init(long depth);
+/* The native unwinder (config key unwinder): auto = libunwind when
+ * libunwind.so.8 loads, else glibc's backtrace() (one info line); libunwind
+ * = the same with a warning on the fallback; glibc = backtrace() only. */
+enum { SP_STACK_UNWIND_AUTO = 0, SP_STACK_UNWIND_LIBUNWIND = 1, SP_STACK_UNWIND_GLIBC = 2 };
+
+/* Allocates the table and picks the native unwinder; depth = frames kept
+ * per stack (1..256). 0 ok, also when no native unwinder works (one
+ * stepprof: line; stacks then hold Python frames only); -1 with one
+ * stepprof: line when the table cannot be allocated (stacks stay off,
+ * profiling goes on). Call once, before the gate opens. */
+int sp_stack_init(long depth, int unwinder);
 
 /* Id of the calling thread's current stack, 0 when none (disabled, unwind
  * failed, table full): up to depth native frames, then, on a thread running

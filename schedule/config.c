@@ -13,6 +13,7 @@
 
 #include "../collectors/log.h"
 #include "../collectors/rank.h"
+#include "../collectors/stacks.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -42,6 +43,10 @@ static const struct choice print_choices[] = {{"stderr", SP_TABLE_PRINT_STDERR},
                                               {NULL, 0}};
 static const struct choice gzip_lib_choices[] = {
     {"auto", SP_GZIP_LIB_AUTO}, {"isal", SP_GZIP_LIB_ISAL}, {"zlib", SP_GZIP_LIB_ZLIB}, {NULL, 0}};
+static const struct choice unwinder_choices[] = {{"auto", SP_STACK_UNWIND_AUTO},
+                                                {"libunwind", SP_STACK_UNWIND_LIBUNWIND},
+                                                {"glibc", SP_STACK_UNWIND_GLIBC},
+                                                {NULL, 0}};
 /* torch's key_averages().table(sort_by=...) names; "" lets the exporter pick. */
 static const struct choice sort_choices[] = {
     {"", 0}, {"cpu_time", 0}, {"cuda_time", 0}, {"cpu_time_total", 0}, {"cuda_time_total", 0},

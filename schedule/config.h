@@ -72,6 +72,7 @@ typedef struct sp_config {
     int use_gzip, record_shapes, profile_memory, with_stack;
     int gzip_lib;                /* SP_GZIP_LIB_* */
     long stack_depth;
+    int unwinder;                /* SP_STACK_UNWIND_* (collectors/stacks.h) */
     int cupti;
     long cupti_buffer_mb;
     long buffer_mb;

@@ -53,6 +53,9 @@
       "capture host call stacks of CUDA calls")                                                    \
     X(STACK_DEPTH, "stack_depth", LONG, stack_depth, "32", 1, 256, NULL,                           \
       "frames kept per captured call stack (with_stack)")                                          \
+    X(UNWINDER, "unwinder", ENUM, unwinder, "auto", 0, 0, unwinder_choices,                        \
+      "with_stack's native unwinder: auto = libunwind (libunwind.so.8) when installed, else glibc's " \
+      "backtrace()")                                                                               \
     X(CUPTI, "cupti", BOOL, cupti, "true", 0, 0, NULL,                                             \
       "record GPU activity with CUPTI when available; false: interposition and NVTX only")         \
     X(CUPTI_BUFFER_MB, "cupti_buffer_mb", LONG, cupti_buffer_mb, "64", 4, 4096, NULL,              \

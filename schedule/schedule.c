@@ -392,7 +392,7 @@ void sp_sched_activate(void)
         sp_cupti_set_cycle_cap(max_ev);
     }
     if (cfg.with_stack)
-        sp_stack_init(cfg.stack_depth);
+        sp_stack_init(cfg.stack_depth, cfg.unwinder);
     if (sp_ev_pool_init(cfg.buffer_mb) != 0) {
         sp_ev_set_gate(0);
         pthread_mutex_unlock(&lock);

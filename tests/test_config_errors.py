@@ -32,6 +32,7 @@ CASES = [
     (None, {"PROF_ACTIVE": "0", "PROF_MARKER": "nvtx:s"}, ["PROF_ACTIVE"]),
     (None, {"PROF_WAIT": "-2", "PROF_MARKER": "nvtx:s"}, ["PROF_WAIT"]),
     (None, {"PROF_USE_GZIP": "perhaps"}, ["PROF_USE_GZIP"]),
+    (None, {"PROF_UNWINDER": "libgcc"}, ["PROF_UNWINDER"]),
     (None, {"PROF_ACTVE": "3"}, ["PROF_ACTVE", "PROF_ACTIVE"]),
     (None, {"PROF_MARKER": "function:"}, ["PROF_MARKER"]),
     (None, {"PROF_BUFFER_MB": "99999999999999999999"}, ["PROF_BUFFER_MB"]),

@@ -7,13 +7,15 @@ the frames of that operator's "Call stack" in stepprof's trace, in its collapsed
 table's Source Location; and stepprof's python_function events are torch's for the program's own
 functions: the same names per step, nested alike around the same operators. Without with_stack: no
 Python frames and the profile function is never on; a Python process that never imports torch stays
-inert with with_stack set."""
+inert with with_stack set. Python frames do not depend on the native unwinder (libunwind missing or
+unwinder: glibc)."""
 import collections
 import functools
 import glob
 import os
 import re
 import sys
+import tempfile
 
 from harness import assert_valid, load, run
 
@@ -193,9 +195,8 @@ def test_python_function_events_are_torch_profilers():
     assert not [e for e in py if "_stepprof_torch" in e["name"]]
 
 
-def test_cuda_calls_from_python_merge_python_and_native_frames():
-    r = under_stepprof({"PROF_WITH_STACK": 1, "STACK_CUDA": 1})
-    trace = load(r.trace())
+def check_merged_frames(r, trace):
+    """STACK_CUDA=1: each recorded step's CUDA call from Python has the Python frames, then native ones."""
     calls = [e for e in trace["traceEvents"] if e.get("name") == "cudaDeviceSynchronize" and in_steps(trace, e)]
     assert len(calls) == 3, len(calls)  # one per recorded step
     for e in calls:
@@ -210,6 +211,37 @@ def test_cuda_calls_from_python_merge_python_and_native_frames():
     stacks = open(glob.glob(os.path.join(r.outdir, "*.stacks.txt"))[0]).read()
     assert re.search(re.escape(SYNC_DEVICE.replace(" ", "_")) + r";.*ffi_call.*;cudaDeviceSynchronize \d+$", stacks,
                      re.M), stacks
+
+
+def test_cuda_calls_from_python_merge_python_and_native_frames():
+    r = under_stepprof({"PROF_WITH_STACK": 1, "STACK_CUDA": 1})
+    check_merged_frames(r, load(r.trace()))
+
+
+def test_python_frames_do_not_need_libunwind():
+    """On a machine without libunwind8, with_stack once recorded no Python frame at all. Native frames
+    now come from glibc's backtrace() there (unwinder: glibc names it; auto falls back to it when
+    libunwind.so.8 cannot be loaded: an empty file of that name first on LD_LIBRARY_PATH stands for a
+    machine without it), and Python frames never depend on the native unwinder: python_function
+    events, operators' frames and CUDA calls' merged stacks are as with libunwind."""
+    ref, _ = reference()
+    d = tempfile.mkdtemp(prefix="sp-test-")
+    open(os.path.join(d, "libunwind.so.8"), "w").close()
+    for env, said in (({"PROF_UNWINDER": "glibc"}, 0), ({"LD_LIBRARY_PATH": d}, 1)):
+        r = under_stepprof(dict(env, PROF_WITH_STACK=1, STACK_CUDA=1))
+        assert len([l for l in r.sp_lines if "native frames come from glibc's backtrace()" in l]) == said, \
+            (env, r.sp_lines)
+        assert r.stdout.splitlines()[0] == "profile function on per step: 0111100", (env, r.stdout)
+        trace = load(r.trace())
+        # sync_device (STACK_CUDA) is the one program function the reference does not call.
+        got = program_calls(trace)
+        for c in got.values():
+            assert c.pop(SYNC_DEVICE) == 1, (env, c)
+        assert got == program_calls(ref), (env, dict(got), dict(program_calls(ref)))
+        want, mine = torch_stacks(ref), stepprof_stacks(trace)
+        for name in ("aten::addmm", "aten::relu", "aten::cross_entropy_loss"):
+            assert any(want[name]) and mine[name] == want[name], (env, name, dict(mine[name]), dict(want[name]))
+        check_merged_frames(r, trace)
 
 
 def test_without_with_stack_no_python_frames_and_no_profile_function():

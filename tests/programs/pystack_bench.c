@@ -119,7 +119,7 @@ static const char code[] = /* run after N = ... */
 
 int main(int argc, char **argv)
 {
-    if (sp_stack_init(64) != 0 || sp_ev_pool_init(512) != 0)
+    if (sp_stack_init(64, SP_STACK_UNWIND_AUTO) != 0 || sp_ev_pool_init(512) != 0)
         return 1;
     PyImport_AppendInittab("_bench", init_module);
     Py_Initialize();

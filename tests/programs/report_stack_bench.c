@@ -4,11 +4,13 @@
  * libreport_stacks.so beside this program (reports.mk), so, as in libstepprof, the collector's
  * own frames are in a different module from the caller's.
  *
- *   report_stack_bench check        capture at main -> chain_outer -> chain_middle -> chain_inner and
- *                                   print `stack <text>` (outermost first) and `again <same id: 0|1>`
- *   report_stack_bench bench [N]    N captures (default 1000000) of one 7-frame stack: prints
- *                                   `frames F` and `ns_per_capture X` (all but the first take the
- *                                   dedup hit path: unwind + hash + lock-free lookup)
+ *   report_stack_bench check [U]      capture at main -> chain_outer -> chain_middle -> chain_inner and
+ *                                     print `stack <text>` (outermost first) and `again <same id: 0|1>`
+ *   report_stack_bench bench [N [U]]  N captures (default 1000000) of one 7-frame stack: prints
+ *                                     `frames F` and `ns_per_capture X` (all but the first take the
+ *                                     dedup hit path: unwind + hash + lock-free lookup)
+ *
+ * U is the native unwinder, as the config key unwinder spells it: auto (default), libunwind or glibc.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -56,12 +58,26 @@ __attribute__((noinline)) uint32_t chain_outer(long n)
     return id;
 }
 
+static int unwinder(const char *word)
+{
+    return !word || strcmp(word, "auto") == 0   ? SP_STACK_UNWIND_AUTO
+           : strcmp(word, "libunwind") == 0     ? SP_STACK_UNWIND_LIBUNWIND
+           : strcmp(word, "glibc") == 0         ? SP_STACK_UNWIND_GLIBC
+                                                : -1;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    if (sp_stack_init(32) != 0)
+    int check = strcmp(mode, "check") == 0;
+    int u = unwinder(argc > (check ? 2 : 3) ? argv[check ? 2 : 3] : NULL);
+    if (u < 0) {
+        fprintf(stderr, "report_stack_bench: unwinder: expected auto, libunwind or glibc\n");
+        return 2;
+    }
+    if (sp_stack_init(32, u) != 0)
         return 1;
-    if (strcmp(mode, "check") == 0) {
+    if (check) {
         uint32_t id[2];
         for (volatile int i = 0; i < 2; i++)   /* one call site (not unrolled): the same stack twice */
             id[i] = chain_outer(1);
@@ -81,6 +97,6 @@ int main(int argc, char **argv)
         printf("frames %zu\nns_per_capture %.1f\n", frames, per);
         return id ? 0 : 1;
     }
-    fprintf(stderr, "usage: report_stack_bench check | bench [N]\n");
+    fprintf(stderr, "usage: report_stack_bench check [UNWINDER] | bench [N [UNWINDER]]\n");
     return 2;
 }

@@ -9,6 +9,7 @@
 #include "../../schedule/config.h"
 
 #include "../../collectors/log.h"
+#include "../../collectors/stacks.h"
 
 #include <limits.h>
 #include <signal.h>
@@ -121,6 +122,9 @@ static const struct bad {
      "profiling.yaml:2:14: profiling.buffer_mb: \"70000\": expected an integer from 1 to 65536"},
     {"profiling:\n  use_gzip: maybe\n", {0},
      "profiling.yaml:2:13: profiling.use_gzip: \"maybe\": expected a boolean (true/false, yes/no, on/off, 1/0)"},
+    {"profiling:\n  unwinder: libunwind8\n", {0},
+     "profiling.yaml:2:13: profiling.unwinder: \"libunwind8\": expected one of auto, libunwind, glibc (did you mean "
+     "libunwind?)"},
     {"profiling:\n  log: quite\n", {0},
      "profiling.yaml:2:8: profiling.log: \"quite\": expected one of info, quiet, debug (did you mean quiet?)"},
     {"profiling:\n  table:\n    sort_by: cpu\n", {0},
@@ -196,6 +200,7 @@ static const struct bad {
     {"profiling:\n  active: 2\n", {"PROF_ACTIVE=0"}, "PROF_ACTIVE=\"0\": expected an integer >= 1"},
     {NULL, {"PROF_WARMUP=-1"}, "PROF_WARMUP=\"-1\": expected an integer >= 0"},
     {NULL, {"PROF_USE_GZIP=2"}, "PROF_USE_GZIP=\"2\": expected a boolean (true/false, yes/no, on/off, 1/0)"},
+    {NULL, {"PROF_UNWINDER=gcc"}, "PROF_UNWINDER=\"gcc\": expected one of auto, libunwind, glibc"},
     {NULL, {"PROF_ENABLED=perhaps"}, "PROF_ENABLED=\"perhaps\": expected a boolean (true/false, yes/no, on/off, 1/0)"},
     {NULL, {"PROF_MARKER=kernel:"},
      "PROF_MARKER=\"kernel:\": kernel marker needs a kernel name glob, e.g. kernel:*sgemm*/4"},
@@ -271,7 +276,7 @@ static void test_values(void)
     const char *yaml = "profiling:\n  enabled: yes\n  skip_first: 3\n  skip_first_wait: on\n  wait: 2\n"
                        "  warmup: 2\n  active: \"4\"\n  repeat: 0\n  marker: nvtx:train_step@my.domain, signal:USR1\n"
                        "  output_dir: /tmp/traces\n  worker_name: 'rank 0'\n  use_gzip: true\n  gzip_lib: zlib\n  record_shapes: 1\n"
-                       "  profile_memory: On\n  with_stack: TRUE\n  stack_depth: 16\n  cupti: off\n  cupti_buffer_mb: 8\n  buffer_mb: 64\n  log: quiet\n"
+                       "  profile_memory: On\n  with_stack: TRUE\n  stack_depth: 16\n  unwinder: glibc\n  cupti: off\n  cupti_buffer_mb: 8\n  buffer_mb: 64\n  log: quiet\n"
                        "  processes: 'train*,python3*'\n  finalize_timeout_s: 3\n  exit_timeout_s: 30\n  max_events_per_cycle: 1000\n"
                        "  max_trace_mb: 50\n  ranks: ' 0, 8-15'\n"
                        "  table:\n    sort_by: self_cuda_time_total\n    row_limit: -1\n"
@@ -284,7 +289,8 @@ static void test_values(void)
           strcmp(c.marker.scope, "my.domain") == 0 && c.marker.has_signal && c.marker.signo == SIGUSR1 &&
           strcmp(c.marker_spec, "nvtx:train_step@my.domain, signal:USR1") == 0, "full file: marker");
     CHECK(strcmp(c.output_dir, "/tmp/traces") == 0 && strcmp(c.worker_name, "rank 0") == 0, "full file: strings");
-    CHECK(c.use_gzip && c.gzip_lib == SP_GZIP_LIB_ZLIB && c.record_shapes && c.profile_memory && c.with_stack && c.stack_depth == 16 && !c.cupti && c.cupti_buffer_mb == 8 &&
+    CHECK(c.use_gzip && c.gzip_lib == SP_GZIP_LIB_ZLIB && c.record_shapes && c.profile_memory && c.with_stack && c.stack_depth == 16 &&
+          c.unwinder == SP_STACK_UNWIND_GLIBC && !c.cupti && c.cupti_buffer_mb == 8 &&
           c.buffer_mb == 64 &&
           c.log_level == SP_LOG_WARN, "full file: flags");
     CHECK(strcmp(c.processes, "train*,python3*") == 0 && c.finalize_timeout_s == 3 && c.exit_timeout_s == 30 &&
