@@ -144,9 +144,15 @@ static sp_gpu_event_t *gpu_rec(uint32_t kind, uint64_t start, uint64_t end, uint
 {
     if (!start || !end) {
         /* Incomplete (a forced flush hands over buffers with records still
-         * running): no time to draw it at; counted with the drops. */
-        sh.recs_dropped++;
-        sh.drops_pending++;
+         * running): no time to draw it at; counted with the window's drops
+         * when one of the window's calls launched it (or its launcher is
+         * unknown). GPU work launched after the close is no window's: on an
+         * H200, back-to-back windows of a loop that never syncs showed one
+         * such record at some closes, with every window's kernels there. */
+        if (!corr || corr <= sh.window_corr) {
+            sh.recs_dropped++;
+            sh.drops_pending++;
+        }
         return NULL;
     }
     sp_gpu_event_t *e = new_rec(to_mono(start), kind == SP_GPU_RUNTIME || kind == SP_GPU_DRIVER, corr);

@@ -2,14 +2,19 @@
 # scripts/gpu-validate.sh — real-GPU evidence for stepprof, printed as markdown
 # for docs/gpu-validation.md. On a machine with an NVIDIA GPU, CUDA 13 and
 # PyTorch it runs: (1) train.cu built with -cudart shared and with the default
-# static cudart under LD_PRELOAD; (2) an unmodified PyTorch CNN loop (30
-# steps, no NVTX, no profiler code: the torch marker counts optimizer steps)
-# under stepprof and (3) the same loop under torch.profiler with the same
-# schedule, then compares kernels per step, GPU kernel time per step, top
-# kernels, step times, missing kernels, and per aten operator the calls,
-# kernels launched and CUDA time. Without a GPU it runs what a CPU
-# can check (build present, train on the stand-in, the comparison script on two
-# stepprof traces) and says what it skipped.
+# static cudart under LD_PRELOAD, and the CUPTI checklist (gpu_checklist.py);
+# (2-3) unmodified PyTorch loops (a CNN and a small transformer, 40 steps, no
+# NVTX, no profiler code: the torch marker counts optimizer steps) under
+# stepprof and under torch.profiler with the same schedule, compared by
+# gpu_compare.py (kernels and GPU time per step, missing kernels, per aten
+# operator the calls, kernels and CUDA time), plus with_stack, the hand-over
+# to the program's own torch.profiler, back-to-back windows (gpu_extra.py) and
+# step-time overhead; (4) a CuPy RawKernel (driver-API launch); (5) the driver
+# records the runtime makes. GV_STEPS / GV_WAIT / GV_WARMUP / GV_ACTIVE change
+# the loops' schedule; DEVICE=cpu runs the loops on the CPU (a dry run of the
+# script). Without a GPU it runs what a CPU can check and says what it skipped.
+# The traces it leaves in OUTDIR feed gpu_clients.py (HTA, TensorBoard) on the
+# CPU machine.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="${SP_BUILD:-$ROOT/build}"
@@ -117,14 +122,17 @@ for M in cnn transformer; do
     $X steptimes "$D" $FIRST $LAST
 done
 echo
-echo "### GPU-bound CNN (batch 1024): step time of each profiler"
-D="$OUT/cnn_big"; mkdir -p "$D"
-env MODEL=cnn BATCH=1024 $STEPS_ENV $T $LIM $PY "$LOOP" plain "$D/plain.json" || echo "plain run failed"
-env MODEL=cnn BATCH=1024 $STEPS_ENV LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$D/sp" $SCHED_TORCH $T $LIM $PY "$LOOP" \
-    plain "$D/stepprof.json" 2>/dev/null || echo "stepprof run failed"
-env MODEL=cnn BATCH=1024 $STEPS_ENV TORCH_TRACE_DIR="$D/torch" $T $LIM $PY "$LOOP" torch "$D/torch.json" \
-    2>/dev/null || echo "torch.profiler run failed"
-$X steptimes "$D" $FIRST $LAST
+echo "### Step-time overhead: CNN launch-bound (batch 64) and GPU-bound (batch 1024), two interleaved rounds"
+for BS in 64 1024; do for RND in 1 2; do
+    D="$OUT/overhead_b${BS}_r$RND"; mkdir -p "$D"
+    env MODEL=cnn BATCH=$BS $STEPS_ENV $T $LIM $PY "$LOOP" plain "$D/plain.json" || echo "plain run failed"
+    env MODEL=cnn BATCH=$BS $STEPS_ENV LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$D/sp" $SCHED_TORCH $T $LIM $PY "$LOOP" \
+        plain "$D/stepprof.json" 2>/dev/null || echo "stepprof run failed"
+    env MODEL=cnn BATCH=$BS $STEPS_ENV TORCH_TRACE_DIR="$D/torch" $T $LIM $PY "$LOOP" torch "$D/torch.json" \
+        2>/dev/null || echo "torch.profiler run failed"
+    echo "batch $BS, round $RND:"; $X steptimes "$D" $FIRST $LAST
+    rm -rf "$D/sp" "$D/torch"
+done; done
 echo
 echo "## 4. driver-API launch (CuPy RawKernel)"
 env LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$OUT/cupy" $T $LIM $PY "$ROOT/scripts/gpu_cupy_launch.py" 20 \

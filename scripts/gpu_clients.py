@@ -52,10 +52,10 @@ def summary(label, trace):
         for _, _, name, us in kb:
             per[name] += us
     temporal = h.get("temporal")
-    kt = temporal[0][4] if isinstance(temporal, list) and temporal else None
+    tr = temporal[0][1:] if isinstance(temporal, list) and temporal else None  # idle, compute, non-compute, span
     tb_k = sum(r[1] for r in t.get("kernels", [])) if isinstance(t.get("kernels"), list) else None
-    print(f"- {label}: HTA failed analyses {errors(h) or 'none'}; kernel time (temporal breakdown) "
-          f"{kt} us; kernel breakdown {sum(per.values()):.1f} us over {len(per)} kernel names. TensorBoard: "
+    print(f"- {label}: HTA failed analyses {errors(h) or 'none'}; temporal breakdown "
+          f"(idle / compute / non-compute / span, us) {tr and [round(x, 1) for x in tr]}; kernel breakdown {sum(per.values()):.1f} us over {len(per)} kernel names. TensorBoard: "
           f"errors {t.get('errors') or errors(t) or 'none'}, steps {t.get('steps')}, has_kernel {t.get('has_kernel')}, "
           f"kernel table {tb_k} calls, views {t.get('views')}")
     return per

@@ -105,8 +105,9 @@ def test_operators_carry_the_python_frames_torch_profiler_shows():
     ref, ref_out = reference()
     loss = mine.stdout.splitlines()
     assert loss[-1] == ref_out, "the program's output changed under stepprof"
-    # The profile function is on only in the warmup and record steps (1-4), off after.
-    assert loss[0] == "profile function on per step: 0111100", loss
+    # The profile function is on only in the warmup and record steps (1-4), off after. The program
+    # probes after each optimizer step, so probe i sees step i + 1 (the one that begins there): 0-3 on.
+    assert loss[0] == "profile function on per step: 1111000", loss
     assert_valid(mine.trace())
     trace = load(mine.trace())
     assert sorted(steps(trace)) == sorted(steps(ref)) == [2, 3, 4]
@@ -231,7 +232,7 @@ def test_python_frames_do_not_need_libunwind():
         r = under_stepprof(dict(env, PROF_WITH_STACK=1, STACK_CUDA=1))
         assert len([l for l in r.sp_lines if "native frames come from glibc's backtrace()" in l]) == said, \
             (env, r.sp_lines)
-        assert r.stdout.splitlines()[0] == "profile function on per step: 0111100", (env, r.stdout)
+        assert r.stdout.splitlines()[0] == "profile function on per step: 1111000", (env, r.stdout)
         trace = load(r.trace())
         # sync_device (STACK_CUDA) is the one program function the reference does not call.
         got = program_calls(trace)
@@ -256,7 +257,7 @@ def test_without_with_stack_no_python_frames_and_no_profile_function():
 def test_forked_child_has_no_profile_function():
     r = under_stepprof({"PROF_WITH_STACK": 1, "STACK_FORK": 1})
     lines = r.stdout.splitlines()
-    assert "forked child: profile function on: 0" in lines and "profile function on per step: 0111100" in lines, lines
+    assert "forked child: profile function on: 0" in lines and "profile function on per step: 1111000" in lines, lines
 
 
 def test_program_with_its_own_profile_function_keeps_it():
