@@ -265,11 +265,12 @@ void sp_cupti_window_close(int *device)
 
 /* The exporter's side of a window close: the device sync (timed: its record
  * fixes CUPTI's offset, cupti_window.c), the flush, the take, the drops. */
-size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_gpu_event_t **out,
-                        uint64_t *dropped)
+size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, int api_filter, sp_gpu_event_t **out,
+                        uint64_t *dropped, uint64_t *filtered)
 {
     *out = NULL;
     *dropped = 0;
+    *filtered = 0;
     if (sh.state <= 0 && sh.state != SP_CUPTI_HANDED_OVER)
         return 0;
     uint64_t h0 = 0, h1 = 0;
@@ -306,7 +307,7 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
         offset_measured = 1;
     if (collector)   /* its cudaSetDevice, and what the runtime did inside its calls */
         sp_cupti_drop_thread(sh.recs, &sh.nrecs, me);
-    size_t n = sp_cupti_take_window(sh.recs, &sh.nrecs, begin, end, out);
+    size_t n = sp_cupti_take_window(sh.recs, &sh.nrecs, begin, end, api_filter, filtered, out);
     sh.drops_pending = 0;
     pthread_mutex_unlock(&sh.lock);
     if (!offset_measured && !exit_flushed && live)

@@ -319,6 +319,7 @@ static void write_header(sp_jw_t *w, const sp_export_job_t *job, const sp_gpu_vi
                  job->truncated ? "true" : "false");
     sp_jw_printf(w, "  \"stepprof_gpu_source\": \"%s\",\n  \"stepprof_cupti_dropped_records\": %" PRIu64 ",\n",
                  job->cupti ? "cupti" : "none", job->cupti_dropped);
+    sp_jw_printf(w, "  \"stepprof_api_records_filtered\": %" PRIu64 ",\n", job->api_filtered);
     sp_jw_printf(w, "  \"stepprof_host_correlation_base\": %" PRIu64 ",\n", gpu->host_corr_base);
     sp_jw_printf(w, "  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": %" PRIu64 ",\n  \"traceEvents\": [\n",
                  base_epoch_ns);
