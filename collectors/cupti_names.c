@@ -61,10 +61,12 @@ void sp_cupti_names_prefetch(void)
  * library loads (lazy loading's time) and the once-per-process set-up
  * (cuInit, context creation), which is where a first step's time goes. */
 static const char *const driver_kept[] = {
-    "cuLaunch",     "cuGraphLaunch", "cuMemcpy",   "cuMemset",       "cuMemAlloc", "cuMemHostAlloc",
-    "cuMemFree",    "cuMemPrefetch", "cuMemCreate", "cuMemRelease",  "cuMemMap",   "cuMemUnmap",
+    "cuLaunch",            "cuGraphLaunch",    "cuMemcpy",           "cuMemset",
+    "cuMemAlloc",          "cuMemHostAlloc",   "cuMemFree",          "cuMemPrefetch",
+    "cuMemCreate",         "cuMemRelease",     "cuMemMap",           "cuMemUnmap",
     "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cuStreamWaitEvent",
-    "cuModuleLoad", "cuLibraryLoad", "cuInit",     "cuDevicePrimaryCtxRetain", "cuCtxCreate",
+    "cuModuleLoad",        "cuLibraryLoad",    "cuInit",             "cuDevicePrimaryCtxRetain",
+    "cuCtxCreate",
 };
 
 static int has_row(int driver, uint32_t cbid)
