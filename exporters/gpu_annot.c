@@ -54,11 +54,16 @@ void sp_annot_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
         while (st->n && st->s[st->n - 1].end <= e->t0)
             st->n--;
         if (e->kind == SP_EV_RANGE || e->kind == SP_EV_STEP) {
+            /* The torch scope around the parent, if any, takes this range's calls
+             * only when the range ends inside it: a start/end range or a step
+             * (a kernel: marker's boundary) begun inside an operator and
+             * outliving it keeps its own, as before. */
             uint64_t parent = st->n ? st->s[st->n - 1].id : 0;
-            uint64_t up = parent ? v->range_call[parent - 1] : 0;   /* a torch scope, or not */
+            uint64_t up = parent ? v->range_call[parent - 1] : 0;
+            const sp_event_t *scope = up ? ev[v->range_ev[up - 1]].ev : NULL;
             v->range_ev[next] = (uint32_t)i;
             v->range_parent[next] = parent;
-            v->range_call[next] = is_torch(e) || !up || !is_torch(ev[v->range_ev[up - 1]].ev) ? next + 1 : up;
+            v->range_call[next] = !is_torch(e) && scope && is_torch(scope) && e->t1 <= scope->t1 ? up : next + 1;
             v->ext[i] = ++next;
             v->nranges = next;
             if (st->n == st->cap) {

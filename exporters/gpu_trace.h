@@ -55,9 +55,9 @@ static inline int64_t sp_trace_dur(int64_t ts, int64_t dur)
 }
 
 /* The External id of a call whose innermost enclosing range (or step) is
- * `range` (0 = none): that range's own, unless a torch operator or
- * record_function scope (SP_RANGE_TORCH) is open around it, then the
- * innermost such one's. torch.profiler never sees NVTX ranges, so a kernel
+ * `range` (0 = none): that range's own, unless it lies inside a torch
+ * operator or record_function scope (SP_RANGE_TORCH), then the innermost
+ * such one's. torch.profiler never sees NVTX ranges, so a kernel
  * launched inside a library's range (CCCL's cub::DeviceRadixSort, in its own
  * domain) or a user's range within an operator belongs to the operator, as
  * in Kineto; the range is still drawn (user_annotation, gpu_user_annotation).

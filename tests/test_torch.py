@@ -289,7 +289,8 @@ def test_library_and_user_ranges_inside_an_operator_leave_its_kernels_to_it():
     """torch.profiler never sees NVTX ranges: a kernel launched inside CUB's own range (domain "CCCL") or
     a user's range, both within aten::embedding_dense_backward, belongs to the operator (issue 17: on an
     H200, 140 of the op's 190 kernels carried a cub::DeviceRadixSort range's External id). The ranges
-    are still drawn; a user range around the operator keeps the kernels launched outside it."""
+    are still drawn; a user range around the operator keeps the kernels launched outside it, and so
+    does a start/end range begun inside the operator once the operator has ended."""
     r = run([prog("torch_ops_c"), "3", "cccl"], env={"PROF_MARKER": "nvtx:train_step", "PROF_TABLE_ROW_LIMIT": -1})
     assert r.returncode == 0 and r.stdout == "done\n", r.stderr
     assert_valid(r.trace())
@@ -315,11 +316,12 @@ def test_library_and_user_ranges_inside_an_operator_leave_its_kernels_to_it():
     work = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     by = collections.Counter((scopes[e["args"]["External id"]]["name"], e["cat"]) for e in work)
     assert by == {("aten::mm", "kernel"): 3, ("aten::copy_", "gpu_memcpy"): 3, ("MmBackward0", "kernel"): 3,
-                  ("user_block", "kernel"): 3, ("aten::embedding_dense_backward", "kernel"): 9,
+                  ("user_block", "kernel"): 3, ("io", "kernel"): 3, ("aten::embedding_dense_backward", "kernel"): 9,
                   ("aten::embedding_dense_backward", "gpu_memset"): 6}, by
     # The ranges inside the operator are still drawn on the GPU around the work launched in them.
     spans = collections.Counter(e["name"] for e in ev if e.get("cat") == "gpu_user_annotation")
-    assert spans == {"train_step": 3, "user_block": 3, "cub::DeviceRadixSort::SortPairs": 3, "user_inner": 3}, spans
+    assert spans == {"train_step": 3, "user_block": 3, "cub::DeviceRadixSort::SortPairs": 3, "user_inner": 3,
+                     "io": 3}, spans
     for g in (e for e in ev if e.get("cat") == "gpu_user_annotation"):
         assert scopes[g["args"]["External id"]]["name"] == g["name"], g
     # The key-average table charges the operator with the same work: its CUDA total is the GPU time that

@@ -13,7 +13,8 @@
  * it, opens a range of its own NVTX domain ("CCCL", registered string "cub::DeviceRadixSort::SortPairs")
  * around radix_sort_kernel, a cudaMemsetAsync and a second cudaMemsetAsync that only CUPTI sees (called
  * through libcudart's own symbol, as a library with its own runtime would), then a default-domain range
- * "user_inner" around inner_kernel.
+ * "user_inner" around inner_kernel; a start/end range "io" begun in the operator ends after it, around
+ * io_kernel.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ void user_kernel(void) { kernel_marks[0] = 3; }
 void embedding_kernel(void) { kernel_marks[0] = 4; }
 void radix_sort_kernel(void) { kernel_marks[0] = 5; }
 void inner_kernel(void) { kernel_marks[0] = 6; }
+void io_kernel(void) { kernel_marks[0] = 7; }
 
 static void launch(void (*fn)(void), const char *what)
 {
@@ -64,7 +66,10 @@ static void cccl_step(nvtxDomainHandle_t cccl, nvtxStringHandle_t sort, memset_a
     nvtxRangePushA("user_inner");
     launch(inner_kernel, "inner_kernel");
     nvtxRangePop();
+    nvtxRangeId_t io = nvtxRangeStartA("io");
     nvtxRangePop();
+    launch(io_kernel, "io_kernel");
+    nvtxRangeEnd(io);
     nvtxRangePop();
 }
 
