@@ -153,13 +153,14 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
         if (e->name >= SP_API_COUNT)
             return;
         /* With CUPTI's record of the same call, its correlation id is the
-         * one GPU events carry. External id: the enclosing range's, as Kineto. */
+         * one GPU events carry. External id: the enclosing operator's or
+         * range's, as Kineto (sp_gpuv_call_ext). */
         const sp_gpu_event_t *m = sp_gpuv_match(c->gpu, index);
         const char *real = sp_api_table[e->name].name, *shown = sp_gpuv_api_name(real, name, sizeof name);
         slice_head(c, sp_api_table[e->name].driver ? "cuda_driver" : "cuda_runtime", shown, r);
         SP_JW_KI(w, ",\"args\":{\"cbid\":", sp_api_table[e->name].cbid);
         SP_JW_KU(w, ",\"correlation\":", m ? (uint64_t)m->correlation : sp_gpuv_host_corr(c->gpu, index));
-        if (ext)
+        if ((ext = sp_gpuv_call_ext(c->gpu, ext)))
             SP_JW_KU(w, ",\"External id\":", ext);
         if (shown != real) {
             SP_JW_LIT(w, ",\"stepprof_api\":\"");

@@ -13,7 +13,8 @@ import os
 import re
 import sys
 
-from harness import LIB, ROOT, assert_valid, load, prog, run
+import test_reports as reports
+from harness import LIB, ROOT, assert_valid, load, prog, run, runtime_events
 
 PROGRAMS = os.path.join(ROOT, "tests", "programs")
 SCHED = {"PROF_WAIT": 1, "PROF_WARMUP": 1, "PROF_ACTIVE": 3}
@@ -284,6 +285,56 @@ def test_kernels_and_copies_carry_their_operators_external_id():
     flows = [e for e in ev if e.get("cat") == "fwdbwd"]
     assert len(flows) == 6 and {ext_name for ext_name in fwdbwd_pairs({"traceEvents": ev})} == \
         {("aten::mm", "MmBackward0")}
+
+
+def test_library_and_user_ranges_inside_an_operator_leave_its_kernels_to_it():
+    """torch.profiler never sees NVTX ranges: a kernel launched inside CUB's own range (domain "CCCL") or
+    a user's range, both within aten::embedding_dense_backward, belongs to the operator (issue 17: on an
+    H200, 140 of the op's 190 kernels carried a cub::DeviceRadixSort range's External id). The ranges
+    are still drawn; a user range around the operator keeps the kernels launched outside it, and so
+    does a start/end range begun inside the operator once the operator has ended."""
+    r = run([prog("torch_ops_c"), "3", "cccl"], env={"PROF_MARKER": "nvtx:train_step", "PROF_TABLE_ROW_LIMIT": -1})
+    assert r.returncode == 0 and r.stdout == "done\n", r.stderr
+    assert_valid(r.trace())
+    ev = load(r.trace())["traceEvents"]
+    scopes = {e["args"]["External id"]: e for e in ev if e.get("cat") in ("cpu_op", "user_annotation")}
+    assert len(scopes) == sum(1 for e in ev if e.get("cat") in ("cpu_op", "user_annotation")), "unique ids"
+    cub = [e for e in ev if e.get("name") == "cub::DeviceRadixSort::SortPairs" and e["pid"] == e["tid"]]
+    assert len(cub) == 3 and all(e["cat"] == "user_annotation" for e in cub), cub
+    op_ids = {i for i, e in scopes.items() if e["name"] == "aten::embedding_dense_backward"}
+    assert len(op_ids) == 3 and all(scopes[i]["cat"] == "cpu_op" for i in op_ids)
+
+    def inside(e, name):
+        return [s for s in scopes.values() if s["name"] == name and s["tid"] == e["tid"] and
+                s["ts"] <= e["ts"] <= s["ts"] + s["dur"]]
+    # Every call inside a CUB range, intercepted or seen by CUPTI alone, carries its operator's id.
+    calls = [e for e in runtime_events({"traceEvents": ev}, all_sources=True) if inside(e, "cub::DeviceRadixSort::SortPairs")]
+    assert collections.Counter((e["name"], e["args"].get("stepprof_source", "")) for e in calls) == \
+        {("cudaLaunchKernel", ""): 3, ("cudaMemsetAsync", ""): 3, ("cudaMemsetAsync", "cupti"): 3}, calls
+    for e in calls:
+        assert e["args"]["External id"] == inside(e, "aten::embedding_dense_backward")[0]["args"]["External id"], e
+    # GPU work: the operator's kernels (its own, CUB's, the one in user_inner) and sets; user_block keeps
+    # the kernel launched outside the operator (no operator open there: the innermost range's, as before).
+    work = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    by = collections.Counter((scopes[e["args"]["External id"]]["name"], e["cat"]) for e in work)
+    assert by == {("aten::mm", "kernel"): 3, ("aten::copy_", "gpu_memcpy"): 3, ("MmBackward0", "kernel"): 3,
+                  ("user_block", "kernel"): 3, ("io", "kernel"): 3, ("aten::embedding_dense_backward", "kernel"): 9,
+                  ("aten::embedding_dense_backward", "gpu_memset"): 6}, by
+    # The ranges inside the operator are still drawn on the GPU around the work launched in them.
+    spans = collections.Counter(e["name"] for e in ev if e.get("cat") == "gpu_user_annotation")
+    assert spans == {"train_step": 3, "user_block": 3, "cub::DeviceRadixSort::SortPairs": 3, "user_inner": 3,
+                     "io": 3}, spans
+    for g in (e for e in ev if e.get("cat") == "gpu_user_annotation"):
+        assert scopes[g["args"]["External id"]]["name"] == g["name"], g
+    # The key-average table charges the operator with the same work: its CUDA total is the GPU time that
+    # carries its External id; the offline tool agrees byte for byte.
+    text = reports.outputs(r, ".key_averages.txt")
+    _, rows = reports.parse_table(text)
+    row = next(x for x in rows if x["Name"] == "aten::embedding_dense_backward")
+    owned = sum(e["dur"] for e in work if e["args"]["External id"] in op_ids)
+    assert int(row["# of Calls"]) == 3 and abs(reports.ns(row["CUDA total"]) / 1e3 - owned) < 0.001 * len(work), \
+        (row, owned)
+    assert reports.tool(r.trace(), "--row-limit", "-1").stdout == text
 
 
 def test_whole_run_and_training_thread_leave_stderr_alone():
