@@ -396,6 +396,7 @@ void sp_cupti_after_fork_child(void)
     pthread_mutex_init(&collect_lock, NULL);
     exit_flushed = 0;
     sh.state = sh.state > 0 ? 2 : sh.state == SP_CUPTI_HANDED_OVER ? SP_CUPTI_HANDED_OVER : 0;
+    sp_cupti_devices_pending = 0;   /* CUDA is not for a fork child of a process that used it */
     want_on = is_on = takes_pending = last_close_collects = 0;
     closes = handover_close = 0;
     dropped_base = 0;

@@ -175,8 +175,8 @@ void sp_cupti_query_devices(void)
 
 void sp_cupti_query_devices_again(void)
 {
-    if (__atomic_load_n(&sp_cupti_shared.state, __ATOMIC_ACQUIRE) <= 0)
-        return;   /* no CUPTI, no GPU record to describe a device for */
+    if (__atomic_load_n(&sp_cupti_shared.state, __ATOMIC_ACQUIRE) != 1)
+        return;   /* no CUPTI (or a fork child's copy): no GPU record to describe a device for */
     __atomic_store_n(&sp_cupti_devices_pending, 0, __ATOMIC_RELEASE);
     query_devices();
 }
