@@ -70,11 +70,18 @@ void sp_cupti_shutdown(void);      /* process end: forced flush, kinds off, cupt
 const sp_devprop_t *sp_cupti_device(uint32_t dev);   /* NULL when unknown */
 
 /* Set when CUPTI becomes active; the interposers then call
- * sp_cupti_query_devices() once, after a runtime call has returned. */
+ * sp_cupti_query_devices() once, after an intercepted call has returned. */
 extern volatile int sp_cupti_devices_pending;
 void sp_cupti_query_devices(void);
-/* Brackets stepprof's own device queries (begin = 1, then 0): CUPTI's
- * records of calls made in between on that thread are dropped. */
+/* Another try while no device is known (a program whose calls stepprof never
+ * intercepts once CUPTI is on: static cudart): the exit calls it before it
+ * closes the last window; a collect that syncs calls it too. At most
+ * SP_DEVQ_TRIES tries in all, the first included. */
+void sp_cupti_query_devices_again(void);
+#define SP_DEVQ_TRIES 4
+/* Brackets one try of stepprof's own device queries (begin = 1, then 0; at
+ * most SP_DEVQ_TRIES, one at a time): CUPTI's records of calls made in
+ * between on that thread are dropped. */
 void sp_cupti_own_calls(int begin);
 void sp_cupti_after_fork_child(void);
 /* The program runs torch.profiler: CUPTI is handed over to it for the rest of

@@ -454,6 +454,8 @@ static int finish(int truncated, double timeout_s, int try_lock, int close_windo
 {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (at_exit)   /* before the last window closes, so that its trace names the devices */
+        sp_cupti_query_devices_again();
     int locked = 0;
     if (!close_window) {
         locked = 1; /* nothing to close: only the drain below */
