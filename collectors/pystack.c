@@ -32,7 +32,8 @@
  * which the exporter numbers per cycle. Each module seen is kept alive (a
  * reference in a table keyed by its address, dropped when no thread records
  * any more) so that, as in torch, its address names one instance while
- * frames are recorded. Its shadow-stack name stays the frame's (the
+ * frames are recorded (past MOD_MAX instances, later ones are named per call
+ * and not kept). Its shadow-stack name stays the frame's (the
  * operators' call stacks are unchanged). */
 #define _GNU_SOURCE
 #include "pystack.h"
@@ -76,7 +77,8 @@ typedef struct py_api {
     void (*err_clear)(void);
     pyobj (*sys_object)(const char *);              /* borrowed */
     pyobj (*dict_item)(pyobj, const char *);        /* borrowed */
-    pyobj (*frame_var)(pyobj, const char *);        /* 3.12+: new reference; NULL before */
+    pyobj (*frame_var)(pyobj, pyobj);               /* 3.12+: new reference; NULL before */
+    pyobj (*intern)(const char *);                  /* new reference */
     pyobj (*frame_locals)(pyobj);                   /* 3.11: new reference (a dict) */
 } py_api_t;
 static py_api_t py;
@@ -133,6 +135,7 @@ typedef struct mod_slot {
 static mod_slot_t *mods;       /* GIL holders only; each self holds a reference */
 static uint32_t nmods;
 static pyobj module_code;      /* torch.nn.Module.__call__.__code__, NULL when unknown */
+static pyobj self_name;        /* "self", for PyFrame_GetVar */
 static int threads_on;         /* threads with the profile function on */
 static char *prefix_buf;
 static const char *prefix[MAX_PREFIXES];
@@ -158,7 +161,8 @@ static int load_api(void)
         }
         memcpy((char *)&py + syms[i].off, &f, sizeof f);
     }
-    *(void **)&py.frame_var = dlsym(RTLD_DEFAULT, "PyFrame_GetVarString");
+    *(void **)&py.frame_var = dlsym(RTLD_DEFAULT, "PyFrame_GetVar");
+    *(void **)&py.intern = dlsym(RTLD_DEFAULT, "PyUnicode_InternFromString");
     *(void **)&py.frame_locals = dlsym(RTLD_DEFAULT, "PyFrame_GetLocals");
     codes = calloc(CODE_SLOTS, sizeof *codes);
     mods = calloc(MOD_SLOTS, sizeof *mods);
@@ -263,8 +267,12 @@ static uint32_t code_id(pyobj code)
  * sys.modules (not there yet: looked for again at the next switch on). */
 static void learn_module_code(void)
 {
-    if (module_code || (!py.frame_var && !py.frame_locals))
+    if (module_code || (!(py.frame_var && py.intern) && !py.frame_locals))
         return;
+    if (py.frame_var && py.intern && !self_name && !(self_name = py.intern("self"))) {
+        py.err_clear();
+        return;
+    }
     pyobj modules = py.sys_object("modules");
     pyobj nn = modules ? py.dict_item(modules, "torch.nn") : NULL;
     pyobj cls = nn ? py.getattr(nn, "Module") : NULL;
@@ -282,9 +290,9 @@ static void learn_module_code(void)
 static const mod_slot_t *module_of(pyobj frame, mod_slot_t *tmp)
 {
     pyobj self = NULL;
-    if (py.frame_var) {
-        self = py.frame_var(frame, "self");
-    } else {
+    if (self_name) {   /* 3.12+: read from the frame's own variables, nothing built */
+        self = py.frame_var(frame, self_name);
+    } else {           /* 3.11: the frame's locals dict, built once per call (as torch does) */
         pyobj locals = py.frame_locals(frame);
         if ((self = locals ? py.dict_item(locals, "self") : NULL))
             py.incref(self);
