@@ -228,7 +228,7 @@ void sp_cupti_window_open(void)
 /* stepprof's own runtime calls are not the program's: the runtime reaches the
  * driver through cuGetProcAddress, i.e. through our hooks, and the recursion
  * guard keeps those inner calls ours. */
-static int own_begin(void)
+int sp_cupti_guard_take(void)
 {
     sp_thread_t *t = sp_ev_thread();
     int held = t ? t->in_hook : 0;
@@ -237,7 +237,7 @@ static int own_begin(void)
     return held;
 }
 
-static void own_end(int held)
+void sp_cupti_guard_give(int held)
 {
     sp_thread_t *t = sp_ev_thread();
     if (t)
@@ -265,11 +265,12 @@ void sp_cupti_window_close(int *device)
 
 /* The exporter's side of a window close: the device sync (timed: its record
  * fixes CUPTI's offset, cupti_window.c), the flush, the take, the drops. */
-size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_gpu_event_t **out,
-                        uint64_t *dropped)
+size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, int api_filter, sp_gpu_event_t **out,
+                        uint64_t *dropped, uint64_t *filtered)
 {
     *out = NULL;
     *dropped = 0;
+    *filtered = 0;
     if (sh.state <= 0 && sh.state != SP_CUPTI_HANDED_OVER)
         return 0;
     uint64_t h0 = 0, h1 = 0;
@@ -281,7 +282,8 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
          * and create a context on a GPU the process never used. */
         cudaError_t (*dev_sync)(void) = (cudaError_t(*)(void))sp_real("cudaDeviceSynchronize");
         cudaError_t (*set_device)(int) = (cudaError_t(*)(int))sp_real("cudaSetDevice");
-        int held = own_begin();
+        int held = sp_cupti_guard_take();
+        sp_cupti_query_devices_again();   /* does nothing once a device is known */
         /* A device is set only when it changes: a one-GPU process never makes the call. */
         if (collector && device >= 0 && device != (collect_device < 0 ? 0 : collect_device) && set_device &&
             set_device(device) == cudaSuccess)
@@ -291,7 +293,7 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
             dev_sync();
             h1 = sp_clock_mono_ns();
         }
-        own_end(held);
+        sp_cupti_guard_give(held);
     }
     /* Forced: the program goes on launching after the close, so the buffer that
      * holds the window's last records also holds later, unfinished ones, and a
@@ -306,7 +308,7 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
         offset_measured = 1;
     if (collector)   /* its cudaSetDevice, and what the runtime did inside its calls */
         sp_cupti_drop_thread(sh.recs, &sh.nrecs, me);
-    size_t n = sp_cupti_take_window(sh.recs, &sh.nrecs, begin, end, out);
+    size_t n = sp_cupti_take_window(sh.recs, &sh.nrecs, begin, end, api_filter, filtered, out);
     sh.drops_pending = 0;
     pthread_mutex_unlock(&sh.lock);
     if (!offset_measured && !exit_flushed && live)
@@ -395,6 +397,7 @@ void sp_cupti_after_fork_child(void)
     pthread_mutex_init(&collect_lock, NULL);
     exit_flushed = 0;
     sh.state = sh.state > 0 ? 2 : sh.state == SP_CUPTI_HANDED_OVER ? SP_CUPTI_HANDED_OVER : 0;
+    sp_cupti_devices_pending = 0;   /* CUDA is not for a fork child of a process that used it */
     want_on = is_on = takes_pending = last_close_collects = 0;
     closes = handover_close = 0;
     dropped_base = 0;

@@ -41,15 +41,25 @@ void sp_cupti_exit_flush(void);
 /* "cudaLaunchKernel"; NULL if unknown. A process-lifetime string: callers may
  * keep it (collectors/cupti_names.c). */
 const char *sp_cupti_api_name(int driver, uint32_t cbid);
+/* A runtime or driver callback id whose CUPTI-only records are pure queries,
+ * left out by cupti_api_filter: queries (as Kineto does): cudaGetDevice,
+ * cudaSetDevice, cudaGetLastError; driver calls that do not launch, copy, set,
+ * sync, allocate, free, load a module or library, or set up the driver or a
+ * context (cuDevicePrimaryCtxGetState, cuCtxGetCurrent, cuKernelGetName...).
+ * Never an id collectors/api.h has a row for: such records may pair with an
+ * intercepted call. */
+int sp_cupti_api_is_query(int driver, uint32_t cbid);
 
 /* On the exporter's thread, for a closed window [begin_ns, end_ns]: sync the
  * device (when `sync`; not at exit: the runtime may be gone) and flush, so
  * the window's records are all in; then the window's records (runtime/driver
  * records by their start, GPU records by the API call that launched them,
  * else by their own start) moved into a malloc'ed array; older records are
- * dropped, later ones kept. *dropped: records lost since the last collect. */
-size_t sp_cupti_collect(int sync, int device, uint64_t begin_ns, uint64_t end_ns, sp_gpu_event_t **out,
-                        uint64_t *dropped);
+ * dropped, later ones kept. *dropped: records lost since the last collect.
+ * With api_filter, the window's query records (sp_cupti_api_is_query) are
+ * left out and counted in *filtered. */
+size_t sp_cupti_collect(int sync, int device, uint64_t begin_ns, uint64_t end_ns, int api_filter,
+                        sp_gpu_event_t **out, uint64_t *dropped, uint64_t *filtered);
 /* Records lost, cumulative: CUPTI's own drops (full buffers) and parsed
  * records past the bound on those kept (cupti_buffer_mb, the cycle cap). */
 uint64_t sp_cupti_dropped(void);
@@ -60,11 +70,18 @@ void sp_cupti_shutdown(void);      /* process end: forced flush, kinds off, cupt
 const sp_devprop_t *sp_cupti_device(uint32_t dev);   /* NULL when unknown */
 
 /* Set when CUPTI becomes active; the interposers then call
- * sp_cupti_query_devices() once, after a runtime call has returned. */
+ * sp_cupti_query_devices() once, after an intercepted call has returned. */
 extern volatile int sp_cupti_devices_pending;
 void sp_cupti_query_devices(void);
-/* Brackets stepprof's own device queries (begin = 1, then 0): CUPTI's
- * records of calls made in between on that thread are dropped. */
+/* Another try while no device is known (a program whose calls stepprof never
+ * intercepts once CUPTI is on: static cudart): the exit calls it before it
+ * closes the last window; a collect that syncs calls it too. At most
+ * SP_DEVQ_TRIES tries in all, the first included. */
+void sp_cupti_query_devices_again(void);
+#define SP_DEVQ_TRIES 4
+/* Brackets one try of stepprof's own device queries (begin = 1, then 0; at
+ * most SP_DEVQ_TRIES, one at a time): CUPTI's records of calls made in
+ * between on that thread are dropped. */
 void sp_cupti_own_calls(int begin);
 void sp_cupti_after_fork_child(void);
 /* The program runs torch.profiler: CUPTI is handed over to it for the rest of

@@ -34,6 +34,12 @@ typedef struct {
 
 extern sp_cupti_shared_t sp_cupti_shared;
 
+/* stepprof's own CUDA calls on a program's thread: the recursion guard is
+ * taken so the calls they make through our interposers are not recorded as
+ * the program's; give back what take returned. Defined in collectors/cupti.c. */
+int sp_cupti_guard_take(void);
+void sp_cupti_guard_give(int held);
+
 /* cupti_buffer_mb: the activity buffers' cap, and the parsed records' byte bound. */
 void sp_cupti_set_buffer_cap(long buffer_mb);
 /* CUPTI's buffer callbacks (cuptiActivityRegisterCallbacks). */

@@ -40,12 +40,14 @@ static size_t caprecs;
 static size_t rec_limit = SIZE_MAX; /* bound on nrecs: cupti_buffer_mb and the cycle cap */
 static size_t rec_by_bytes = SIZE_MAX; /* cupti_buffer_mb's part of it */
 static uint64_t walk_end;   /* sh.window_end as read once for the buffer being parsed */
-/* stepprof's own device queries, on CUPTI's clock: their API records are not
- * the program's calls. own_end is UINT64_MAX while the queries run. */
+/* stepprof's own device queries, one bracket per try, on CUPTI's clock: their
+ * API records are not the program's calls. A bracket's end is UINT64_MAX
+ * while its queries run; n_own brackets are closed. */
 static struct {
     uint32_t tid;
     uint64_t begin, end;
-} own_calls;
+} own_calls[SP_DEVQ_TRIES];
+static int n_own;
 
 void sp_cupti_set_buffer_cap(long buffer_mb)
 {
@@ -199,8 +201,11 @@ static void memory_record(const CUpti_ActivityMemory4 *m)
 static int own_call(int driver, const CUpti_ActivityAPI *a)
 {
     const char *name;
-    if (!own_calls.begin || a->threadId != own_calls.tid || a->start < own_calls.begin || a->start > own_calls.end ||
-        !(name = sp_cupti_api_name(driver, a->cbid)))
+    int in = 0;
+    for (int i = 0; i <= n_own && i < SP_DEVQ_TRIES && !in; i++)
+        in = own_calls[i].begin && a->threadId == own_calls[i].tid && a->start >= own_calls[i].begin &&
+             a->start <= own_calls[i].end;
+    if (!in || !(name = sp_cupti_api_name(driver, a->cbid)))
         return 0;
     return driver ? strncmp(name, "cuDevice", 8) == 0
                   : strncmp(name, "cudaGetDeviceCount", 18) == 0 || strncmp(name, "cudaGetDeviceProperties", 23) == 0;
@@ -335,20 +340,20 @@ void sp_cupti_preallocate(void)
 }
 
 
-/* stepprof's own device queries (collectors/cupti_devices.c) run between
- * sp_cupti_own_calls(1) and sp_cupti_own_calls(0), on one thread. */
+/* Each try of stepprof's own device queries (collectors/cupti_devices.c)
+ * runs between sp_cupti_own_calls(1) and sp_cupti_own_calls(0), on one thread. */
 void sp_cupti_own_calls(int begin)
 {
     uint64_t t = 0;
     if (sh.state <= 0 || api.timestamp(&t) != CUPTI_SUCCESS)
         return;
     pthread_mutex_lock(&sh.lock);
-    if (begin) {
-        own_calls.tid = (uint32_t)gettid();
-        own_calls.begin = t;
-        own_calls.end = UINT64_MAX;
-    } else if (own_calls.begin) {
-        own_calls.end = t;
+    if (n_own < SP_DEVQ_TRIES && begin) {
+        own_calls[n_own].tid = (uint32_t)gettid();
+        own_calls[n_own].begin = t;
+        own_calls[n_own].end = UINT64_MAX;
+    } else if (n_own < SP_DEVQ_TRIES && own_calls[n_own].begin) {
+        own_calls[n_own++].end = t;
     }
     pthread_mutex_unlock(&sh.lock);
 }

@@ -11,11 +11,19 @@
  * (a span's midpoint, or a recalibration under load, is off by hundreds of
  * ns to microseconds, enough to draw a kernel before its launch). The records
  * are then shifted onto the corrected
- * offset and split by the window's host bounds. Callers hold cupti.c's lock. */
+ * offset and split by the window's host bounds, the window's pure queries
+ * left out there (cupti_api_filter). Callers hold cupti.c's lock. */
 #include "cupti_window.h"
+
+#include "cupti.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+static int is_api(const sp_gpu_event_t *e)
+{
+    return e->kind == SP_GPU_RUNTIME || e->kind == SP_GPU_DRIVER;
+}
 
 int sp_cupti_marker_fix(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid, uint32_t cbid, uint64_t h0,
                         uint64_t h1, int64_t *offset)
@@ -49,7 +57,7 @@ void sp_cupti_drop_thread(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid)
 {
     size_t k = 0;
     for (size_t i = 0; i < *nrecs; i++)
-        if (!((recs[i].kind == SP_GPU_RUNTIME || recs[i].kind == SP_GPU_DRIVER) && recs[i].tid == tid))
+        if (!(is_api(&recs[i]) && recs[i].tid == tid))
             recs[k++] = recs[i];
     *nrecs = k;
 }
@@ -60,13 +68,21 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin, uint64_t end,
-                            sp_gpu_event_t **out)
+/* A query record left out: it launches nothing, so no GPU record of the
+ * window is its, and leaving it out here spares the sort below its id. */
+static int left_out(const sp_gpu_event_t *e, int filter)
+{
+    return filter && sp_cupti_api_is_query(e->kind == SP_GPU_DRIVER, e->cbid);
+}
+
+size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin, uint64_t end, int filter,
+                            uint64_t *filtered, sp_gpu_event_t **out)
 {
     size_t nr = *nrecs, napi = 0;
     *out = NULL;
+    *filtered = 0;
     for (size_t i = 0; i < nr; i++)
-        napi += recs[i].kind == SP_GPU_RUNTIME || recs[i].kind == SP_GPU_DRIVER;
+        napi += is_api(&recs[i]);
     uint32_t *mine = malloc((napi ? napi : 1) * sizeof *mine);
     sp_gpu_event_t *v = malloc((nr ? nr : 1) * sizeof *v);
     size_t nmine = 0, n = 0, keep = 0;
@@ -77,17 +93,19 @@ size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin,
     }
     for (size_t i = 0; i < nr; i++) {
         const sp_gpu_event_t *e = &recs[i];
-        if ((e->kind == SP_GPU_RUNTIME || e->kind == SP_GPU_DRIVER) && e->start >= begin && e->start <= end)
+        if (is_api(e) && e->start >= begin && e->start <= end && !left_out(e, filter))
             mine[nmine++] = e->correlation;
     }
     qsort(mine, nmine, sizeof *mine, cmp_u32);
     for (size_t i = 0; i < nr; i++) {
         const sp_gpu_event_t *e = &recs[i];
-        int is_api = e->kind == SP_GPU_RUNTIME || e->kind == SP_GPU_DRIVER;
-        int ours = is_api ? (e->start >= begin && e->start <= end)
-                          : (e->correlation && bsearch(&e->correlation, mine, nmine, sizeof *mine, cmp_u32)) ||
-                                (!e->correlation && e->start >= begin && e->start <= end);
-        if (ours)
+        int api = is_api(e);
+        int ours = api ? (e->start >= begin && e->start <= end)
+                       : (e->correlation && bsearch(&e->correlation, mine, nmine, sizeof *mine, cmp_u32)) ||
+                             (!e->correlation && e->start >= begin && e->start <= end);
+        if (ours && api && left_out(e, filter))
+            ++*filtered;
+        else if (ours)
             v[n++] = *e;
         else if (e->start > end)
             recs[keep++] = *e;   /* a later window's */

@@ -111,6 +111,7 @@ static __attribute__((noinline)) int push_op(const char *msg, const char *comma)
         sp_range_push_op(0, &op);
         return 1;
     }
+    op.flags = SP_RANGE_TORCH;
     const char *seq = strstr(msg, SEQ);
     const char *end = seq && seq < id ? seq : id;
     size_t n = (size_t)(end - msg);
@@ -121,7 +122,7 @@ static __attribute__((noinline)) int push_op(const char *msg, const char *comma)
     sp_range_op_t *parent = sp_range_top_op(&parent_name);
     if (op.seq || sizes || memmem(msg, n, "::", 2) || backward_node(msg, n) ||
         (parent && (parent->flags & SP_RANGE_OP) && same_aten(parent_name, msg, n)))
-        op.flags = SP_RANGE_OP;
+        op.flags |= SP_RANGE_OP;
     if (n > strlen(EVAL) && memcmp(msg, EVAL, strlen(EVAL)) == 0)
         op.flags |= SP_RANGE_EVAL;
     if (op.seq && parent && (parent->flags & SP_RANGE_EVAL)) {

@@ -31,6 +31,9 @@ static inline int sp_range_gate_keeps(uint32_t w)
 #define SP_RANGE_OP 2u        /* flags: a cpu_op, not a user range */
 #define SP_RANGE_BWD 4u       /* flags: runs a backward node (Kineto's Fwd thread id > 0) */
 #define SP_RANGE_EVAL 8u      /* flags: autograd::engine::evaluate_function: wrapper */
+#define SP_RANGE_TORCH 16u    /* flags: pushed by torch's profiler (an operator or a record_function
+                                 scope), not an NVTX range of the program or a library: its calls'
+                                 External id is the innermost such range's (exporters/gpu_trace.h) */
 typedef struct sp_range_op {
     uint16_t flags;
     uint64_t seq;             /* sequence number + 1, 0 = none */

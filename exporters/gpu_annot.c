@@ -7,6 +7,87 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+/* Ranges nest per thread and events come sorted by start (enclosing first),
+ * so one pass with a stack per thread finds each call's innermost range, and
+ * each range's call id (sp_gpuv_call_ext) from its parent's. */
+typedef struct open_range {
+    uint64_t end, id;
+} open_range_t;
+
+typedef struct thread_stack {
+    open_range_t *s;
+    size_t n, cap;
+} thread_stack_t;
+
+static void *shrunk(void *p, size_t bytes)
+{
+    void *q = p ? realloc(p, bytes ? bytes : 1) : NULL;
+    return q ? q : p;
+}
+
+static int is_torch(const sp_event_t *e)
+{
+    return e->kind == SP_EV_RANGE && (e->flags & SP_RANGE_TORCH);
+}
+
+void sp_annot_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
+{
+    v->ext = calloc(nev ? nev : 1, sizeof *v->ext);
+    v->range_ev = malloc((nev ? nev : 1) * sizeof *v->range_ev);
+    v->range_parent = malloc((nev ? nev : 1) * sizeof *v->range_parent);
+    v->range_call = malloc((nev ? nev : 1) * sizeof *v->range_call);
+    /* One stack per thread, found by its registration slot (dense, 0-based):
+     * no search per event whatever the number of threads. */
+    size_t nts = 0;
+    for (size_t i = 0; i < nev; i++)
+        if (ev[i].thread->slot >= nts)
+            nts = ev[i].thread->slot + 1u;
+    thread_stack_t *ts = calloc(nts ? nts : 1, sizeof *ts);
+    uint64_t next = 0;
+    if (!v->range_ev || !v->range_parent || !v->range_call) {
+        free(v->ext);
+        v->ext = NULL;
+    }
+    for (size_t i = 0; v->ext && ts && i < nev; i++) {
+        const sp_event_t *e = ev[i].ev;
+        thread_stack_t *st = &ts[ev[i].thread->slot];
+        while (st->n && st->s[st->n - 1].end <= e->t0)
+            st->n--;
+        if (e->kind == SP_EV_RANGE || e->kind == SP_EV_STEP) {
+            /* The torch scope around the parent, if any, takes this range's calls
+             * only when the range ends inside it: a start/end range or a step
+             * (a kernel: marker's boundary) begun inside an operator and
+             * outliving it keeps its own, as before. */
+            uint64_t parent = st->n ? st->s[st->n - 1].id : 0;
+            uint64_t up = parent ? v->range_call[parent - 1] : 0;
+            const sp_event_t *scope = up ? ev[v->range_ev[up - 1]].ev : NULL;
+            v->range_ev[next] = (uint32_t)i;
+            v->range_parent[next] = parent;
+            v->range_call[next] = !is_torch(e) && scope && is_torch(scope) && e->t1 <= scope->t1 ? up : next + 1;
+            v->ext[i] = ++next;
+            v->nranges = next;
+            if (st->n == st->cap) {
+                size_t cap = st->cap ? st->cap * 2 : 16;
+                open_range_t *grown = realloc(st->s, cap * sizeof *grown);
+                if (!grown)
+                    continue;
+                st->s = grown;
+                st->cap = cap;
+            }
+            st->s[st->n++] = (open_range_t){e->t1, next};
+        } else if (e->kind == SP_EV_API && st->n) {
+            v->ext[i] = st->s[st->n - 1].id;
+        }
+    }
+    for (size_t k = 0; ts && k < nts; k++)
+        free(ts[k].s);
+    free(ts);
+    /* Sized for every host event, kept for the ranges only: most events are calls. */
+    v->range_ev = shrunk(v->range_ev, v->nranges * sizeof *v->range_ev);
+    v->range_parent = shrunk(v->range_parent, v->nranges * sizeof *v->range_parent);
+    v->range_call = shrunk(v->range_call, v->nranges * sizeof *v->range_call);
+}
+
 /* The innermost range or step open on thread tid at time t (External id, 0 =
  * none), for CUPTI API records no host event claimed. byt: the range ids in
  * (tid, start) order. Ranges nest per thread: the last one started at or before

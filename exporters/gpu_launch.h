@@ -1,8 +1,9 @@
 /* exporters/gpu_launch.h — the calls that launched a window's GPU work, found
- * by correlation id: the table gpu_trace.c draws flow arrows and External ids
- * from. Ids of one window are dense (CUPTI numbers calls in order), so the
- * table is a direct id -> call index; a sparse set (a foreign or late window)
- * goes to open addressing instead. No sort, no search per GPU record. */
+ * by correlation id: the table gpu_trace.c draws flow arrows, External ids
+ * and gpu_user_annotation spans from. Ids of one window are dense (CUPTI
+ * numbers calls in order), so the table is a direct id -> call index; a
+ * sparse set (a foreign or late window) goes to open addressing instead. No
+ * sort, no search per GPU record. */
 #ifndef SP_GPU_LAUNCH_H
 #define SP_GPU_LAUNCH_H
 
@@ -10,7 +11,7 @@
 #include <stdint.h>
 
 typedef struct sp_launch {
-    uint64_t ext;      /* the call's External id, 0 = none */
+    uint64_t range;    /* the innermost range or step open around the call (its id), 0 = none */
     int64_t ts;        /* absolute ns */
     int64_t tid;
     uint32_t corr;

@@ -12,7 +12,6 @@
 #include "radix.h"
 
 #include "../collectors/api.h"
-#include "../collectors/ranges.h"
 #include "../collectors/cupti.h"
 #include "../collectors/kernels.h"
 #include "../collectors/strings.h"
@@ -44,62 +43,6 @@ static int is_api(const sp_gpu_event_t *e)
 static uint64_t match_key(uint32_t tid, uint32_t domain, uint32_t cbid)
 {
     return (uint64_t)tid << 32 | (uint64_t)(domain & 0xffu) << 24 | (cbid & 0xffffffu);
-}
-
-/* Ranges nest per thread and events come sorted by start (enclosing first),
- * so one pass with a stack per thread finds each call's innermost range. */
-typedef struct open_range {
-    uint64_t end, id;
-} open_range_t;
-
-typedef struct thread_stack {
-    open_range_t *s;
-    size_t n, cap;
-} thread_stack_t;
-
-static void external_ids(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
-{
-    v->ext = calloc(nev ? nev : 1, sizeof *v->ext);
-    v->range_ev = malloc((nev ? nev : 1) * sizeof *v->range_ev);
-    v->range_parent = malloc((nev ? nev : 1) * sizeof *v->range_parent);
-    /* One stack per thread, found by its registration slot (dense, 0-based):
-     * no search per event whatever the number of threads. */
-    size_t nts = 0;
-    for (size_t i = 0; i < nev; i++)
-        if (ev[i].thread->slot >= nts)
-            nts = ev[i].thread->slot + 1u;
-    thread_stack_t *ts = calloc(nts ? nts : 1, sizeof *ts);
-    uint64_t next = 0;
-    if (!v->range_ev || !v->range_parent) {
-        free(v->ext);
-        v->ext = NULL;
-    }
-    for (size_t i = 0; v->ext && ts && i < nev; i++) {
-        const sp_event_t *e = ev[i].ev;
-        thread_stack_t *st = &ts[ev[i].thread->slot];
-        while (st->n && st->s[st->n - 1].end <= e->t0)
-            st->n--;
-        if (e->kind == SP_EV_RANGE || e->kind == SP_EV_STEP) {
-            v->range_ev[next] = (uint32_t)i;
-            v->range_parent[next] = st->n ? st->s[st->n - 1].id : 0;
-            v->ext[i] = ++next;
-            v->nranges = next;
-            if (st->n == st->cap) {
-                size_t cap = st->cap ? st->cap * 2 : 16;
-                open_range_t *grown = realloc(st->s, cap * sizeof *grown);
-                if (!grown)
-                    continue;
-                st->s = grown;
-                st->cap = cap;
-            }
-            st->s[st->n++] = (open_range_t){e->t1, next};
-        } else if (e->kind == SP_EV_API && st->n) {
-            v->ext[i] = st->s[st->n - 1].id;
-        }
-    }
-    for (size_t k = 0; ts && k < nts; k++)
-        free(ts[k].s);
-    free(ts);
 }
 
 static uint32_t host_cbid(const sp_event_ref_t *r)
@@ -178,7 +121,7 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
         sp_gpuv_free(v);
         return;
     }
-    external_ids(v, ev, nev);
+    sp_annot_ranges(v, ev, nev);
     for (size_t h = 0; h < nev; h++)
         v->host_match[h] = -1;
     size_t napi = 0, nh = 0;
@@ -241,6 +184,7 @@ void sp_gpuv_free(sp_gpu_view_t *v)
     free(v->ext);
     free(v->range_ev);
     free(v->range_parent);
+    free(v->range_call);
     free(v->memo);
     memset(v, 0, sizeof *v);
 }
@@ -557,14 +501,14 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *e = &v->gpu[i];
         if (is_api(e) && !v->api_used[i]) {
-            uint64_t ext = sp_annot_range_at(v, ev, byt, e->tid, (int64_t)e->start);
-            write_unmatched_api(w, e, ext, pid, base, inside_runtime_call(&t, e));
-            sp_launches_add(&t, &(sp_launch_t){ext, (int64_t)e->start, e->tid, e->correlation, e->kind == SP_GPU_DRIVER,
-                                               0, 0});
+            uint64_t range = sp_annot_range_at(v, ev, byt, e->tid, (int64_t)e->start);
+            write_unmatched_api(w, e, sp_gpuv_call_ext(v, range), pid, base, inside_runtime_call(&t, e));
+            sp_launches_add(&t, &(sp_launch_t){range, (int64_t)e->start, e->tid, e->correlation,
+                                               e->kind == SP_GPU_DRIVER, 0, 0});
         }
     }
     free(byt);
-    /* Per GPU record: its launching call's External id (a mapping, as the launch table: gpu_launch.c). */
+    /* Per GPU record: its launching call's innermost range (a mapping, as the launch table: gpu_launch.c). */
     uint64_t *gext = mmap(NULL, v->n * sizeof *gext, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (gext == MAP_FAILED)
         gext = NULL;
@@ -574,8 +518,8 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
             continue;
         sp_launch_t *la = e->kind != SP_GPU_SYNC ? sp_launches_find(&t, e->correlation) : NULL;
         if (la && gext)
-            gext[i] = la->ext;
-        write_gpu_event(w, v, e, la ? la->ext : 0, base);
+            gext[i] = la->range;
+        write_gpu_event(w, v, e, la ? sp_gpuv_call_ext(v, la->range) : 0, base);
         /* One arrow per call: flow ids must pair one start with one finish. */
         if (la && !la->flowed++)
             flow(w, e->correlation, pid, la->tid, la->ts - (int64_t)base, e->device, e->stream,

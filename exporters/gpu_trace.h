@@ -22,11 +22,12 @@ typedef struct sp_gpu_view {
     int32_t *host_match;   /* per host event: index of its CUPTI API record, or -1 */
     uint8_t *api_used;     /* per GPU record: an API record already matched to a host event */
     uint32_t devices;      /* bit mask of devices with activity */
-    uint64_t *ext;         /* per host event, Kineto's "External id": a range's or step's own
-                              id; for a call, its innermost enclosing range's (0 = none) */
+    uint64_t *ext;         /* per host event: a range's or step's own External id; for a call,
+                              its innermost enclosing range's (0 = none): sp_gpuv_call_ext */
     size_t nranges;        /* ranges and steps, in External id order (id = index + 1) */
     uint32_t *range_ev;    /* per range: its host event index */
     uint64_t *range_parent; /* per range: the enclosing range's External id (0 = none) */
+    uint64_t *range_call;  /* per range: the External id of a call made directly inside it */
     uint64_t host_corr_base; /* sp_gpuv_host_corr's first id: above every CUPTI id of the window */
     struct sp_gpuv_memo *memo; /* kernel display names by string id, as they are asked for */
 } sp_gpu_view_t;
@@ -51,6 +52,19 @@ static inline int64_t sp_trace_dur(int64_t ts, int64_t dur)
     while (dur > 0 && (double)ts / 1000.0 + (double)dur / 1000.0 > end)
         dur--;
     return dur;
+}
+
+/* The External id of a call whose innermost enclosing range (or step) is
+ * `range` (0 = none): that range's own, unless it lies inside a torch
+ * operator or record_function scope (SP_RANGE_TORCH), then the innermost
+ * such one's. torch.profiler never sees NVTX ranges, so a kernel
+ * launched inside a library's range (CCCL's cub::DeviceRadixSort, in its own
+ * domain) or a user's range within an operator belongs to the operator, as
+ * in Kineto; the range is still drawn (user_annotation, gpu_user_annotation).
+ * Outside every torch scope, the innermost range's. */
+static inline uint64_t sp_gpuv_call_ext(const sp_gpu_view_t *v, uint64_t range)
+{
+    return range && v->range_call ? v->range_call[range - 1] : range;
 }
 
 /* Builds the view; host events sorted by start, t0/t1 in ns. Takes ownership of gpu. */

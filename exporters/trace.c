@@ -153,13 +153,14 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
         if (e->name >= SP_API_COUNT)
             return;
         /* With CUPTI's record of the same call, its correlation id is the
-         * one GPU events carry. External id: the enclosing range's, as Kineto. */
+         * one GPU events carry. External id: the enclosing operator's or
+         * range's, as Kineto (sp_gpuv_call_ext). */
         const sp_gpu_event_t *m = sp_gpuv_match(c->gpu, index);
         const char *real = sp_api_table[e->name].name, *shown = sp_gpuv_api_name(real, name, sizeof name);
         slice_head(c, sp_api_table[e->name].driver ? "cuda_driver" : "cuda_runtime", shown, r);
         SP_JW_KI(w, ",\"args\":{\"cbid\":", sp_api_table[e->name].cbid);
         SP_JW_KU(w, ",\"correlation\":", m ? (uint64_t)m->correlation : sp_gpuv_host_corr(c->gpu, index));
-        if (ext)
+        if ((ext = sp_gpuv_call_ext(c->gpu, ext)))
             SP_JW_KU(w, ",\"External id\":", ext);
         if (shown != real) {
             SP_JW_LIT(w, ",\"stepprof_api\":\"");
@@ -319,6 +320,7 @@ static void write_header(sp_jw_t *w, const sp_export_job_t *job, const sp_gpu_vi
                  job->truncated ? "true" : "false");
     sp_jw_printf(w, "  \"stepprof_gpu_source\": \"%s\",\n  \"stepprof_cupti_dropped_records\": %" PRIu64 ",\n",
                  job->cupti ? "cupti" : "none", job->cupti_dropped);
+    sp_jw_printf(w, "  \"stepprof_api_records_filtered\": %" PRIu64 ",\n", job->api_filtered);
     sp_jw_printf(w, "  \"stepprof_host_correlation_base\": %" PRIu64 ",\n", gpu->host_corr_base);
     sp_jw_printf(w, "  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": %" PRIu64 ",\n  \"traceEvents\": [\n",
                  base_epoch_ns);

@@ -58,9 +58,9 @@ sp_thread_t *sp_hook_enter(uint32_t *window);
 
 static inline void sp_hook_exit(sp_thread_t *t)
 {
-    /* Device properties for every trace, also those written at exit: read
-     * once, after an intercepted call (never inside cuInit), while the
-     * recursion guard still holds. */
+    /* Device properties for every trace, also those written at exit: first
+     * tried after an intercepted call (never inside cuInit), while the
+     * recursion guard still holds (later tries: collectors/cupti_devices.c). */
     if (SP_UNLIKELY(sp_cupti_devices_pending)) {
         int saved = errno;
         sp_cupti_query_devices();

@@ -48,6 +48,9 @@ typedef struct sp_marker {
 /* Bits of sp_config_t.table.print. */
 enum { SP_TABLE_PRINT_NONE = 0, SP_TABLE_PRINT_STDERR = 1, SP_TABLE_PRINT_FILE = 2, SP_TABLE_PRINT_BOTH = 3 };
 
+/* sp_config_t.cupti_api_filter. */
+enum { SP_CUPTI_API_FILTER_QUERIES = 0, SP_CUPTI_API_FILTER_NONE = 1 };
+
 /* sp_config_t.gzip_lib. */
 enum { SP_GZIP_LIB_AUTO = 0, SP_GZIP_LIB_ISAL = 1, SP_GZIP_LIB_ZLIB = 2 };
 
@@ -74,6 +77,7 @@ typedef struct sp_config {
     long stack_depth;
     int unwinder;                /* SP_STACK_UNWIND_* (collectors/stacks.h) */
     int cupti;
+    int cupti_api_filter;        /* SP_CUPTI_API_FILTER_* */
     long cupti_buffer_mb;
     long buffer_mb;
     char processes[512];         /* comma-separated fnmatch globs on the program name */

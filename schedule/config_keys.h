@@ -58,6 +58,10 @@
       "backtrace()")                                                                               \
     X(CUPTI, "cupti", BOOL, cupti, "true", 0, 0, NULL,                                             \
       "record GPU activity with CUPTI when available; false: interposition and NVTX only")         \
+    X(CUPTI_API_FILTER, "cupti_api_filter", ENUM, cupti_api_filter, "queries", 0, 0,            \
+      cupti_api_filter_choices, "queries: leave out CUPTI's records of calls stepprof did not intercept " \
+      "that only ask (cudaGetDevice, cudaGetLastError, cuCtxGetCurrent...), as torch.profiler does; " \
+      "none: keep them all")                                                                    \
     X(CUPTI_BUFFER_MB, "cupti_buffer_mb", LONG, cupti_buffer_mb, "64", 4, 4096, NULL,              \
       "cap on CUPTI activity buffers in MiB (4 MiB each); past it CUPTI drops and counts records") \
     X(BUFFER_MB, "buffer_mb", LONG, buffer_mb, "256", 1, 65536, NULL,                              \

@@ -156,6 +156,7 @@ static void close_record_window(uint64_t now, int truncated)
     job.table.print = (cfg.table.print & SP_TABLE_PRINT_STDERR ? SP_JOB_TABLE_STDERR : 0) |
                       (cfg.table.print & SP_TABLE_PRINT_FILE ? SP_JOB_TABLE_FILE : 0);
     job.cupti = sp_cupti_active();
+    job.cupti_api_filter = cfg.cupti_api_filter == SP_CUPTI_API_FILTER_QUERIES;
     job.gpu_collect = job.cupti;
     job.gpu_sync = !finished;
     job.gpu_device = device;
@@ -453,6 +454,8 @@ static int finish(int truncated, double timeout_s, int try_lock, int close_windo
 {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (at_exit)   /* before the last window closes, so that its trace names the devices */
+        sp_cupti_query_devices_again();
     int locked = 0;
     if (!close_window) {
         locked = 1; /* nothing to close: only the drain below */

@@ -21,7 +21,10 @@ B="${SP_BUILD:-$ROOT/build}"
 OUT=${1:-$(mktemp -d /tmp/stepprof-gpu.XXXXXX)}
 PY=${PYTHON:-python3}
 LIB="$B/libstepprof.so"
-SCHED="PROF_MARKER=nvtx:train_step PROF_WAIT=5 PROF_WARMUP=2 PROF_ACTIVE=5 PROF_REPEAT=1"
+# train.cu's checklist reads every CUPTI record (driver records inside runtime calls are mostly
+# cuKernelGetName / cuDeviceGetAttribute, queries the default cupti_api_filter leaves out); the
+# PyTorch loops keep the default, as compared with torch.profiler's traces.
+SCHED="PROF_MARKER=nvtx:train_step PROF_WAIT=5 PROF_WARMUP=2 PROF_ACTIVE=5 PROF_REPEAT=1 PROF_CUPTI_API_FILTER=none"
 W=${GV_WAIT:-5} U=${GV_WARMUP:-2} A=${GV_ACTIVE:-10} N=${GV_STEPS:-40}  # the PyTorch loops' schedule
 SCHED_TORCH="PROF_WAIT=$W PROF_WARMUP=$U PROF_ACTIVE=$A PROF_REPEAT=1 PROF_RECORD_SHAPES=1"
 STEPS_ENV="STEPS=$N WAIT=$W WARMUP=$U ACTIVE=$A"; FIRST=$((W + U)); LAST=$((W + U + A - 1))

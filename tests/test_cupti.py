@@ -68,6 +68,9 @@ def test_no_call_appears_twice():
         r = ranges[ext]
         assert r["tid"] == launch["tid"] and r["ts"] <= launch["ts"] <= r["ts"] + r["dur"]
         assert r["name"] in ("forward", "backward", "optimizer", "train_step"), r["name"]
+        # the innermost one (no torch operator here: plain NVTX ranges keep their calls)
+        assert not [q for q in ranges.values() if q is not r and q["tid"] == r["tid"] and
+                    r["ts"] <= q["ts"] <= launch["ts"] <= q["ts"] + q["dur"]], (launch, r)
 
 
 def test_streams_never_overlap_and_copies_named():

@@ -207,9 +207,10 @@ def _window_membership(skew):
     """Several windows: each trace holds every kernel and every CUPTI API
     record of exactly its own steps, with CUPTI's clock `skew` ns off."""
     need_fake_cupti()
+    # cupti_api_filter none: cudaGetLastError, a CUPTI-only query, is counted per window too
     r = run([prog("train")], env={"STEPS": 14, "PROF_MARKER": "nvtx:train_step", "PROF_WAIT": 1,
                                    "PROF_WARMUP": 1, "PROF_ACTIVE": 2, "PROF_REPEAT": 3,
-                                   "FAKECUPTI_CLOCK_SKEW_NS": skew})
+                                   "FAKECUPTI_CLOCK_SKEW_NS": skew, "PROF_CUPTI_API_FILTER": "none"})
     assert r.returncode == 0, r.stderr
     paths = r.traces()
     assert len(paths) == 3, paths

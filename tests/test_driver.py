@@ -98,6 +98,62 @@ def test_driver_injection_only():
     assert sorted(k["args"]["correlation"] for k in kernels) == sorted(launches)
 
 
+# ---- deviceProperties without a shared runtime to ask (issue 17) --------------------------------------
+# A static-cudart or driver-API program has no shared libcudart: on an H200 its trace's deviceProperties
+# was empty. stepprof then asks the driver (cuDeviceGetCount, cuDeviceGet, cuDeviceGetName,
+# cuDeviceTotalMem_v2, cuDeviceGetAttribute). The driver stand-in brings the runtime stand-in into the
+# process (tests/fakecuda/README.md), so here the runtime's answer is made to fail with FAKECUDA_FAIL,
+# which the driver's own entry points do not share.
+OWN_QUERIES = {"cudaGetDeviceCount", "cudaGetDeviceProperties", "cuDeviceGetCount", "cuDeviceGetName",
+               "cuDeviceTotalMem_v2", "cuDeviceGetAttribute"}
+
+
+def _shared_runtime_props():
+    r = run([prog("train")], env={"STEPS": 2})
+    assert r.returncode == 0, r.stderr
+    props = load(r.trace())["deviceProperties"]
+    assert len(props) == 1 and props[0]["name"] and props[0]["numSms"] > 0, props
+    return props
+
+
+def _props_and_calls(preload, env):
+    bare = run([prog("drv_static"), "dlopen"], preload=False)
+    r = run([prog("drv_static"), "dlopen"], preload=preload, env=env)
+    assert r.returncode == 0 and r.stdout == bare.stdout, (r.stdout, r.stderr)
+    path = r.trace()
+    assert_valid(path)
+    t = load(path)
+    calls = collections.Counter(e["name"] for e in t["traceEvents"] if e.get("ph") == "X"
+                                and e.get("cat") in ("cuda_runtime", "cuda_driver"))
+    # None of stepprof's queries is the program's call; the program's cuDeviceGet and cuInit stay, once
+    # each (stepprof never calls cuInit: its queries wait for the program's).
+    assert not OWN_QUERIES & set(calls) and calls["cuDeviceGet"] == 1 and calls["cuInit"] == 1, calls
+    return t["deviceProperties"]
+
+
+def test_device_properties_through_driver():
+    """Preloaded: the first try runs after an intercepted driver call returns; the runtime answers
+    nothing (its count or its properties fail), the driver gives what a shared-runtime program gets."""
+    want = _shared_runtime_props()
+    for fail in ("cudaGetDeviceProperties", "cudaGetDeviceCount"):
+        assert _props_and_calls(True, {"FAKECUDA_FAIL": fail}) == want, fail
+
+
+def test_device_properties_injection_only():
+    """Static cudart's case on a GPU: stepprof loaded by the driver, no call of the program intercepted,
+    so the only try is the exit's, before its trace is written; from the runtime or else the driver."""
+    want = _shared_runtime_props()
+    for env in ({}, {"FAKECUDA_FAIL": "cudaGetDeviceProperties"}):
+        assert _props_and_calls(False, {"CUDA_INJECTION64_PATH": LIB, **env}) == want, env
+
+
+def test_device_properties_unknown_when_nothing_answers():
+    """Neither the runtime nor the driver answers: deviceProperties is [], every try's calls stay out of
+    the trace, the program's run is unchanged."""
+    env = {"FAKECUDA_FAIL": "cudaGetDeviceProperties,cuDeviceGetAttribute"}
+    assert _props_and_calls(True, env) == []
+
+
 def test_runtime_kernel_launched_through_driver():
     """An nvcc kernel (registered by the runtime) launched with cuLaunchKernel on the CUfunction from
     cudaGetFuncBySymbol: each launch once, named, paired with its kernel."""

@@ -13,7 +13,8 @@ import os
 import re
 import sys
 
-from harness import LIB, ROOT, assert_valid, load, prog, run
+import test_reports as reports
+from harness import LIB, ROOT, assert_valid, load, prog, run, runtime_events
 
 PROGRAMS = os.path.join(ROOT, "tests", "programs")
 SCHED = {"PROF_WAIT": 1, "PROF_WARMUP": 1, "PROF_ACTIVE": 3}
@@ -219,13 +220,16 @@ def test_program_running_torch_profiler_keeps_it():
         t = load(own[0])
         assert sorted(steps(t)) == [2, 3]
         assert sum(1 for e in t["traceEvents"] if e.get("cat") == "cpu_op" and e["name"] == "aten::addmm") == 2
-        # stepprof's own trace has the steps but no operators in them: they were left to
-        # torch.profiler (without a schedule, those of the model's set-up come before).
+        # stepprof's own trace has the steps but no operators once torch.profiler took them.
         assert len(r.traces()) == 1
         mine = load(r.traces()[0])
         st = steps(mine)
-        assert sorted(st) == ([0, 1, 2, 3, 4, 5] if not env else [2, 3, 4])
-        first = min(a for a, _ in st.values())
+        # Without a schedule: the program's 6 iterations are steps 0-5 (step 0 begins at import), and
+        # step 6 is what follows the last optimizer step, until exit.
+        assert sorted(st) == ([0, 1, 2, 3, 4, 5, 6] if not env else [2, 3, 4])
+        # The program's profiler waits through step 0 (schedule wait=1) and sets up Kineto when step 1
+        # begins: step 0's operators are stepprof's, none from step 1 on.
+        first = min(a for n, (a, _) in st.items() if n >= 1)
         assert not [e for e in mine["traceEvents"] if e.get("cat") == "cpu_op" and e["ts"] >= first]
 
 
@@ -284,14 +288,67 @@ def test_kernels_and_copies_carry_their_operators_external_id():
         {("aten::mm", "MmBackward0")}
 
 
+def test_library_and_user_ranges_inside_an_operator_leave_its_kernels_to_it():
+    """torch.profiler never sees NVTX ranges: a kernel launched inside CUB's own range (domain "CCCL") or
+    a user's range, both within aten::embedding_dense_backward, belongs to the operator (issue 17: on an
+    H200, 140 of the op's 190 kernels carried a cub::DeviceRadixSort range's External id). The ranges
+    are still drawn; a user range around the operator keeps the kernels launched outside it, and so
+    does a start/end range begun inside the operator once the operator has ended."""
+    r = run([prog("torch_ops_c"), "3", "cccl"], env={"PROF_MARKER": "nvtx:train_step", "PROF_TABLE_ROW_LIMIT": -1})
+    assert r.returncode == 0 and r.stdout == "done\n", r.stderr
+    assert_valid(r.trace())
+    ev = load(r.trace())["traceEvents"]
+    scopes = {e["args"]["External id"]: e for e in ev if e.get("cat") in ("cpu_op", "user_annotation")}
+    assert len(scopes) == sum(1 for e in ev if e.get("cat") in ("cpu_op", "user_annotation")), "unique ids"
+    cub = [e for e in ev if e.get("name") == "cub::DeviceRadixSort::SortPairs" and e["pid"] == e["tid"]]
+    assert len(cub) == 3 and all(e["cat"] == "user_annotation" for e in cub), cub
+    op_ids = {i for i, e in scopes.items() if e["name"] == "aten::embedding_dense_backward"}
+    assert len(op_ids) == 3 and all(scopes[i]["cat"] == "cpu_op" for i in op_ids)
+
+    def inside(e, name):
+        return [s for s in scopes.values() if s["name"] == name and s["tid"] == e["tid"] and
+                s["ts"] <= e["ts"] <= s["ts"] + s["dur"]]
+    # Every call inside a CUB range, intercepted or seen by CUPTI alone, carries its operator's id.
+    calls = [e for e in runtime_events({"traceEvents": ev}, all_sources=True) if inside(e, "cub::DeviceRadixSort::SortPairs")]
+    assert collections.Counter((e["name"], e["args"].get("stepprof_source", "")) for e in calls) == \
+        {("cudaLaunchKernel", ""): 3, ("cudaMemsetAsync", ""): 3, ("cudaMemsetAsync", "cupti"): 3}, calls
+    for e in calls:
+        assert e["args"]["External id"] == inside(e, "aten::embedding_dense_backward")[0]["args"]["External id"], e
+    # GPU work: the operator's kernels (its own, CUB's, the one in user_inner) and sets; user_block keeps
+    # the kernel launched outside the operator (no operator open there: the innermost range's, as before).
+    work = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    by = collections.Counter((scopes[e["args"]["External id"]]["name"], e["cat"]) for e in work)
+    assert by == {("aten::mm", "kernel"): 3, ("aten::copy_", "gpu_memcpy"): 3, ("MmBackward0", "kernel"): 3,
+                  ("user_block", "kernel"): 3, ("io", "kernel"): 3, ("aten::embedding_dense_backward", "kernel"): 9,
+                  ("aten::embedding_dense_backward", "gpu_memset"): 6}, by
+    # The ranges inside the operator are still drawn on the GPU around the work launched in them.
+    spans = collections.Counter(e["name"] for e in ev if e.get("cat") == "gpu_user_annotation")
+    assert spans == {"train_step": 3, "user_block": 3, "cub::DeviceRadixSort::SortPairs": 3, "user_inner": 3,
+                     "io": 3}, spans
+    for g in (e for e in ev if e.get("cat") == "gpu_user_annotation"):
+        assert scopes[g["args"]["External id"]]["name"] == g["name"], g
+    # The key-average table charges the operator with the same work: its CUDA total is the GPU time that
+    # carries its External id; the offline tool agrees byte for byte.
+    text = reports.outputs(r, ".key_averages.txt")
+    _, rows = reports.parse_table(text)
+    row = next(x for x in rows if x["Name"] == "aten::embedding_dense_backward")
+    owned = sum(e["dur"] for e in work if e["args"]["External id"] in op_ids)
+    assert int(row["# of Calls"]) == 3 and abs(reports.ns(row["CUDA total"]) / 1e3 - owned) < 0.001 * len(work), \
+        (row, owned)
+    assert reports.tool(r.trace(), "--row-limit", "-1").stdout == text
+
+
 def test_whole_run_and_training_thread_leave_stderr_alone():
     # No schedule: the whole run is one window; the autograd profiler goes off at exit (torch would
     # warn about a leaked callback otherwise), and operators come from the main thread.
     r = run([sys.executable, program("torch_mlp.py"), "3"], fake=False, timeout=300)
     assert r.returncode == 0 and r.other_stderr == "", r.stderr
     trace = load(r.trace())
-    assert sorted(steps(trace)) == [0, 1, 2]
-    assert sum(1 for e in trace["traceEvents"] if e.get("name") == "aten::addmm") == 6
+    # Iterations 0-2 are steps 0-2 (step 0 begins when torch is imported); step 3 is the rest, until exit.
+    st = steps(trace)
+    assert sorted(st) == [0, 1, 2, 3]
+    addmm = [e["ts"] for e in trace["traceEvents"] if e.get("name") == "aten::addmm"]
+    assert len(addmm) == 6 and all(sum(a <= ts <= b for ts in addmm) == 2 for n, (a, b) in st.items() if n < 3)
     # Training in another thread: with a schedule its windows are recorded on that thread.
     r = under_stepprof("torch_thread.py", args=())
     assert r.returncode == 0 and r.stdout == "ok\n" and r.other_stderr == "", r.stderr

@@ -21,7 +21,9 @@
  *   FAKECUDA_MEM_LIMIT=bytes      device memory per device; cudaMalloc beyond it fails (default 80 GiB)
  *   FAKECUDA_DEVICES=n            number of devices (default 1, at most FAKECUDA_MAX_DEVICES)
  *   FAKECUDA_FAIL=api[:code],...  listed APIs (base name; twins included) return `code` (default 999,
- *                                 cudaErrorUnknown) without doing anything
+ *                                 cudaErrorUnknown) without doing anything; a driver entry point of
+ *                                 libcuda.so.1 (cuDeviceGetName...) is listed under its own name, not
+ *                                 under the runtime call the stand-in runs it on
  *   FAKECUDA_LOG_DRIVER=1         at the first lookup of the driver (fakecuda_drv.c), one stderr line per
  *                                 driver entry point: which object cuGetProcAddress handed it out from
  *   CUDA_INJECTION64_PATH=lib     read at the first runtime call (not at load, and never by the __cuda*

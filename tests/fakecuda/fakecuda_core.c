@@ -198,7 +198,9 @@ void fc_note_exit(const char *api, int result) {
 cudaError_t fc_api_enter(const char *api) {
   inject_once();
   fc_note_enter(api);
-  return fail_any ? injected_failure(api) : cudaSuccess;
+  /* A driver entry point (fakedriver.c) fails under its own name, as a driver call would, not under
+   * the runtime entry point the stand-in runs it on. */
+  return fail_any ? injected_failure(fc_tls.driver_api ? fc_tls.driver_api : api) : cudaSuccess;
 }
 
 cudaError_t fc_api_exit(const char *api, cudaError_t r) {

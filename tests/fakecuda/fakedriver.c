@@ -11,12 +11,17 @@
  * like nvcc's __cudaRegisterFunction, so the CUPTI stand-in names its kernels. cuGetProcAddress(_v2)
  * hands out this library's own functions (the name as given, else with _v2 appended); its flags and
  * version are not looked at. Error codes: the runtime's, mapped to the driver's where they differ.
+ * As NVIDIA's, the device queries (cuDeviceGetCount, cuDeviceGet, cuDeviceGetName, cuDeviceTotalMem_v2,
+ * cuDeviceGetAttribute) answer CUDA_ERROR_NOT_INITIALIZED until cuInit has succeeded; their values are
+ * the runtime stand-in's cudaGetDeviceProperties / cudaDeviceGetAttribute ones (the two enums share
+ * their numbers).
  */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,14 +57,21 @@ static CUresult drv_result(cudaError_t r) {
   }
 }
 
-/* Runs the runtime's `rsym` with `args` as the driver call `api` (this function's name). */
-#define RT_CALL(api, rsym, proto, args)                                          \
+/* Runs the runtime's `rsym` as the driver call `api`, keeping the runtime's result in *r. */
+#define RT_RUN(api, rsym, proto, args, r)                                        \
   do {                                                                           \
     cudaError_t(*f_) proto = (cudaError_t(*) proto)rt_fn(#rsym);                 \
     if (!f_) return CUDA_ERROR_NOT_INITIALIZED;                                  \
     as_driver(api);                                                              \
-    cudaError_t r_ = f_ args;                                                    \
+    r = f_ args;                                                                 \
     as_driver(NULL);                                                             \
+  } while (0)
+
+/* Runs the runtime's `rsym` with `args` as the driver call `api` (this function's name). */
+#define RT_CALL(api, rsym, proto, args)                                          \
+  do {                                                                           \
+    cudaError_t r_;                                                              \
+    RT_RUN(api, rsym, proto, args, r_);                                          \
     return drv_result(r_);                                                       \
   } while (0)
 
@@ -70,10 +82,19 @@ static dim3 d3(unsigned x, unsigned y, unsigned z) {
 
 /* ---- initialization, versions, devices, contexts ---- */
 
+static bool initialized; /* cuInit succeeded once: it is never undone */
+
 EXPORT CUresult cuInit(unsigned int flags) {
   if (flags) return CUDA_ERROR_INVALID_VALUE;
   int n;
-  RT_CALL(__func__, cudaGetDeviceCount, (int *), (&n)); /* the runtime's first call loads CUDA_INJECTION64_PATH */
+  cudaError_t r;
+  RT_RUN(__func__, cudaGetDeviceCount, (int *), (&n), r); /* the runtime's first call loads CUDA_INJECTION64_PATH */
+  if (r == cudaSuccess) __atomic_store_n(&initialized, true, __ATOMIC_RELEASE);
+  return drv_result(r);
+}
+
+static bool ready(void) {
+  return __atomic_load_n(&initialized, __ATOMIC_ACQUIRE);
 }
 
 EXPORT CUresult cuDriverGetVersion(int *v) {
@@ -83,20 +104,54 @@ EXPORT CUresult cuDriverGetVersion(int *v) {
 }
 
 EXPORT CUresult cuDeviceGetCount(int *n) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
   RT_CALL(__func__, cudaGetDeviceCount, (int *), (n));
 }
 
 EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
   int n = 0;
-  cudaError_t (*count)(int *) = (cudaError_t(*)(int *))rt_fn("cudaGetDeviceCount");
-  if (!count) return CUDA_ERROR_NOT_INITIALIZED;
-  as_driver(__func__);
-  cudaError_t r = count(&n);
-  as_driver(NULL);
+  cudaError_t r;
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  RT_RUN(__func__, cudaGetDeviceCount, (int *), (&n), r);
   if (r != cudaSuccess) return drv_result(r);
   if (!d || ordinal < 0 || ordinal >= n) return CUDA_ERROR_INVALID_DEVICE;
   *d = ordinal;
   return CUDA_SUCCESS;
+}
+
+/* The runtime's properties of `dev`, fetched as the driver call `api`. */
+static CUresult props_of(const char *api, CUdevice dev, struct cudaDeviceProp *p) {
+  cudaError_t r;
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  RT_RUN(api, cudaGetDeviceProperties, (struct cudaDeviceProp *, int), (p, dev), r);
+  return drv_result(r);
+}
+
+EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+  struct cudaDeviceProp p;
+  if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = props_of(__func__, dev, &p);
+  if (r == CUDA_SUCCESS) snprintf(name, (size_t)len, "%s", p.name);
+  return r;
+}
+
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+  struct cudaDeviceProp p;
+  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = props_of(__func__, dev, &p);
+  if (r == CUDA_SUCCESS) *bytes = p.totalGlobalMem;
+  return r;
+}
+
+_Static_assert((int)CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR == (int)cudaDevAttrMaxBlocksPerMultiprocessor &&
+                   (int)CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR ==
+                       (int)cudaDevAttrMaxSharedMemoryPerMultiprocessor &&
+                   (int)CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR == (int)cudaDevAttrComputeCapabilityMajor,
+               "CUdevice_attribute and cudaDeviceAttr share their numbers");
+
+EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  RT_CALL(__func__, cudaDeviceGetAttribute, (int *, enum cudaDeviceAttr, int), (pi, (enum cudaDeviceAttr)attrib, dev));
 }
 
 /* A primary context is a token per device: CUcontext values 1..FAKECUDA_MAX_DEVICES as pointers. */

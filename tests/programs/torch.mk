@@ -4,4 +4,4 @@ PROGRAMS_TORCH := $(PROG_OUT)/torch_ops_c
 
 $(PROG_OUT)/torch_ops_c: $(PROG_SRC)/torch_ops_c.c $(PROG_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(PROG_CFLAGS) -o $@ $< $(PROG_CUDA_LIBS)
+	$(CC) $(PROG_CFLAGS) -o $@ $< $(PROG_CUDA_LIBS) -ldl

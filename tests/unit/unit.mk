@@ -22,7 +22,7 @@ $(UNIT_OUT)/test_jsonw: exporters/jsonw.c exporters/gz.c collectors/log.c
 $(UNIT_OUT)/test_strings: collectors/strings.c collectors/strings_log.c
 # A 16 MiB deferred-text log, so that filling it 1.5 times over (block reuse) takes little time.
 $(UNIT_OUT)/test_strings: UNIT_CFLAGS += -DSP_STR_LOG_BLOCKS=1024
-$(UNIT_OUT)/test_cupti_names: collectors/cupti_names.c collectors/strings.c collectors/strings_log.c
+$(UNIT_OUT)/test_cupti_names: collectors/cupti_names.c collectors/api.c collectors/strings.c collectors/strings_log.c
 $(UNIT_OUT)/test_kernels: collectors/kernels.c
 $(UNIT_OUT)/test_nvtx_glob: inject/nvtx_glob.c
 $(UNIT_OUT)/test_radix: exporters/radix.c
