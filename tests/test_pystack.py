@@ -14,6 +14,7 @@ unwinder: glibc)."""
 import collections
 import functools
 import glob
+import json
 import os
 import re
 import sys
@@ -91,22 +92,15 @@ def under_stepprof(env):
 
 
 @functools.lru_cache(maxsize=None)
-def reference_path():
-    """The loop under torch.profiler(with_stack=True): (the path of its trace, its output)."""
+def reference():
+    """The loop under torch.profiler(with_stack=True): (its trace, its output)."""
     r = under_stepprof({})  # only for a fresh directory: the reference itself runs without stepprof
     out = os.path.join(r.cwd, "ref")
     ref_run = run([sys.executable, program("torch_stack_profiled.py"), str(ITERS), out,
                    *(str(SCHED[k]) for k in ("PROF_WAIT", "PROF_WARMUP", "PROF_ACTIVE"))],
                   preload=False, fake=False, timeout=300)
     assert ref_run.returncode == 0, ref_run.stderr
-    return os.path.join(out, "torch.pt.trace.json"), ref_run.stdout.strip()
-
-
-@functools.lru_cache(maxsize=None)
-def reference():
-    """The loop under torch.profiler(with_stack=True): (its trace, its output)."""
-    path, out = reference_path()
-    return load(path), out
+    return load(os.path.join(out, "torch.pt.trace.json")), ref_run.stdout.strip()
 
 
 def test_operators_carry_the_python_frames_torch_profiler_shows():
@@ -262,7 +256,10 @@ def test_nn_module_events_are_torch_profilers():
         assert ours[name] == theirs[name], (name, dict(ours[name]), dict(theirs[name]))
     assert theirs["aten::addmm"][("nn.Module: Net_0", "nn.Module: Block_1", "nn.Module: Linear_1")] == 3
     # TensorBoard's Module view: shown for both, the same tree (names, ids, calls, operators).
-    tb_mine, tb_ref = clients("tb", mine.trace()), clients("tb", reference_path()[0])
+    ref_path = os.path.join(mine.cwd, "ref.pt.trace.json")  # the reference's run directory is gone by now
+    with open(ref_path, "w") as f:
+        json.dump(ref, f)
+    tb_mine, tb_ref = clients("tb", mine.trace()), clients("tb", ref_path)
     assert "Module" in tb_ref["views"] and "Module" in tb_mine["views"], (tb_mine["views"], tb_ref["views"])
     assert tb_mine["modules"] == tb_ref["modules"] and tb_ref["modules"], (tb_mine["modules"], tb_ref["modules"])
     assert not tb_mine["errors"], tb_mine["errors"]
