@@ -80,6 +80,7 @@ typedef struct py_api {
     pyobj (*frame_var)(pyobj, pyobj);               /* 3.12+: new reference; NULL before */
     pyobj (*intern)(const char *);                  /* new reference */
     pyobj (*frame_locals)(pyobj);                   /* 3.11: new reference (a dict) */
+    pyobj (*dict_get)(pyobj, pyobj);                /* borrowed */
 } py_api_t;
 static py_api_t py;
 
@@ -163,6 +164,7 @@ static int load_api(void)
     }
     *(void **)&py.frame_var = dlsym(RTLD_DEFAULT, "PyFrame_GetVar");
     *(void **)&py.intern = dlsym(RTLD_DEFAULT, "PyUnicode_InternFromString");
+    *(void **)&py.dict_get = dlsym(RTLD_DEFAULT, "PyDict_GetItem");
     *(void **)&py.frame_locals = dlsym(RTLD_DEFAULT, "PyFrame_GetLocals");
     codes = calloc(CODE_SLOTS, sizeof *codes);
     mods = calloc(MOD_SLOTS, sizeof *mods);
@@ -267,9 +269,9 @@ static uint32_t code_id(pyobj code)
  * sys.modules (not there yet: looked for again at the next switch on). */
 static void learn_module_code(void)
 {
-    if (module_code || (!(py.frame_var && py.intern) && !py.frame_locals))
+    if (module_code || !py.intern || (!py.frame_var && !(py.frame_locals && py.dict_get)))
         return;
-    if (py.frame_var && py.intern && !self_name && !(self_name = py.intern("self"))) {
+    if (!self_name && !(self_name = py.intern("self"))) {
         py.err_clear();
         return;
     }
@@ -290,11 +292,11 @@ static void learn_module_code(void)
 static const mod_slot_t *module_of(pyobj frame, mod_slot_t *tmp)
 {
     pyobj self = NULL;
-    if (self_name) {   /* 3.12+: read from the frame's own variables, nothing built */
+    if (py.frame_var) {   /* 3.12+: read from the frame's own variables, nothing built */
         self = py.frame_var(frame, self_name);
-    } else {           /* 3.11: the frame's locals dict, built once per call (as torch does) */
+    } else {              /* 3.11: the frame's locals dict, built once per call (as torch does) */
         pyobj locals = py.frame_locals(frame);
-        if ((self = locals ? py.dict_item(locals, "self") : NULL))
+        if ((self = locals ? py.dict_get(locals, self_name) : NULL))
             py.incref(self);
         if (locals)
             py.decref(locals);
