@@ -29,11 +29,13 @@
  * the torch.nn already imported; one pointer compare per call) is a module
  * call; its "self" (the only frame whose locals are read) names the record
  * "nn.Module: <class __name__>" and the record carries self and its class,
- * which the exporter numbers per cycle. Each module seen is kept alive (a
- * reference in a table keyed by its address, dropped when no thread records
- * any more) so that, as in torch, its address names one instance while
- * frames are recorded (past MOD_MAX instances, later ones are named per call
- * and not kept). Its shadow-stack name stays the frame's (the
+ * which the exporter numbers per cycle. Names are cached in a table keyed by
+ * the module's address (emptied when no thread records any more; past
+ * MOD_MAX addresses, later ones are named per call). As in torch, which
+ * keys by address too, a module is not kept alive: a later module at a dead
+ * one's address is the same instance to the numbering when of the same class
+ * (torch 2.15 even keeps the first class name for that address: stepprof
+ * names the class it sees). Its shadow-stack name stays the frame's (the
  * operators' call stacks are unchanged). */
 #define _GNU_SOURCE
 #include "pystack.h"
@@ -81,6 +83,7 @@ typedef struct py_api {
     pyobj (*intern)(const char *);                  /* new reference */
     pyobj (*frame_locals)(pyobj);                   /* 3.11: new reference (a dict) */
     pyobj (*dict_get)(pyobj, pyobj);                /* borrowed */
+    pyobj (*type)(pyobj);                           /* new reference */
 } py_api_t;
 static py_api_t py;
 
@@ -133,7 +136,7 @@ typedef struct mod_slot {
     pyobj self, cls;
     uint32_t name;
 } mod_slot_t;
-static mod_slot_t *mods;       /* GIL holders only; each self holds a reference */
+static mod_slot_t *mods;       /* GIL holders only; each holds a reference to its cls */
 static uint32_t nmods;
 static pyobj module_code;      /* torch.nn.Module.__call__.__code__, NULL when unknown */
 static pyobj self_name;        /* "self", for PyFrame_GetVar */
@@ -165,6 +168,7 @@ static int load_api(void)
     *(void **)&py.frame_var = dlsym(RTLD_DEFAULT, "PyFrame_GetVar");
     *(void **)&py.intern = dlsym(RTLD_DEFAULT, "PyUnicode_InternFromString");
     *(void **)&py.dict_get = dlsym(RTLD_DEFAULT, "PyDict_GetItem");
+    *(void **)&py.type = dlsym(RTLD_DEFAULT, "PyObject_Type");
     *(void **)&py.frame_locals = dlsym(RTLD_DEFAULT, "PyFrame_GetLocals");
     codes = calloc(CODE_SLOTS, sizeof *codes);
     mods = calloc(MOD_SLOTS, sizeof *mods);
@@ -269,7 +273,7 @@ static uint32_t code_id(pyobj code)
  * sys.modules (not there yet: looked for again at the next switch on). */
 static void learn_module_code(void)
 {
-    if (module_code || !py.intern || (!py.frame_var && !(py.frame_locals && py.dict_get)))
+    if (module_code || !py.intern || !py.type || (!py.frame_var && !(py.frame_locals && py.dict_get)))
         return;
     if (!self_name && !(self_name = py.intern("self"))) {
         py.err_clear();
@@ -288,7 +292,9 @@ static void learn_module_code(void)
 }
 
 /* The instance whose Module.__call__ frame this is: its table slot, or *tmp
- * (nothing kept) when the table is full; NULL when its self is unreadable. */
+ * (nothing kept) when the table is full; NULL when its self is unreadable.
+ * Instances are told apart by address, as torch does: a slot is renamed when
+ * its address now holds a module of another class (the first one died). */
 static const mod_slot_t *module_of(pyobj frame, mod_slot_t *tmp)
 {
     pyobj self = NULL;
@@ -305,37 +311,36 @@ static const mod_slot_t *module_of(pyobj frame, mod_slot_t *tmp)
         py.err_clear();
         return NULL;
     }
+    pyobj cls = py.type(self);   /* a reference the slot keeps: the class outlives its entry */
+    py.decref(self);             /* the frame holds it */
     uint64_t h = (uint64_t)(uintptr_t)self * 0x9E3779B97F4A7C15ull;
     uint32_t i = (uint32_t)(h >> 40) & (MOD_SLOTS - 1);
-    for (; mods[i].self; i = (i + 1) & (MOD_SLOTS - 1))
-        if (mods[i].self == self) {
-            py.decref(self);
-            return &mods[i];
-        }
-    pyobj cls = py.getattr(self, "__class__");
-    char cls_name[256], text[300];
-    snprintf(text, sizeof text, "nn.Module: %s", cls ? attr_text(cls, "__name__", cls_name, sizeof cls_name) : "?");
-    py.err_clear();
-    mod_slot_t *m = nmods < MOD_MAX ? &mods[i] : tmp;
-    *m = (mod_slot_t){self, cls, sp_str_intern(text)};
-    if (m == tmp) {   /* self (held by the frame) and its class stay alive while the frame runs */
-        py.decref(self);
-        if (cls)
-            py.decref(cls);
-    } else {
-        nmods++;
+    while (mods[i].self && mods[i].self != self)
+        i = (i + 1) & (MOD_SLOTS - 1);
+    mod_slot_t *m = mods[i].self || nmods < MOD_MAX ? &mods[i] : tmp;
+    if (m->self == self && m->cls == cls) {
+        py.decref(cls);
+        return m;
     }
+    char cls_name[256], text[300];
+    snprintf(text, sizeof text, "nn.Module: %s", attr_text(cls, "__name__", cls_name, sizeof cls_name));
+    py.err_clear();
+    if (m == tmp)
+        py.decref(cls);          /* self's class: alive while the frame runs */
+    else if (m->self)
+        py.decref(m->cls);
+    else
+        nmods++;
+    *m = (mod_slot_t){self, cls, sp_str_intern(text)};
     return m;
 }
 
-/* Drops the modules' references (no thread records Python frames now). */
+/* Forgets the modules (no thread records Python frames now). */
 static void forget_modules(void)
 {
     for (uint32_t i = 0; i < MOD_SLOTS && nmods; i++)
         if (mods[i].self) {
-            py.decref(mods[i].self);
-            if (mods[i].cls)
-                py.decref(mods[i].cls);
+            py.decref(mods[i].cls);
             mods[i] = (mod_slot_t){0};
             nmods--;
         }

@@ -11,10 +11,10 @@
  * order (outer before inner), threads in registration order; a frame's
  * parent is the thread's latest frame one level up that encloses it.
  * nn.Module calls (SP_PYF_MODULE) are named "nn.Module: <class>_<k>" with
- * "Python module id": k, where k numbers the instances of each class (by
- * address: collectors/pystack.c keeps them alive while recording) in the
- * order the cycle's events first show them, all threads together, as torch's
- * tracer numbers them per profiling session. Not written (torch writes them):
+ * "Python module id": k, where k numbers the instances of each class (told
+ * apart by address, as torch does) in the order the cycle's events first
+ * show them, all threads together, as torch's tracer numbers them per
+ * profiling session. Not written (torch writes them):
  * C functions ("<built-in method ...>") and the caller's line ("CallFrom"). */
 #define _GNU_SOURCE
 #include "py_trace.h"
