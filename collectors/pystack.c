@@ -23,7 +23,20 @@
  * SP_PYF_CUT (torch ends frames still open at its trace's end); when the
  * frame returns inside the same window its own record supersedes the cut one
  * (exporters/py_trace.c). A frame under one of stepprof's own (hidden)
- * frames is not written, nor one deeper than PY_MAX. */
+ * frames is not written, nor one deeper than PY_MAX.
+ * nn.Module calls, as torch.profiler's python tracer finds them: a frame of
+ * torch.nn.Module.__call__'s code object (learned once when turning on, from
+ * the torch.nn already imported; one pointer compare per call) is a module
+ * call; its "self" (the only frame whose locals are read) names the record
+ * "nn.Module: <class __name__>" and the record carries self and its class,
+ * which the exporter numbers per cycle. Names are cached in a table keyed by
+ * the module's address (emptied when no thread records any more; past
+ * MOD_MAX addresses, later ones are named per call). As in torch, which
+ * keys by address too, a module is not kept alive: a later module at a dead
+ * one's address is the same instance to the numbering when of the same class
+ * (torch 2.15 even keeps the first class name for that address: stepprof
+ * names the class it sees). Its shadow-stack name stays the frame's (the
+ * operators' call stacks are unchanged). */
 #define _GNU_SOURCE
 #include "pystack.h"
 
@@ -44,6 +57,8 @@
 #define CODE_SLOTS (1u << 17)
 #define CODE_MAX (CODE_SLOTS / 2)
 #define MAX_PREFIXES 64
+#define MOD_SLOTS 4096u
+#define MOD_MAX (MOD_SLOTS / 2)
 
 enum { PY_CALL = 0, PY_RETURN = 3 }; /* CPython's PyTrace_CALL, PyTrace_RETURN */
 
@@ -62,6 +77,13 @@ typedef struct py_api {
     void (*incref)(pyobj);
     void (*decref)(pyobj);
     void (*err_clear)(void);
+    pyobj (*sys_object)(const char *);              /* borrowed */
+    pyobj (*dict_item)(pyobj, const char *);        /* borrowed */
+    pyobj (*frame_var)(pyobj, pyobj);               /* 3.12+: new reference; NULL before */
+    pyobj (*intern)(const char *);                  /* new reference */
+    pyobj (*frame_locals)(pyobj);                   /* 3.11: new reference (a dict) */
+    pyobj (*dict_get)(pyobj, pyobj);                /* borrowed */
+    pyobj (*type)(pyobj);                           /* new reference */
 } py_api_t;
 static py_api_t py;
 
@@ -76,6 +98,7 @@ static const struct {
     SYM("PyObject_GetAttrString", getattr), SYM("PyUnicode_AsUTF8", utf8),
     SYM("PyLong_AsLong", as_long),         SYM("Py_IncRef", incref),
     SYM("Py_DecRef", decref),              SYM("PyErr_Clear", err_clear),
+    SYM("PySys_GetObject", sys_object),    SYM("PyDict_GetItemString", dict_item),
 #undef SYM
 };
 
@@ -92,6 +115,8 @@ typedef struct shadow {
     uint32_t memo;
     uint32_t id[PY_MAX];       /* outermost first */
     uint64_t t0[PY_MAX];       /* when each began */
+    uint32_t mod[PY_MAX];      /* an nn.Module call: its "nn.Module: Cls" name id, else 0 */
+    pyobj mod_self[PY_MAX], mod_cls[PY_MAX];
 } shadow_t;
 
 /* One TLS pointer (TLS descriptors, as everywhere: no initial-exec TLS); the
@@ -107,6 +132,15 @@ typedef struct code_slot {
 } code_slot_t;
 static code_slot_t *codes;     /* GIL holders only */
 static uint32_t ncodes;
+typedef struct mod_slot {
+    pyobj self, cls;
+    uint32_t name;
+} mod_slot_t;
+static mod_slot_t *mods;       /* GIL holders only; each holds a reference to its cls */
+static uint32_t nmods;
+static pyobj module_code;      /* torch.nn.Module.__call__.__code__, NULL when unknown */
+static pyobj self_name;        /* "self", for PyFrame_GetVar */
+static int threads_on;         /* threads with the profile function on */
 static char *prefix_buf;
 static const char *prefix[MAX_PREFIXES];
 static size_t prefix_len[MAX_PREFIXES];
@@ -131,8 +165,14 @@ static int load_api(void)
         }
         memcpy((char *)&py + syms[i].off, &f, sizeof f);
     }
+    *(void **)&py.frame_var = dlsym(RTLD_DEFAULT, "PyFrame_GetVar");
+    *(void **)&py.intern = dlsym(RTLD_DEFAULT, "PyUnicode_InternFromString");
+    *(void **)&py.dict_get = dlsym(RTLD_DEFAULT, "PyDict_GetItem");
+    *(void **)&py.type = dlsym(RTLD_DEFAULT, "PyObject_Type");
+    *(void **)&py.frame_locals = dlsym(RTLD_DEFAULT, "PyFrame_GetLocals");
     codes = calloc(CODE_SLOTS, sizeof *codes);
-    if (!codes) {
+    mods = calloc(MOD_SLOTS, sizeof *mods);
+    if (!codes || !mods) {
         sp_log(SP_LOG_ERROR, "with_stack: out of memory for the Python frame names; Python frames are not recorded");
         return state = -1;
     }
@@ -229,14 +269,99 @@ static uint32_t code_id(pyobj code)
     return id;
 }
 
-/* seeded: the frame was running before recording began; torch names such a
- * frame by its current line, not its first. */
-static uint32_t frame_id(pyobj frame, int seeded)
+/* torch.nn.Module.__call__'s code object, from the torch.nn already in
+ * sys.modules (not there yet: looked for again at the next switch on). */
+static void learn_module_code(void)
 {
+    if (module_code || !py.intern || !py.type || (!py.frame_var && !(py.frame_locals && py.dict_get)))
+        return;
+    if (!self_name && !(self_name = py.intern("self"))) {
+        py.err_clear();
+        return;
+    }
+    pyobj modules = py.sys_object("modules");
+    pyobj nn = modules ? py.dict_item(modules, "torch.nn") : NULL;
+    pyobj cls = nn ? py.getattr(nn, "Module") : NULL;
+    pyobj call = cls ? py.getattr(cls, "__call__") : NULL;
+    module_code = call ? py.getattr(call, "__code__") : NULL;   /* the reference is kept */
+    if (call)
+        py.decref(call);
+    if (cls)
+        py.decref(cls);
+    py.err_clear();
+}
+
+/* The instance whose Module.__call__ frame this is: its table slot, or *tmp
+ * (nothing kept) when the table is full; NULL when its self is unreadable.
+ * Instances are told apart by address, as torch does: a slot is renamed when
+ * its address now holds a module of another class (the first one died). */
+static const mod_slot_t *module_of(pyobj frame, mod_slot_t *tmp)
+{
+    pyobj self = NULL;
+    if (py.frame_var) {   /* 3.12+: read from the frame's own variables, nothing built */
+        self = py.frame_var(frame, self_name);
+    } else {              /* 3.11: the frame's locals dict, built once per call (as torch does) */
+        pyobj locals = py.frame_locals(frame);
+        if ((self = locals ? py.dict_get(locals, self_name) : NULL))
+            py.incref(self);
+        if (locals)
+            py.decref(locals);
+    }
+    if (!self) {
+        py.err_clear();
+        return NULL;
+    }
+    pyobj cls = py.type(self);   /* a reference the slot keeps: the class outlives its entry */
+    py.decref(self);             /* the frame holds it */
+    uint64_t h = (uint64_t)(uintptr_t)self * 0x9E3779B97F4A7C15ull;
+    uint32_t i = (uint32_t)(h >> 40) & (MOD_SLOTS - 1);
+    while (mods[i].self && mods[i].self != self)
+        i = (i + 1) & (MOD_SLOTS - 1);
+    mod_slot_t *m = mods[i].self || nmods < MOD_MAX ? &mods[i] : tmp;
+    if (m->self == self && m->cls == cls) {
+        py.decref(cls);
+        return m;
+    }
+    char cls_name[256], text[300];
+    snprintf(text, sizeof text, "nn.Module: %s", attr_text(cls, "__name__", cls_name, sizeof cls_name));
+    py.err_clear();
+    if (m == tmp)
+        py.decref(cls);          /* self's class: alive while the frame runs */
+    else if (m->self)
+        py.decref(m->cls);
+    else
+        nmods++;
+    *m = (mod_slot_t){self, cls, sp_str_intern(text)};
+    return m;
+}
+
+/* Forgets the modules (no thread records Python frames now). */
+static void forget_modules(void)
+{
+    for (uint32_t i = 0; i < MOD_SLOTS && nmods; i++)
+        if (mods[i].self) {
+            py.decref(mods[i].cls);
+            mods[i] = (mod_slot_t){0};
+            nmods--;
+        }
+}
+
+/* seeded: the frame was running before recording began; torch names such a
+ * frame by its current line, not its first. *m: the module of an nn.Module
+ * call, else m->name = 0. */
+static uint32_t frame_id(pyobj frame, int seeded, mod_slot_t *m)
+{
+    m->name = 0;
     pyobj code = py.frame_code(frame);
     if (!code)
         return 0;
     uint32_t id = seeded ? name_of(code, py.frame_line(frame)) : code_id(code);
+    if (__builtin_expect(code == module_code, 0) && id) {
+        mod_slot_t tmp;
+        const mod_slot_t *k = module_of(frame, &tmp);
+        if (k)
+            *m = *k;
+    }
     py.decref(code);
     return id;
 }
@@ -264,8 +389,10 @@ static void write_frame(shadow_t *s, int d, uint32_t gate, uint64_t now, uint16_
     t->in_hook = 1;
     sp_event_t *e = sp_ev_reserve(t, gate);
     if (e) {
-        *e = (sp_event_t){.t0 = s->t0[d] > s->win_t ? s->t0[d] : s->win_t, .t1 = now, .name = s->id[d],
-                          .window = gate, .kind = SP_EV_PYFUNC, .flags = flags, .a = {(uint64_t)d}};
+        uint32_t mod = s->mod[d];
+        *e = (sp_event_t){.t0 = s->t0[d] > s->win_t ? s->t0[d] : s->win_t, .t1 = now, .name = mod ? mod : s->id[d],
+                          .window = gate, .kind = SP_EV_PYFUNC, .flags = flags | (mod ? SP_PYF_MODULE : 0),
+                          .a = {(uint64_t)d, mod ? (uintptr_t)s->mod_self[d] : 0, mod ? (uintptr_t)s->mod_cls[d] : 0}};
         sp_ev_commit(t);
     }
     t->in_hook = 0;
@@ -281,7 +408,10 @@ static int on_event(pyobj obj, pyobj frame, int what, pyobj arg)
     if (what == PY_CALL) {
         int d = s->depth;
         if (d < PY_MAX) {
-            uint32_t id = s->id[d] = frame_id(frame, 0);
+            mod_slot_t m;
+            uint32_t id = s->id[d] = frame_id(frame, 0, &m);
+            if ((s->mod[d] = m.name))
+                s->mod_self[d] = m.self, s->mod_cls[d] = m.cls;
             if (!id && d < s->hidden)
                 s->hidden = d;
             s->t0[d] = tick(s, &gate);
@@ -319,10 +449,12 @@ static uint64_t cut(shadow_t *s)
 static void seed(shadow_t *s)
 {
     static uint32_t inner[SEED_MAX]; /* GIL holders only */
+    static mod_slot_t inner_mod[SEED_MAX];
     int n = 0;
     pyobj f = py.get_frame(), held = NULL;
     while (f && n < SEED_MAX) {
-        inner[n++] = frame_id(f, 1);
+        inner[n] = frame_id(f, 1, &inner_mod[n]);
+        n++;
         pyobj back = py.frame_back(f);
         if (held)
             py.decref(held);
@@ -336,6 +468,9 @@ static void seed(shadow_t *s)
     uint64_t now = tick(s, &(uint32_t){0});
     for (int k = 0; k < n && k < PY_MAX; k++) {
         s->id[k] = inner[n - 1 - k];
+        const mod_slot_t *m = &inner_mod[n - 1 - k];
+        if ((s->mod[k] = m->name))
+            s->mod_self[k] = m->self, s->mod_cls[k] = m->cls;
         s->t0[k] = now;
         if (!s->id[k] && k < s->hidden)
             s->hidden = k;
@@ -354,6 +489,8 @@ int sp_pystack_set(int on, const char *prefixes)
             cut(s);
             py.set_profile(NULL, NULL);
         }
+        if (s && s->on && --threads_on == 0)
+            forget_modules();
         if (s)
             s->on = 0;
         return 0;
@@ -367,9 +504,11 @@ int sp_pystack_set(int on, const char *prefixes)
     }
     if (s->on)
         return 1;
+    learn_module_code();
     seed(s);
     py.set_profile(on_event, NULL);
     s->on = 1;
+    threads_on++;
     return 1;
 }
 

@@ -31,8 +31,13 @@ int sp_pystack_set(int on, const char *prefixes);
 /* python_function records (collectors/events.h SP_EV_PYFUNC): name = the
  * frame-name id, a[0] = depth (0 = outermost), flags SP_PYF_CUT when the
  * frame was still open at t1 (a step ended; exporters/py_trace.c drops it when
- * the frame's own record is in the same cycle). */
+ * the frame's own record is in the same cycle). An nn.Module call (a frame of
+ * torch.nn.Module.__call__, as torch.profiler finds them) is flagged
+ * SP_PYF_MODULE: name = "nn.Module: <class name>", a[1] = the module (self)
+ * and a[2] = its class, as addresses (the exporter numbers the instances of
+ * each class). */
 #define SP_PYF_CUT 1u
+#define SP_PYF_MODULE 2u
 
 /* A step is about to end on the calling thread (done = 0, the GIL held):
  * its open frames are written as cut records, in case the record window

@@ -9,9 +9,13 @@
  * when the window closed) ends with the cycle's last ProfilerStep, which
  * closed after it, so it encloses the steps as torch's does. Ids number a thread's frames in start
  * order (outer before inner), threads in registration order; a frame's
- * parent is the thread's latest frame one level up that encloses it. Not
- * written (torch writes them): C functions ("<built-in method ...>"), the
- * caller's line ("CallFrom") and nn.Module frames. */
+ * parent is the thread's latest frame one level up that encloses it.
+ * nn.Module calls (SP_PYF_MODULE) are named "nn.Module: <class>_<k>" with
+ * "Python module id": k, where k numbers the instances of each class (told
+ * apart by address, as torch does) in the order the cycle's events first
+ * show them, all threads together, as torch's tracer numbers them per
+ * profiling session. Not written (torch writes them):
+ * C functions ("<built-in method ...>") and the caller's line ("CallFrom"). */
 #define _GNU_SOURCE
 #include "py_trace.h"
 
@@ -19,6 +23,7 @@
 #include "../collectors/strings.h"
 #include "gpu_trace.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #define DEPTH_MAX 256   /* collectors/pystack.c's PY_MAX: deeper frames have no record */
@@ -26,7 +31,52 @@
 struct sp_py_trace {
     uint32_t *id;       /* by event index: Python id, 0 = not written */
     uint32_t *parent;   /* by event index: the parent's Python id, 0 = none */
+    uint32_t *module;   /* by event index: an nn.Module call's k + 1, 0 = none; NULL when no module call */
 };
+
+typedef struct mod_key {
+    uint64_t self, cls;   /* self 0: the class's count of instances */
+    uint32_t n;
+} mod_key_t;
+
+/* The slot of (self, cls) in the table of cap (a power of two) slots, new ones zeroed with the key set. */
+static mod_key_t *mod_find(mod_key_t *t, size_t cap, uint64_t self, uint64_t cls)
+{
+    size_t i = (size_t)(((self ^ cls * 31) * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+    for (; t[i].cls; i = (i + 1) & (cap - 1))
+        if (t[i].self == self && t[i].cls == cls)
+            return &t[i];
+    t[i] = (mod_key_t){self, cls, 0};
+    return &t[i];
+}
+
+/* k for each numbered module record, per class in event (start) order; 0 when none or no memory. */
+static int number_modules(sp_py_trace_t *p, const sp_event_ref_t *ev, size_t n)
+{
+    size_t m = 0, cap = 4;
+    for (size_t i = 0; i < n; i++)
+        m += p->id[i] && (ev[i].ev->flags & SP_PYF_MODULE);
+    if (!m)
+        return 0;
+    while (cap < 4 * m)
+        cap *= 2;
+    mod_key_t *t = calloc(cap, sizeof *t);
+    if (!t || !(p->module = calloc(n, sizeof *p->module))) {
+        free(t);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const sp_event_t *e = ev[i].ev;
+        if (!p->id[i] || !(e->flags & SP_PYF_MODULE) || !e->a[1] || !e->a[2])
+            continue;
+        mod_key_t *inst = mod_find(t, cap, e->a[1], e->a[2]);
+        if (!inst->n)
+            inst->n = ++mod_find(t, cap, 0, e->a[2])->n;
+        p->module[i] = inst->n;
+    }
+    free(t);
+    return 0;
+}
 
 static int cmp_frame(const void *a, const void *b, void *events)
 {
@@ -84,6 +134,7 @@ sp_py_trace_t *sp_py_trace_prepare(const sp_event_ref_t *ev, size_t n)
     if (p) {
         p->id = calloc(n, sizeof *p->id);
         p->parent = calloc(n, sizeof *p->parent);
+        p->module = NULL;
     }
     if (!p || !idx || !p->id || !p->parent) {
         free(idx);
@@ -100,6 +151,11 @@ sp_py_trace_t *sp_py_trace_prepare(const sp_event_ref_t *ev, size_t n)
     }
     qsort_r(idx, k, sizeof *idx, cmp_frame, (void *)ev);
     number(p, ev, idx, k);
+    if (number_modules(p, ev, n) < 0) {
+        free(idx);
+        sp_py_trace_free(p);
+        return NULL;
+    }
     for (size_t j = 0; j < k; j++) {   /* in place: the records are the exporter's until released */
         sp_event_t *e = ev[idx[j]].ev;
         if (p->id[idx[j]] && (e->flags & SP_PYF_CUT) && e->t1 < steps_end)
@@ -115,6 +171,7 @@ void sp_py_trace_free(sp_py_trace_t *p)
         return;
     free(p->id);
     free(p->parent);
+    free(p->module);
     free(p);
 }
 
@@ -124,11 +181,17 @@ void sp_py_trace_write(sp_jw_t *w, const sp_py_trace_t *p, const sp_event_ref_t 
     if (!p || !p->id[i])
         return;
     const sp_event_t *e = ev[i].ev;
-    sp_gpuv_slice(w, "python_function", sp_str_get(e->name), pid, ev[i].thread->tid, (int64_t)(e->t0 - base_ns),
-                  (int64_t)(e->t1 - e->t0));
+    uint32_t k = p->module ? p->module[i] : 0;
+    char name[600];
+    if (k)
+        snprintf(name, sizeof name, "%s_%u", sp_str_get(e->name), k - 1);
+    sp_gpuv_slice(w, "python_function", k ? name : sp_str_get(e->name), pid, ev[i].thread->tid,
+                  (int64_t)(e->t0 - base_ns), (int64_t)(e->t1 - e->t0));
     SP_JW_LIT(w, ",\"args\":{");
     if (p->parent[i])
         SP_JW_KU(w, "\"Python parent id\":", p->parent[i]), SP_JW_LIT(w, ",");
     SP_JW_KU(w, "\"Python id\":", p->id[i]);
+    if (k)
+        SP_JW_LIT(w, ","), SP_JW_KU(w, "\"Python module id\":", k - 1);
     SP_JW_LIT(w, "}},\n");
 }

@@ -5,13 +5,16 @@ with_stack=True and the same schedule (tests/programs/torch_stack_profiled.py); 
 operators, the program's own frames that torch's python_function events show around each call are
 the frames of that operator's "Call stack" in stepprof's trace, in its collapsed stacks and in the
 table's Source Location; and stepprof's python_function events are torch's for the program's own
-functions: the same names per step, nested alike around the same operators. Without with_stack: no
+functions: the same names per step, nested alike around the same operators; and for nn.Module calls
+("nn.Module: Linear_0", "Python module id"): the same per step, with the same parent and the same
+Python functions under them, around the same operators, and TensorBoard's Module view the same. Without with_stack: no
 Python frames and the profile function is never on; a Python process that never imports torch stays
 inert with with_stack set. Python frames do not depend on the native unwinder (libunwind missing or
 unwinder: glibc)."""
 import collections
 import functools
 import glob
+import json
 import os
 import re
 import sys
@@ -194,6 +197,72 @@ def test_python_function_events_are_torch_profilers():
     assert first - 1000 < t["ts"] <= first and t["ts"] + t["dur"] >= last - 0.001, (t, first, last)
     assert not [e for e in py if e["ts"] < t["ts"]]
     assert not [e for e in py if "_stepprof_torch" in e["name"]]
+
+
+MODULE = re.compile(r"nn\.Module: (\w+)_(\d+)")
+
+
+def module_calls(trace):
+    """{step: Counter((name, parent's name, names of the Python functions under it))} of the nn.Module
+    events starting in each step (torch also writes C functions, "<built-in ...>", which stepprof does
+    not: left out); asserts that each is in a step and that "Python module id" is its name's number."""
+    py = [e for e in trace["traceEvents"] if e.get("cat") == "python_function"]
+    by_id = {e["args"]["Python id"]: e for e in py}
+    under = collections.defaultdict(list)
+    for e in sorted(py, key=lambda e: (e["ts"], -e["dur"])):
+        if "Python parent id" in e["args"] and not e["name"].startswith("<built-in"):
+            under[e["args"]["Python parent id"]].append(e["name"])
+    out = collections.defaultdict(collections.Counter)
+    for e in py:
+        m = MODULE.fullmatch(e["name"])
+        if not m:
+            continue
+        assert e["args"]["Python module id"] == int(m.group(2)), e
+        step = [n for n, (a, b) in steps(trace).items() if a <= e["ts"] <= b]
+        assert len(step) == 1, e
+        parent = by_id[e["args"]["Python parent id"]]["name"]
+        out[step[0]][e["name"], parent, tuple(under[e["args"]["Python id"]])] += 1
+    return out
+
+
+def modules_around(trace):
+    """{op name: Counter(the nn.Module events enclosing it, outermost first)} for the ops in steps."""
+    ev = trace["traceEvents"]
+    mods = [e for e in ev if e.get("cat") == "python_function" and MODULE.fullmatch(e["name"])]
+    out = collections.defaultdict(collections.Counter)
+    for o in ev:
+        if o.get("cat") == "cpu_op" and in_steps(trace, o):
+            around = sorted((m for m in mods if m["tid"] == o["tid"] and m["ts"] <= o["ts"] and
+                             o["ts"] + o["dur"] <= m["ts"] + m["dur"]), key=lambda m: (m["ts"], -m["dur"]))
+            out[o["name"]][tuple(m["name"] for m in around)] += 1
+    return out
+
+
+def test_nn_module_events_are_torch_profilers():
+    """torch.profiler writes each nn.Module call as a python_function event "nn.Module: <class>_<k>"
+    (k: the instance's number among its class's, in first-call order), in place of Module.__call__'s
+    frame; TensorBoard's Module view is built from them. stepprof writes the same."""
+    from test_clients import clients
+    mine = under_stepprof({"PROF_WITH_STACK": 1})
+    ref, _ = reference()
+    got, want = module_calls(load(mine.trace())), module_calls(ref)
+    assert sorted(got) == [2, 3, 4] and got == want, (dict(got), dict(want))
+    assert {n for n, _, _ in want[3]} == {"nn.Module: " + m for m in
+                                          ("Net_0", "Block_0", "Block_1", "Linear_0", "Linear_1", "Linear_2")}
+    assert sum(want[3].values()) == 6, want[3]
+    # The same modules around the same operators.
+    theirs, ours = modules_around(ref), modules_around(load(mine.trace()))
+    for name in ("aten::addmm", "aten::relu", "aten::add", "aten::cross_entropy_loss"):
+        assert ours[name] == theirs[name], (name, dict(ours[name]), dict(theirs[name]))
+    assert theirs["aten::addmm"][("nn.Module: Net_0", "nn.Module: Block_1", "nn.Module: Linear_1")] == 3
+    # TensorBoard's Module view: shown for both, the same tree (names, ids, calls, operators).
+    ref_path = os.path.join(mine.cwd, "ref.pt.trace.json")  # the reference's run directory is gone by now
+    with open(ref_path, "w") as f:
+        json.dump(ref, f)
+    tb_mine, tb_ref = clients("tb", mine.trace()), clients("tb", ref_path)
+    assert "Module" in tb_ref["views"] and "Module" in tb_mine["views"], (tb_mine["views"], tb_ref["views"])
+    assert tb_mine["modules"] == tb_ref["modules"] and tb_ref["modules"], (tb_mine["modules"], tb_ref["modules"])
+    assert not tb_mine["errors"], tb_mine["errors"]
 
 
 def check_merged_frames(r, trace):

@@ -99,6 +99,11 @@ class _Errors(logging.Handler):
         self.messages.append(record.getMessage()[:300])
 
 
+def _modules(stats):
+    """TensorBoard's Module view: [name, id, occurrences, operators, children] per module, as it sorts them."""
+    return [[s.name, s.id, s.occurences, s.operators, _modules(s.children)] for s in stats]
+
+
 def tb(path):
     from torch_tb_profiler import utils
     from torch_tb_profiler.profiler.data import RunProfileData
@@ -118,6 +123,7 @@ def tb(path):
             "memory_peaks": sorted([int(k[0]), int(k[1]), int(v)] for k, v in
                                    profile.memory_snapshot.get_peak_memory().items()) if profile.memory_snapshot else [],
             "views": [v.display_name for v in profile.views],
+            "modules": _modules(profile.module_stats or []),
             "errors": errors.messages}
 
 
