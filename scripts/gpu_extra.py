@@ -96,8 +96,9 @@ def stack(sp_path, torch_path):
         t = load(p)
         py = [e for e in cat(t, "python_function") if "gpu_torch_loop.py" in e["name"]]
         names = collections.Counter(e["name"] for e in py)
+        mods = collections.Counter(e["name"] for e in cat(t, "python_function") if e["name"].startswith("nn.Module: "))
         print(f"- {label}: python_function events {len(cat(t, 'python_function'))}, of the loop's file "
-              f"{len(py)}: {dict(sorted(names.items()))}")
+              f"{len(py)}: {dict(sorted(names.items()))}; nn.Module events: {dict(sorted(mods.items()))}")
 
 
 def steptimes(d, first, last):
