@@ -19,12 +19,6 @@ typedef struct thread_stack {
     size_t n, cap;
 } thread_stack_t;
 
-static void *shrunk(void *p, size_t bytes)
-{
-    void *q = p ? realloc(p, bytes ? bytes : 1) : NULL;
-    return q ? q : p;
-}
-
 static int is_torch(const sp_event_t *e)
 {
     return e->kind == SP_EV_RANGE && (e->flags & SP_RANGE_TORCH);
@@ -32,10 +26,14 @@ static int is_torch(const sp_event_t *e)
 
 void sp_annot_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
 {
+    /* The per-range arrays are sized by a count first: most events are calls. */
+    size_t want = 1;
+    for (size_t i = 0; i < nev; i++)
+        want += ev[i].ev->kind == SP_EV_RANGE || ev[i].ev->kind == SP_EV_STEP;
     v->ext = calloc(nev ? nev : 1, sizeof *v->ext);
-    v->range_ev = malloc((nev ? nev : 1) * sizeof *v->range_ev);
-    v->range_parent = malloc((nev ? nev : 1) * sizeof *v->range_parent);
-    v->range_call = malloc((nev ? nev : 1) * sizeof *v->range_call);
+    v->range_ev = malloc(want * sizeof *v->range_ev);
+    v->range_parent = malloc(want * sizeof *v->range_parent);
+    v->range_call = malloc(want * sizeof *v->range_call);
     /* One stack per thread, found by its registration slot (dense, 0-based):
      * no search per event whatever the number of threads. */
     size_t nts = 0;
@@ -82,10 +80,6 @@ void sp_annot_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
     for (size_t k = 0; ts && k < nts; k++)
         free(ts[k].s);
     free(ts);
-    /* Sized for every host event, kept for the ranges only: most events are calls. */
-    v->range_ev = shrunk(v->range_ev, v->nranges * sizeof *v->range_ev);
-    v->range_parent = shrunk(v->range_parent, v->nranges * sizeof *v->range_parent);
-    v->range_call = shrunk(v->range_call, v->nranges * sizeof *v->range_call);
 }
 
 /* The innermost range or step open on thread tid at time t (External id, 0 =

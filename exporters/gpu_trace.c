@@ -16,6 +16,7 @@
 #include "../collectors/kernels.h"
 #include "../collectors/strings.h"
 
+#include <cupti_runtime_cbid.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,8 +69,10 @@ static uint64_t host_key(const sp_event_ref_t *r)
  * the header's own 505 / 506 pairs the same way. */
 static uint32_t gpu_cbid(const sp_gpu_event_t *g)
 {
-    if (g->kind == SP_GPU_RUNTIME && (g->cbid == 505 || g->cbid == 506))
-        return g->cbid == 505 ? 211 : 214;
+    if (g->kind == SP_GPU_RUNTIME && g->cbid == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000)
+        return CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+    if (g->kind == SP_GPU_RUNTIME && g->cbid == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000)
+        return CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000;
     return g->cbid;
 }
 

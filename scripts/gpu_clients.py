@@ -21,9 +21,14 @@ CLIENTS = os.path.join(ROOT, "tests", "lib", "clients.py")
 
 
 def client(what, arg):
+    tmp = tempfile.mkdtemp(prefix="sp-gpu-clients-")   # the clients' own temporaries, removed after
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "build", "pydeps", "hta") + os.pathsep +
-               os.environ.get("PYTHONPATH", ""), HTA_DISABLE_NS_ROUNDING="1")
-    p = subprocess.run([sys.executable, CLIENTS, what, arg], capture_output=True, text=True, timeout=600, env=env)
+               os.environ.get("PYTHONPATH", ""), HTA_DISABLE_NS_ROUNDING="1", TMPDIR=tmp)
+    try:
+        p = subprocess.run([sys.executable, CLIENTS, what, arg], capture_output=True, text=True, timeout=600,
+                           env=env)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     out = p.stdout.split("\nCLIENTS-JSON ", 1)
     if p.returncode != 0 or len(out) != 2:
         return {"error": (p.stdout + p.stderr)[-500:]}
