@@ -216,6 +216,8 @@ void sp_cupti_window_open(void)
     __atomic_store_n(&sh.window_end, UINT64_MAX, __ATOMIC_RELEASE);
     if (!pending) {
         sh.nrecs = 0;
+        sh.nqueries = 0;
+        sh.queries_unkept = 0;
         sh.window_corr = 0;   /* with a collect pending, the closed window's GPU work still counts */
         /* Records past the bound before the window (warmup) were not the
          * window's: no longer counted, as those kept are discarded. */
@@ -303,12 +305,16 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, int 
         api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     pthread_mutex_lock(&sh.lock);
     uint32_t me = (uint32_t)gettid();
+    int64_t offset_was = sh.clock_offset;
     if (h1 && sp_cupti_marker_fix(sh.recs, &sh.nrecs, me, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, h0, h1,
                                   &sh.clock_offset))
         offset_measured = 1;
     if (collector)   /* its cudaSetDevice, and what the runtime did inside its calls */
         sp_cupti_drop_thread(sh.recs, &sh.nrecs, me);
     size_t n = sp_cupti_take_window(sh.recs, &sh.nrecs, begin, end, api_filter, filtered, out);
+    *filtered += sp_cupti_take_queries(sh.queries, &sh.nqueries, sh.clock_offset - offset_was, begin, end,
+                                       collector ? me : 0) + sh.queries_unkept;
+    sh.queries_unkept = 0;
     sh.drops_pending = 0;
     pthread_mutex_unlock(&sh.lock);
     if (!offset_measured && !exit_flushed && live)
@@ -402,4 +408,6 @@ void sp_cupti_after_fork_child(void)
     closes = handover_close = 0;
     dropped_base = 0;
     sh.nrecs = 0;
+    sh.nqueries = 0;
+    sh.queries_unkept = 0;
 }

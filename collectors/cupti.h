@@ -66,6 +66,11 @@ uint64_t sp_cupti_dropped(void);
 /* Records kept per window at most (0 = only cupti_buffer_mb's bound); set
  * before the first window opens. */
 void sp_cupti_set_cycle_cap(uint64_t max_records);
+/* cupti_api_filter: queries: query records (sp_cupti_api_is_query) are left
+ * out as they are parsed, so that they never count against the cycle cap or
+ * cupti_buffer_mb's bound; a collect counts the window's in *filtered. Set
+ * before the first window opens. */
+void sp_cupti_set_query_filter(int on);
 void sp_cupti_shutdown(void);      /* process end: forced flush, kinds off, cuptiFinalize */
 const sp_devprop_t *sp_cupti_device(uint32_t dev);   /* NULL when unknown */
 

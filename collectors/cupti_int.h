@@ -6,6 +6,7 @@
 #ifndef SP_CUPTI_INT_H
 #define SP_CUPTI_INT_H
 
+#include "cupti_window.h"
 #include "gpu.h"
 
 #include <cupti.h>
@@ -29,6 +30,16 @@ typedef struct {
     sp_gpu_event_t *recs;   /* parsed records not yet taken */
     size_t nrecs;
     uint64_t recs_dropped;  /* parsed records past the bound on those kept, cumulative */
+    /* cupti_api_filter: queries. Query records (sp_cupti_api_is_query) are left
+     * out as they are parsed: only their start and thread are kept, apart from
+     * the records, so that they never take a record's place under the cycle
+     * cap (a PyTorch step makes more queries than launches); a take counts
+     * the window's. Bounded by cupti_buffer_mb's bytes; past that, counted in
+     * queries_unkept and given to the next take. */
+    int filter_queries;
+    sp_query_rec_t *queries;
+    size_t nqueries;
+    uint64_t queries_unkept;
     uint64_t drops_pending; /* of those, since the last take or window open */
 } sp_cupti_shared_t;
 

@@ -37,6 +37,7 @@ static void *free_bufs[8];
 static int nfree;
 static uint64_t dropped_total;
 static size_t caprecs;
+static size_t capqueries;
 static size_t rec_limit = SIZE_MAX; /* bound on nrecs: cupti_buffer_mb and the cycle cap */
 static size_t rec_by_bytes = SIZE_MAX; /* cupti_buffer_mb's part of it */
 static uint64_t walk_end;   /* sh.window_end as read once for the buffer being parsed */
@@ -137,6 +138,32 @@ static sp_gpu_event_t *new_rec(uint64_t start_mono, int api_call, uint32_t corr)
     sp_gpu_event_t *e = &sh.recs[sh.nrecs++];
     memset(e, 0, sizeof *e);
     return e;
+}
+
+/* A query record left out (cupti_api_filter: queries): its start and thread
+ * kept apart from the records, in at most cupti_buffer_mb's bytes. */
+static void keep_query(uint64_t start_mono, uint32_t tid)
+{
+    if (sh.nqueries == capqueries) {
+        size_t bound = buf_cap ? buf_cap / sizeof(sp_query_rec_t) : SIZE_MAX;
+        size_t n = capqueries ? capqueries * 2 : 4096;
+        n = n < bound ? n : bound;
+        sp_query_rec_t *v = n > capqueries ? realloc(sh.queries, n * sizeof *v) : NULL;
+        if (!v) {
+            sh.queries_unkept++;
+            return;
+        }
+        sh.queries = v;
+        capqueries = n;
+    }
+    sh.queries[sh.nqueries++] = (sp_query_rec_t){start_mono, tid};
+}
+
+void sp_cupti_set_query_filter(int on)
+{
+    pthread_mutex_lock(&sh.lock);
+    sh.filter_queries = on;
+    pthread_mutex_unlock(&sh.lock);
 }
 
 /* A record with the fields every GPU activity kind has; NULL when out of
@@ -266,6 +293,11 @@ static void parse(const CUpti_Activity *r)
         if (own_call(r->kind == CUPTI_ACTIVITY_KIND_DRIVER, a))
             return;
         uint32_t kind = r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? SP_GPU_RUNTIME : SP_GPU_DRIVER;
+        if (sh.filter_queries && sp_cupti_api_is_query(kind == SP_GPU_DRIVER, a->cbid)) {
+            if (a->start)
+                keep_query(to_mono(a->start), a->threadId);
+            return;
+        }
         if (!(e = gpu_rec(kind, a->start, a->end, 0, 0, 0, a->correlationId)))
             return;
         e->cbid = a->cbid;

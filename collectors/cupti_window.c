@@ -62,6 +62,24 @@ void sp_cupti_drop_thread(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid)
     *nrecs = k;
 }
 
+uint64_t sp_cupti_take_queries(sp_query_rec_t *q, size_t *nq, int64_t shift, uint64_t begin, uint64_t end,
+                               uint32_t tid)
+{
+    uint64_t in = 0;
+    size_t keep = 0;
+    for (size_t i = 0; i < *nq; i++) {
+        uint64_t s = (uint64_t)((int64_t)q[i].start + shift);
+        if (tid && q[i].tid == tid)
+            continue;
+        if (s > end)
+            q[keep++] = (sp_query_rec_t){s, q[i].tid};
+        else
+            in += s >= begin;
+    }
+    *nq = keep;
+    return in;
+}
+
 static int cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;

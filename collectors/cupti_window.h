@@ -9,6 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A query record left out as it was parsed (cupti_api_filter: queries):
+ * what a take needs of it. */
+typedef struct {
+    uint64_t start;   /* CLOCK_MONOTONIC ns, on the offset in use */
+    uint32_t tid;
+} sp_query_rec_t;
+
 /* Finds stepprof's own call (the latest RUNTIME record of cbid on tid), timed
  * on the host as [h0, h1], removes it, and shifts every record and *offset
  * as little as needed so that it lies inside that span. 0 when no such
@@ -25,6 +32,13 @@ void sp_cupti_drop_thread(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid);
  * out, and counted in *filtered. */
 size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin, uint64_t end, int filter,
                             uint64_t *filtered, sp_gpu_event_t **out);
+
+/* The window [begin, end]'s query records left out, counted; those of thread
+ * tid (stepprof's collecting thread; 0: none) are not the program's; later
+ * windows' stay in q. A record's start moves with the offset: shift is what
+ * sp_cupti_marker_fix just moved it by. */
+uint64_t sp_cupti_take_queries(sp_query_rec_t *q, size_t *nq, int64_t shift, uint64_t begin, uint64_t end,
+                               uint32_t tid);
 
 /* CUPTI's own name of a callback id, with its version suffix; NULL if none
  * (collectors/cupti.c, which holds the looked-up entry points). */

@@ -391,6 +391,7 @@ void sp_sched_activate(void)
         sp_ev_set_cycle_cap(max_ev);
         sp_export_set_limit(max_ev);
         sp_cupti_set_cycle_cap(max_ev);
+        sp_cupti_set_query_filter(cfg.cupti_api_filter == SP_CUPTI_API_FILTER_QUERIES);
     }
     if (cfg.with_stack)
         sp_stack_init(cfg.stack_depth, cfg.unwinder);
