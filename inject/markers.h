@@ -20,10 +20,11 @@ extern int sp_marker_flags;
 #define SP_MARK_CACHE 4096u
 extern _Atomic uint64_t sp_mark_cache[SP_MARK_CACHE];
 
+/* Functions and handles are 16-byte aligned; bits 4..15 tell apart the
+ * launch stubs of one object and the handles of one heap arena. */
 static inline unsigned sp_mark_slot(const void *fn)
 {
-    uintptr_t p = (uintptr_t)fn;
-    return (unsigned)((p >> 4) ^ (p >> 16)) & (SP_MARK_CACHE - 1);
+    return (unsigned)((uintptr_t)fn >> 4) & (SP_MARK_CACHE - 1);
 }
 
 /* sp_mark_known_idle(%reg) for the launch entries' assembly (hook.h
@@ -32,10 +33,7 @@ static inline unsigned sp_mark_slot(const void *fn)
 _Static_assert(SP_MARK_CACHE == 4096u, "SP_ASM_MARK_KNOWN_IDLE's mask");
 #define SP_ASM_MARK_KNOWN_IDLE(reg)                                                \
     "\tmovq %" #reg ", %rax\n"                                                     \
-    "\tmovq %" #reg ", %r11\n"                                                     \
     "\tshrq $4, %rax\n"                                                           \
-    "\tshrq $16, %r11\n"                                                          \
-    "\txorq %r11, %rax\n"                                                         \
     "\tandl $4095, %eax\n"                                                        \
     "\tleaq sp_mark_cache(%rip), %r11\n"                                          \
     "\tmovq (%r11,%rax,8), %rax\n"                                                \
