@@ -341,15 +341,14 @@ int sp_range_push_plain(const char *text, uint32_t w)
     __asm__("" : "+r"(m));
     open_range_t *s = m->stack;
     int d = m->depth;
-    if (__builtin_expect(!s || d >= STACK_MAX, 0))
+    if (__builtin_expect(!s || d >= STACK_MAX || !sp_clock_tsc, 0))
         return SP_RANGE_NOT_PLAIN;
-    uint64_t t0 = sp_clock_ticks();
     uint32_t name = sp_str_defer_plain(text ? text : "", w);
     if (__builtin_expect(!name, 0))
         return SP_RANGE_NOT_PLAIN;
     m->depth = d + 1;
     open_range_t *r = &s[d];
-    r->t0 = t0;
+    r->t0 = __rdtsc();          /* after the copy: the range does not include it */
     r->name = name;
     r->window = w;
     r->op = plain;
