@@ -8,8 +8,9 @@
  * only that (the idle path, kept free of calls and register saves; the rest
  * is out of line). One in a record window names its text with sp_str_defer
  * (copied, interned later off this thread), so a push costs the same with
- * one name or a million; its pop writes the record inline when the thread's
- * chunk has room.
+ * one name or a million; NVTX's plain push (sp_range_push_plain) copies it
+ * in the same pass that rules out a PyTorch operator. Its pop writes the
+ * record inline, with no call, when the thread's chunk has room.
  * Start/end ranges go through a 4096-slot table indexed by id, each slot
  * claimed with an atomic id so a stale end cannot close a newer range; a
  * range whose slot a newer one takes is lost, counted with the drops. A
