@@ -21,8 +21,8 @@ int sp_range_push_idle(uint32_t w);
 /* sp_range_push(text, 0) under record window w, reading the text once: or
  * SP_RANGE_NOT_PLAIN, nothing pushed, when the text holds a ',' (it may be a
  * PyTorch operator: collectors/ops.c) or anything is not the common case
- * (a new log block, no stack yet, past its depth); the caller then takes
- * the general path. */
+ * (a new log block, no stack yet, past its depth, ticks not the TSC); the
+ * caller then takes the general path. */
 #define SP_RANGE_NOT_PLAIN (-2)
 int sp_range_push_plain(const char *text, uint32_t w);
 /* Does a range opened under gate w need its name (recorded, or maybe
