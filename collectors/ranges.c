@@ -8,8 +8,9 @@
  * only that (the idle path, kept free of calls and register saves; the rest
  * is out of line). One in a record window names its text with sp_str_defer
  * (copied, interned later off this thread), so a push costs the same with
- * one name or a million; its pop writes the record inline when the thread's
- * chunk has room.
+ * one name or a million; NVTX's plain push (sp_range_push_plain) copies it
+ * in the same pass that rules out a PyTorch operator. Its pop writes the
+ * record inline, with no call, when the thread's chunk has room.
  * Start/end ranges go through a 4096-slot table indexed by id, each slot
  * claimed with an atomic id so a stale end cannot close a newer range; a
  * range whose slot a newer one takes is lost, counted with the drops. A
@@ -335,6 +336,26 @@ int sp_range_push_idle(uint32_t w)
     return push(w, 0, NULL, &plain);
 }
 
+int sp_range_push_plain(const char *text, uint32_t w)
+{
+    __typeof__(me) *m = &me;
+    __asm__("" : "+r"(m));
+    open_range_t *s = m->stack;
+    int d = m->depth;
+    if (__builtin_expect(!s || d >= STACK_MAX || !sp_clock_tsc, 0))
+        return SP_RANGE_NOT_PLAIN;
+    uint32_t name = sp_str_defer_plain(text ? text : "", w);
+    if (__builtin_expect(!name, 0))
+        return SP_RANGE_NOT_PLAIN;
+    m->depth = d + 1;
+    open_range_t *r = &s[d];
+    r->t0 = __rdtsc();          /* after the copy: the range does not include it */
+    r->name = name;
+    r->window = w;
+    r->op = plain;
+    return d;
+}
+
 static __attribute__((noinline)) int pop_store_slow(const open_range_t *r, int d)
 {
     store(r, 0, SP_EV_RANGE, (uint64_t)d);
@@ -342,16 +363,17 @@ static __attribute__((noinline)) int pop_store_slow(const open_range_t *r, int d
 }
 
 /* The common recording pop (the range's window still records, the thread's
- * chunk has room) writes its record here; anything else goes to store(). */
+ * chunk has room, ticks are the TSC) writes its record here, with no call
+ * and so no frame; anything else goes to store(). */
 static __attribute__((noinline)) int pop_store(const open_range_t *r, int d)
 {
     sp_thread_t *t = sp_ev_self;
     sp_chunk_t *c = t ? t->cur : NULL;
-    if (__builtin_expect(c && !t->in_hook && sp_win_records(r->window), 1)) {
+    if (__builtin_expect(c && !t->in_hook && sp_win_records(r->window) && sp_clock_tsc, 1)) {
         uint32_t n = atomic_load_explicit(&c->count, memory_order_relaxed);
         if (__builtin_expect(n < SP_CHUNK_EVENTS, 1)) {
             t->in_hook = 1;     /* as in store(): a signal handler's range is not written over this one */
-            fill(&c->ev[n], t, r, sp_clock_ticks(), SP_EV_RANGE, (uint64_t)d);
+            fill(&c->ev[n], t, r, __rdtsc(), SP_EV_RANGE, (uint64_t)d);
             atomic_store_explicit(&c->count, n + 1, memory_order_release);
             t->in_hook = 0;
             return d;

@@ -18,6 +18,13 @@ int sp_range_push(const char *text, uint32_t id);  /* the range's 0-based level 
  * of it is kept but its place on the stack, so neither its text nor whether
  * it is a PyTorch operator matters. */
 int sp_range_push_idle(uint32_t w);
+/* sp_range_push(text, 0) under record window w, reading the text once: or
+ * SP_RANGE_NOT_PLAIN, nothing pushed, when the text holds a ',' (it may be a
+ * PyTorch operator: collectors/ops.c) or anything is not the common case
+ * (a new log block, no stack yet, past its depth, ticks not the TSC); the
+ * caller then takes the general path. */
+#define SP_RANGE_NOT_PLAIN (-2)
+int sp_range_push_plain(const char *text, uint32_t w);
 /* Does a range opened under gate w need its name (recorded, or maybe
  * adopted by a whole-run recording at activation)? */
 _Static_assert(SP_WIN_COUNT == 0x40000000u && SP_WIN_WARMUP == 0x80000000u, "record windows are 1..COUNT-1");

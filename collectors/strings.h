@@ -30,6 +30,11 @@ void sp_str_intern_many(const char *const *s, uint32_t *ids, size_t n);
  * longer than a block, and returns 0 ("") when called from a signal handler
  * that interrupted another sp_str_defer on the same thread. */
 uint32_t sp_str_defer(const char *s, uint32_t window);
+/* sp_str_defer's common case only: 0 (nothing kept) when s holds a ',', or
+ * its copy needs a new log block, or a signal handler interrupted another
+ * sp_str_defer. Reads s once (the NVTX push that skips the PyTorch operator
+ * check, whose operator names have a ','). */
+uint32_t sp_str_defer_plain(const char *s, uint32_t window);
 
 /* The record naming deferred id `id` was not stored (the pool is full): its
  * text is taken back if it is the last this thread deferred, which it is

@@ -1,8 +1,9 @@
 /* collectors/strings_log.c — the deferred-text log behind sp_str_defer and
  * sp_str_settle (strings.h): recording an NVTX range copies its name into
  * the thread's current 16 KiB block instead of interning it, so a push costs
- * a strlen and a memcpy whatever the number of distinct names (interning a
- * new name is a cache miss and more in a table of a million).
+ * one pass over the text, a word at a time, whatever the number of distinct
+ * names (interning a new name is a cache miss and more in a table of a
+ * million).
  *
  * Blocks are slices of one region reserved at first use (MAX_BLOCKS of them,
  * never unmapped, so a stale read of a block header is always safe). A block
@@ -30,6 +31,7 @@
 #define _GNU_SOURCE
 #include "strings.h"
 
+#include <emmintrin.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -154,6 +156,64 @@ static int refill(size_t need)
     return 1;
 }
 
+/* 16 bytes at p, which may run past the end of the text that holds them
+ * but never past its page: a load the sanitizers do not see (the one
+ * over-read stepprof makes on purpose). */
+static inline __m128i load16(const char *p)
+{
+    __m128i v;
+    __asm__("movdqu %1, %0" : "=x"(v) : "m"(*(const char(*)[16])p));
+    return v;
+}
+
+/* Copies s, its NUL included, to dst (8-aligned) 16 bytes at a time while
+ * they fit in `room` bytes: its length with the NUL, or 0 when it does not
+ * fit, a load would cross a page (the caller's strlen path takes those), or
+ * (plain) a ',' comes before the NUL. A load never leaves the page of the
+ * bytes it needs, so reading past the NUL never faults. What followed the
+ * NUL in its 16 bytes is copied too, into room past the text that the next
+ * text overwrites. Inline: one call per push. */
+static inline __attribute__((always_inline)) size_t copy_text(char *dst, const char *s, size_t room, int plain)
+{
+    const __m128i nul = _mm_setzero_si128(), comma = _mm_set1_epi8(',');
+    for (size_t n = 0; n + 16 <= room; n += 16) {
+        const char *p = s + n;
+        if (__builtin_expect(((uintptr_t)p & 4095u) > 4080u, 0))
+            return 0;
+        __m128i v = load16(p);
+        unsigned z = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, nul));
+        if (plain && ((unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, comma)) & (z ^ (z - 1u))))
+            return 0;     /* a ',' before the NUL (or in these 16 bytes, none being the NUL) */
+        _mm_storeu_si128((__m128i *)(dst + n), v);
+        if (z)
+            return n + (size_t)__builtin_ctz(z) + 1;
+    }
+    return 0;
+}
+
+/* The id of the n bytes (NUL included) just copied at the thread's offset
+ * in its block k, now claimed. */
+static uint32_t claim(__typeof__(me) *m, block_t *k, size_t n, uint32_t window)
+{
+    if (window > k->maxwin)
+        k->maxwin = window;
+    uint32_t id = SP_STR_DEFERRED | (m->cur - 1) << OFF_BITS | m->off >> 3;
+    m->off += (uint32_t)((n + 7) & ~(size_t)7);
+    return id;
+}
+
+/* Copies s into the thread's current block (the caller holds busy): its
+ * deferred id, or 0 when there is no block, no room left in it, a load
+ * would cross a page, or (plain) s holds a ','. */
+static inline __attribute__((always_inline)) uint32_t defer_in_block(__typeof__(me) *m, const char *s, uint32_t window, int plain)
+{
+    if (!m->cur)
+        return 0;
+    block_t *k = block_at(m->cur);
+    size_t n = copy_text((char *)k + m->off, s, BLOCK_BYTES - m->off, plain);
+    return n ? claim(m, k, n, window) : 0;
+}
+
 uint32_t sp_str_defer(const char *s, uint32_t window)
 {
     __typeof__(me) *m = &me;
@@ -164,19 +224,32 @@ uint32_t sp_str_defer(const char *s, uint32_t window)
         return 0;
     m->busy = 1;
     atomic_signal_fence(memory_order_seq_cst);
-    size_t n = strlen(s) + 1, need = (n + 7) & ~(size_t)7;
-    uint32_t id = 0;
-    if (__builtin_expect(m->cur && m->off + need <= BLOCK_BYTES, 1) || refill(need)) {
-        block_t *k = block_at(m->cur);
-        memcpy((char *)k + m->off, s, n);
-        if (window > k->maxwin)
-            k->maxwin = window;
-        id = SP_STR_DEFERRED | (m->cur - 1) << OFF_BITS | m->off >> 3;
-        m->off += (uint32_t)need;
+    uint32_t id = defer_in_block(m, s, window, 0);
+    if (!id) {
+        size_t n = strlen(s) + 1, need = (n + 7) & ~(size_t)7;
+        if ((m->cur && m->off + need <= BLOCK_BYTES) || refill(need)) {
+            block_t *k = block_at(m->cur);
+            memcpy((char *)k + m->off, s, n);
+            id = claim(m, k, n, window);
+        }
     }
     atomic_signal_fence(memory_order_seq_cst);
     m->busy = 0;
     return id ? id : sp_str_intern(s);
+}
+
+uint32_t sp_str_defer_plain(const char *s, uint32_t window)
+{
+    __typeof__(me) *m = &me;
+    __asm__("" : "+r"(m));
+    if (m->busy)
+        return 0;
+    m->busy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    uint32_t id = defer_in_block(m, s, window, 1);
+    atomic_signal_fence(memory_order_seq_cst);
+    m->busy = 0;
+    return id;
 }
 
 /* Where the text that ends at `end` (> HDR) in block k starts: its last

@@ -46,12 +46,12 @@ static int name_matches(const char *glob, const char *name)
 static int matches(const sp_config_t *cfg, const void *fn, int is_handle)
 {
     _Atomic uint64_t *slot = &sp_mark_cache[sp_mark_slot(fn)];
-    uint64_t v = atomic_load_explicit(slot, memory_order_relaxed);
-    if (v >> 1 == (uint64_t)(uintptr_t)fn && v)
-        return !(v & 1);
+    uint64_t v = atomic_load_explicit(slot, memory_order_relaxed), f = (uint64_t)(uintptr_t)fn;
+    if (v == f || v == ~f)
+        return v != f;
     const char *name = sp_kern_name(fn, is_handle);
     int m = name && name_matches(cfg->marker.name, name);
-    atomic_store_explicit(slot, (uint64_t)(uintptr_t)fn << 1 | (uint64_t)!m, memory_order_relaxed);
+    atomic_store_explicit(slot, m ? ~f : f, memory_order_relaxed);
     return m;
 }
 

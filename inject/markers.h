@@ -14,39 +14,35 @@
 enum { SP_MF_KERNEL = 1, SP_MF_PROFILER = 2 };
 extern int sp_marker_flags;
 
-/* One word per slot: fn << 1 | idle, where idle = 1 when fn's name does not
- * match (user addresses fit in 63 bits). An empty slot (0) is never "known
- * idle", so the cache is only ever trusted for what the marker filled in. */
+/* One word per slot: fn when fn's name is known not to match, ~fn when it
+ * is known to match, anything else (0 when empty) unknown; so the launch
+ * entries' test is one compare with fn itself. A launch of NULL, which the
+ * empty slot "knows", matches no name anyway (the real call fails it). */
 #define SP_MARK_CACHE 4096u
 extern _Atomic uint64_t sp_mark_cache[SP_MARK_CACHE];
 
+/* Functions and handles are 16-byte aligned; bits 4..15 tell apart the
+ * launch stubs of one object and the handles of one heap arena. */
 static inline unsigned sp_mark_slot(const void *fn)
 {
-    uintptr_t p = (uintptr_t)fn;
-    return (unsigned)((p >> 4) ^ (p >> 16)) & (SP_MARK_CACHE - 1);
+    return (unsigned)((uintptr_t)fn >> 4) & (SP_MARK_CACHE - 1);
 }
 
 /* sp_mark_known_idle(%reg) for the launch entries' assembly (hook.h
- * SP_ENTRY): the same slot and word; sets ZF when known idle; clobbers %rax
- * and %r11 only. */
+ * SP_ENTRY): the same slot ((fn >> 4 & 4095) * 8 bytes in) and word; sets
+ * ZF when known idle; clobbers %rax and %r11 only. */
 _Static_assert(SP_MARK_CACHE == 4096u, "SP_ASM_MARK_KNOWN_IDLE's mask");
 #define SP_ASM_MARK_KNOWN_IDLE(reg)                                                \
     "\tmovq %" #reg ", %rax\n"                                                     \
-    "\tmovq %" #reg ", %r11\n"                                                     \
-    "\tshrq $4, %rax\n"                                                           \
-    "\tshrq $16, %r11\n"                                                          \
-    "\txorq %r11, %rax\n"                                                         \
-    "\tandl $4095, %eax\n"                                                        \
+    "\tshrq $1, %rax\n"                                                           \
+    "\tandl $0x7ff8, %eax\n"                                                      \
     "\tleaq sp_mark_cache(%rip), %r11\n"                                          \
-    "\tmovq (%r11,%rax,8), %rax\n"                                                \
-    "\tleaq 1(%" #reg ",%" #reg "), %r11\n"                                        \
-    "\tcmpq %r11, %rax\n"
+    "\tcmpq %" #reg ", (%r11,%rax)\n"
 
 /* The kernel marker already knows fn never matches. */
 static inline int sp_mark_known_idle(const void *fn)
 {
-    return atomic_load_explicit(&sp_mark_cache[sp_mark_slot(fn)], memory_order_relaxed) ==
-           ((uint64_t)(uintptr_t)fn << 1 | 1);
+    return atomic_load_explicit(&sp_mark_cache[sp_mark_slot(fn)], memory_order_relaxed) == (uint64_t)(uintptr_t)fn;
 }
 
 void sp_mark_kernel_slow(const void *fn, int is_handle, uint32_t *window);

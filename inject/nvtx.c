@@ -154,13 +154,20 @@ static msg_t ascii(const char *m)
 }
 
 /* Without an nvtx: marker, a range that will not be kept is pushed without
- * reading its text (whether it is a PyTorch operator does not matter then). */
+ * reading its text (whether it is a PyTorch operator does not matter then),
+ * and a recorded one with a single pass over it, which also tells that it is
+ * no operator (no ','). */
 static int nv_RangePushA(const char *m)
 {
     if (atomic_load_explicit(&mk_state, memory_order_relaxed) == MK_NONE) {
         uint32_t w = sp_ev_gate_load();
         if (__builtin_expect(!sp_range_gate_keeps(w), 1))
             return sp_range_push_idle(w);
+        if (sp_win_records(w)) {
+            int d = sp_range_push_plain(m, w);
+            if (__builtin_expect(d != SP_RANGE_NOT_PLAIN, 1))
+                return d;
+        }
     }
     return sp_ops_push(m) ? 0 : push_named(ascii(m), NULL);
 }

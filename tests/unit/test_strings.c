@@ -7,7 +7,10 @@
  * long for a block is interned at once; texts of dropped records are taken back in nesting order; the log's blocks are reused once their windows are
  * settled (more text than the log can hold goes through it without a fallback); 64 writer
  * threads and short-lived threads defer window r+1 while the collecting side settles window r
- * (lock-free block refills racing the reuse of blocks), every name checked. */
+ * (lock-free block refills racing the reuse of blocks), every name checked. sp_str_defer_plain
+ * (the recording NVTX push's one pass over its text): texts of 0 to 40 bytes ending at the last
+ * byte before an unmapped page are copied whole or left to sp_str_defer (never a fault), a ','
+ * before the NUL refuses the text, one after it does not. */
 #include "../../collectors/strings.h"
 #include "check.h"
 
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 enum { N = 1000000, THREADS = 8, SHARED = 50000 };
 
@@ -242,6 +246,42 @@ static void check_concurrent(void)
     CHECK(bad == 0, "%d names wrong with %d writers deferring while windows settle", bad, WRITERS);
 }
 
+/* Texts ending right before an unmapped page, each length 0..40, with no ',', a ',' inside, and
+ * a ',' just after the NUL: sp_str_defer_plain either copies the text (it settles to it) or,
+ * when it would have to read into the next page or finds a ',', keeps nothing. */
+static void check_defer_plain(void)
+{
+    enum { WINDOW = 200000 };
+    char *page = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(page != MAP_FAILED && mprotect(page + 4096, 4096, PROT_NONE) == 0, "a page before an unmapped one");
+    if (page == MAP_FAILED)
+        return;
+    (void)sp_str_defer("first", WINDOW); /* the thread's block */
+    int bad = 0, copied = 0;
+    for (int len = 0; len <= 40; len++) {
+        char *text = page + 4096 - (len + 1);
+        for (int i = 0; i < len; i++)
+            text[i] = (char)('a' + i % 26);
+        text[len] = 0;
+        uint32_t id = sp_str_defer_plain(text, WINDOW);
+        copied += id != 0;
+        bad += id && (!(id & SP_STR_DEFERRED) || !settles_to(id, WINDOW, text));
+        bad += !id && (len + 1) % 16 == 0; /* its 16-byte loads all stay in the page */
+        if (len >= 1) {
+            text[len / 2] = ',';
+            bad += sp_str_defer_plain(text, WINDOW) != 0;
+            text[len / 2] = 'x';
+        }
+        char *mid = page + 1024;
+        memcpy(mid, text, (size_t)len + 1);
+        mid[len + 1] = ',';
+        id = sp_str_defer_plain(mid, WINDOW);
+        bad += !id || !settles_to(id, WINDOW, mid);
+    }
+    CHECK(bad == 0 && copied >= 2, "%d texts wrong (%d copied at a page's end)", bad, copied);
+    munmap(page, 8192);
+}
+
 int main(void)
 {
     char buf[32];
@@ -281,6 +321,7 @@ int main(void)
     check_overlapping_drops();
     check_reuse();
     check_concurrent();
+    check_defer_plain();
     printf("test_strings: %d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
