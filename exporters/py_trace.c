@@ -14,8 +14,9 @@
  * "Python module id": k, where k numbers the instances of each class (told
  * apart by address, as torch does) in the order the cycle's events first
  * show them, all threads together, as torch's tracer numbers them per
- * profiling session. Not written (torch writes them):
- * C functions ("<built-in method ...>") and the caller's line ("CallFrom"). */
+ * profiling session. C function calls ("<built-in method ...>") are
+ * records like the others. Not written (torch 2.15 writes them): the
+ * caller's line ("CallFrom") and torch's event index ("Ev Idx"). */
 #define _GNU_SOURCE
 #include "py_trace.h"
 
