@@ -69,6 +69,8 @@ typedef struct shadow {
     uint64_t t0[PY_MAX];       /* when each began */
     uint32_t mod[PY_MAX];      /* an nn.Module call: its "nn.Module: Cls" name id, else 0 */
     pyobj mod_self[PY_MAX], mod_cls[PY_MAX];
+    uint32_t from[PY_MAX];     /* the caller's name id ("CallFrom"'s file), 0 = unknown */
+    uint32_t from_line[PY_MAX];    /* the caller's current line at the call */
     uint8_t kind[PY_MAX];      /* K_PY, K_C or K_THROUGH */
     uint16_t level[PY_MAX];    /* the depth written: the written frames around it */
 } shadow_t;
@@ -99,6 +101,40 @@ static void put(shadow_t *s, int d, uint32_t id, int k, const sp_pymod_t *m, uin
     if (!id && k != K_THROUGH && d < s->hidden)
         s->hidden = d;
     s->t0[d] = t0;
+    s->from[d] = 0;
+}
+
+/* The slot of the Python frame that called slot d (pass-through frames and
+ * C calls, which have no frame, skipped), or -1; *through: the pass-through
+ * frames skipped. */
+static int caller_slot(const shadow_t *s, int d, int *through)
+{
+    int j = d - 1;
+    *through = 0;
+    for (; j >= 0 && s->kind[j] != K_PY; j--)
+        *through += s->kind[j] == K_THROUGH;
+    return j;
+}
+
+/* torch's "CallFrom" of slot d, called from frame (a C call) or from frame's
+ * caller (a Python call): the calling frame's file and current line; an
+ * outermost frame's own. One line-number lookup per call, in windows only. */
+static void call_from(shadow_t *s, int d, pyobj frame, int python)
+{
+    int through, j = caller_slot(s, d, &through);
+    pyobj f = frame, held = NULL;
+    for (int k = python ? through + 1 : 0; k > 0 && f; k--) {
+        f = sp_py.frame_back(f);
+        if (held)
+            sp_py.decref(held);
+        held = f;
+    }
+    if (!f)
+        f = frame, j = d;
+    s->from[d] = j >= 0 ? s->id[j] : 0;
+    s->from_line[d] = s->from[d] ? (uint32_t)sp_py.frame_line(f) : 0;
+    if (held)
+        sp_py.decref(held);
 }
 
 /* The clock now in a record window, else 0 (no clock read: a frame that
@@ -127,7 +163,8 @@ static void write_frame(shadow_t *s, int d, uint32_t gate, uint64_t now, uint16_
         uint32_t mod = s->mod[d];
         *e = (sp_event_t){.t0 = s->t0[d] > s->win_t ? s->t0[d] : s->win_t, .t1 = now, .name = mod ? mod : s->id[d],
                           .window = gate, .kind = SP_EV_PYFUNC, .flags = flags | (mod ? SP_PYF_MODULE : 0),
-                          .a = {s->level[d], mod ? (uintptr_t)s->mod_self[d] : 0, mod ? (uintptr_t)s->mod_cls[d] : 0}};
+                          .a = {s->level[d], mod ? (uintptr_t)s->mod_self[d] : 0, mod ? (uintptr_t)s->mod_cls[d] : 0,
+                                s->from[d], s->from_line[d]}};
         sp_ev_commit(t);
     }
     t->in_hook = 0;
@@ -170,11 +207,15 @@ static int on_event(pyobj obj, pyobj frame, int what, pyobj arg)
     if (what == PY_CALL) {
         sp_pymod_t m = {0};
         push(s, d < PY_MAX ? sp_pyname_frame(frame, 0, &m) : 0, K_PY, &m);
+        if (d < PY_MAX && s->t0[d] && s->id[d] && d < s->hidden)
+            call_from(s, d, frame, 1);
         s->gen++;
     } else if (what == PY_C_CALL) {
         /* A C function called under a hidden frame, or by a pass-through one, is not the program's. */
         int mine = d < PY_MAX && d < s->hidden && !(d && s->kind[d - 1] == K_THROUGH);
         push(s, mine ? sp_pyname_cfunc(arg) : 0, K_C, NULL);
+        if (mine && s->t0[d] && s->id[d])
+            call_from(s, d, frame, 0);
     } else if (what == PY_RETURN) {
         while (in_c(s))   /* a C call whose return was not seen (it began before the profile function) */
             pop(s);
@@ -204,13 +245,13 @@ static uint64_t cut(shadow_t *s)
 /* The frames already running, outermost first. */
 static void seed(shadow_t *s)
 {
-    static uint32_t inner[SEED_MAX]; /* GIL holders only */
+    static uint32_t inner[SEED_MAX], line[SEED_MAX]; /* GIL holders only */
     static sp_pymod_t inner_mod[SEED_MAX];
     int n = 0;
     pyobj f = sp_py.get_frame(), held = NULL;
     while (f && n < SEED_MAX) {
         inner[n] = sp_pyname_frame(f, 1, &inner_mod[n]);
-        n++;
+        line[n++] = (uint32_t)sp_py.frame_line(f);
         pyobj back = sp_py.frame_back(f);
         if (held)
             sp_py.decref(held);
@@ -222,8 +263,12 @@ static void seed(shadow_t *s)
     s->gen++;
     s->hidden = PY_MAX;
     uint64_t now = tick(s, &(uint32_t){0});
-    for (int k = 0; k < n && k < PY_MAX; k++)
+    for (int k = 0; k < n && k < PY_MAX; k++) {
         put(s, k, inner[n - 1 - k], K_PY, &inner_mod[n - 1 - k], now);
+        int through, j = k ? caller_slot(s, k, &through) : k;
+        s->from[k] = j >= 0 ? s->id[j] : 0;
+        s->from_line[k] = j >= 0 ? line[n - 1 - j] : 0;
+    }
 }
 
 int sp_pystack_set(int on, const char *prefixes)

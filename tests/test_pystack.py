@@ -212,8 +212,8 @@ def masked(name):
 
 
 def all_calls(trace):
-    """{step: Counter((name, parent's name))} of every python_function event starting in each step, names
-    masked, but for what only one of the two runs has: torch.profiler's own frames (prof.step() and what
+    """{step: Counter((name, parent's name, "CallFrom"))} of every python_function event starting in each
+    step, names masked, but for what only one of the two runs has: torch.profiler's own frames (prof.step() and what
     it calls: the reference) and probe() (it finds stepprof's entry point only under stepprof)."""
     py = [e for e in trace["traceEvents"] if e.get("cat") == "python_function"]
     by_id = {e["args"]["Python id"]: e for e in py}
@@ -226,7 +226,8 @@ def all_calls(trace):
             continue
         step = [n for n, (a, b) in steps(trace).items() if a <= e["ts"] <= b]
         if step:
-            out[step[0]][masked(e["name"]), masked(chain[1]["name"]) if len(chain) > 1 else None] += 1
+            parent = masked(chain[1]["name"]) if len(chain) > 1 else None
+            out[step[0]][masked(e["name"]), parent, e["args"].get("CallFrom")] += 1
     return out
 
 
@@ -235,7 +236,7 @@ def test_python_function_events_are_all_of_torch_profilers():
     calls ("<built-in method relu of type object at 0x..>", "<built-in function linear>"), named as torch
     names them, and the frames of torch's own Python (torch/nn/modules, torch/optim: the optimizer's step
     once ran under stepprof's hidden wrapper and was lost); per step the same names, as often, with the
-    same parents."""
+    same parents and the same "CallFrom" (the caller's file and line, "torch_stack.py:27")."""
     mine = under_stepprof({"PROF_WITH_STACK": 1})
     trace = load(mine.trace())
     ref, _ = reference()
@@ -244,10 +245,12 @@ def test_python_function_events_are_all_of_torch_profilers():
     for step in (2, 3, 4):
         assert got[step] == want[step], (step, sorted((got[step] - want[step]).items()),
                                          sorted((want[step] - got[step]).items()))
-    names = {n for n, _ in want[3]}
+    names = {n for n, _, _ in want[3]}
     for c_call, parent in (("<built-in method relu of type object at 0x?>", BLOCK_FORWARD),
                            ("<built-in function isinstance>", None), ("<built-in function linear>", None)):
-        assert [p for n, p in want[3] if n == c_call and (parent is None or p == parent)], (c_call, want[3])
+        assert [p for n, p, _ in want[3] if n == c_call and (parent is None or p == parent)], (c_call, want[3])
+    relu = [(f, k) for (n, _, f), k in want[3].items() if n.startswith("<built-in method relu of")]
+    assert relu == [("torch_stack.py:%d" % (int(re.search(r"\((\d+)\)", BLOCK_FORWARD).group(1)) + 1), 2)], relu
     assert [n for n in names if n.startswith("torch/optim/sgd.py(")], names
     assert [n for n in names if n.startswith("torch/nn/modules/linear.py(")], names
     # A C call is no source location: operators' call stacks leave it out.
