@@ -191,10 +191,10 @@ static void pop(shadow_t *s)
         s->hidden = PY_MAX;
 }
 
-/* Whether the innermost open slot is a C call (past PY_MAX: taken to be). */
+/* Whether the innermost open slot is a C call (past PY_MAX: unknown). */
 static int in_c(const shadow_t *s)
 {
-    return s->depth > PY_MAX || (s->depth > 0 && s->kind[s->depth - 1] == K_C);
+    return s->depth > 0 && s->depth <= PY_MAX && s->kind[s->depth - 1] == K_C;
 }
 
 static int on_event(pyobj obj, pyobj frame, int what, pyobj arg)
@@ -222,7 +222,7 @@ static int on_event(pyobj obj, pyobj frame, int what, pyobj arg)
         if (s->depth > 0)
             pop(s);
         s->gen++;
-    } else if ((what == PY_C_RETURN || what == PY_C_EXCEPTION) && in_c(s)) {
+    } else if ((what == PY_C_RETURN || what == PY_C_EXCEPTION) && (s->depth > PY_MAX || in_c(s))) {
         pop(s);
     }
     return 0;

@@ -341,6 +341,29 @@ def test_more_modules_than_the_first_table_holds():
             (step, [e["name"] for e in mods][:5], len(mods))
 
 
+def test_calls_deeper_than_the_shadow_stack():
+    """Recursion past the 256 frames stepprof keeps, with a C call at each level: the frames it keeps are
+    written (the deepest are not), each deep() level's len() under it, and the stack is still paired
+    after: after() and its len() are the loop's children, as in each step."""
+    r = run([sys.executable, program("torch_deep.py"), str(ITERS), "300"], fake=False,
+            env=dict(SCHED, PROF_WITH_STACK=1), timeout=300)
+    assert r.returncode == 0 and r.other_stderr == "", r.stderr
+    trace = load(r.trace())
+    py = [e for e in trace["traceEvents"] if e.get("cat") == "python_function"]
+    by_id = {e["args"]["Python id"]: e for e in py}
+    for step, (a, b) in sorted(steps(trace).items()):
+        mine = [e for e in py if a <= e["ts"] <= b]
+        deep = [e for e in mine if e["name"].endswith(": deep")]
+        # main() and train's <module> are 2 frames: 254 of the 300 deep() frames fit.
+        assert len(deep) == 254, (step, len(deep))
+        lens = [e for e in mine if e["name"] == "<built-in function len>"]
+        parents = collections.Counter(by_id[e["args"]["Python parent id"]]["name"].rpartition(": ")[2] for e in lens)
+        # The deepest deep() kept calls len() one level too deep; torch's backward() calls len() too.
+        assert parents == {"deep": 253, "after": 1, "backward": 1}, (step, parents)
+        after = [e for e in mine if e["name"].endswith(": after")]
+        assert len(after) == 1 and by_id[after[0]["args"]["Python parent id"]]["name"].endswith(": main"), after
+
+
 def check_merged_frames(r, trace):
     """STACK_CUDA=1: each recorded step's CUDA call from Python has the Python frames, then native ones."""
     calls = [e for e in trace["traceEvents"] if e.get("name") == "cudaDeviceSynchronize" and in_steps(trace, e)]
