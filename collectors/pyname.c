@@ -4,8 +4,12 @@
  * torch does: a module is not kept alive, a later module at a dead one's
  * address is the same instance to the numbering when of the same class; torch
  * 2.15 even keeps the first class name for that address, stepprof names the
- * class it sees; each slot keeps a reference to its class) and per C method
- * definition (the PyMethodDef a C function object points to, torch's key).
+ * class it sees; each slot keeps a reference to its class; forgotten when no
+ * thread records) and per C method definition (the PyMethodDef a C function
+ * object points to, torch's key; kept for the process, where torch's cache
+ * lives for a profiling session: a name holds the address of the first call's
+ * object, so naming afresh per window would intern new strings in every
+ * window of a long run; a method definition lives as long as its module).
  * The three tables are open-addressed by address and double when half full,
  * on the thread that misses (a miss already builds a string); past their
  * limit, or without memory, one stepprof: line says so and later ones are
@@ -338,7 +342,4 @@ void sp_pyname_forget(void)
             mods.s[i] = (slot_t){0};
             mods.n--;
         }
-    if (cfuncs.n)
-        memset(cfuncs.s, 0, cfuncs.cap * sizeof *cfuncs.s);
-    cfuncs.n = 0;
 }

@@ -58,14 +58,15 @@ uint32_t sp_pyname_frame(sp_pyobj frame, int seeded, sp_pymod_t *m);
  * object ("<built-in method relu of type object at 0x..>", "<built-in
  * function isinstance>") when its method definition is first seen; later
  * calls of the same definition (a bound method of another object too) reuse
- * it, as torch's tracer does. 0 when fn is not a C function. */
+ * it, as torch's tracer does (torch per profiling session, stepprof for
+ * the process). 0 when fn is not a C function. */
 uint32_t sp_pyname_cfunc(sp_pyobj fn);
 
 /* Learns torch.nn.Module.__call__'s code from the torch.nn already imported. */
 void sp_pyname_learn_module(void);
 
-/* Forgets the modules and C function names (no thread records now; torch
- * keeps them per profiling session). */
+/* Forgets the modules (no thread records now; torch keeps them per
+ * profiling session). */
 void sp_pyname_forget(void);
 
 #endif
