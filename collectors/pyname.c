@@ -10,8 +10,9 @@
  * lives for a profiling session: a name holds the address of the first call's
  * object, so naming afresh per window would intern new strings in every
  * window of a long run; a method definition lives as long as its module).
- * The three tables are open-addressed by address and double when half full,
- * on the thread that misses (a miss already builds a string); past their
+ * The three tables are open-addressed by address and double when a quarter
+ * full as a thread turns recording on, else when half full on the thread
+ * that misses (a miss already calls into Python and builds a string); past their
  * limit, or without memory, one stepprof: line says so and later ones are
  * named per call. Only GIL holders touch them (free-threaded builds are not
  * supported). */
@@ -224,6 +225,14 @@ static uint32_t code_id(sp_pyobj code)
         codes.n++;
     }
     return id;
+}
+
+void sp_pyname_reserve(void)
+{
+    table_t *all[] = {&codes, &mods, &cfuncs};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->n * 4 >= all[i]->cap && all[i]->n < all[i]->max)
+            grow(all[i]);
 }
 
 void sp_pyname_learn_module(void)

@@ -62,6 +62,10 @@ uint32_t sp_pyname_frame(sp_pyobj frame, int seeded, sp_pymod_t *m);
  * the process). 0 when fn is not a C function. */
 uint32_t sp_pyname_cfunc(sp_pyobj fn);
 
+/* Grows the caches that are a quarter full (a thread turns recording on):
+ * misses while it records then seldom grow them. */
+void sp_pyname_reserve(void);
+
 /* Learns torch.nn.Module.__call__'s code from the torch.nn already imported. */
 void sp_pyname_learn_module(void);
 

@@ -299,6 +299,7 @@ int sp_pystack_set(int on, const char *prefixes)
     if (s->on)
         return 1;
     sp_pyname_learn_module();
+    sp_pyname_reserve();
     seed(s);
     sp_py.set_profile(on_event, NULL);
     s->on = 1;
