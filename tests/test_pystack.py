@@ -329,7 +329,7 @@ def test_more_modules_than_the_first_table_holds():
     table first holds 512), are each numbered once per step, Linear_0 to Linear_2999 in call order, as
     torch numbers them, with no stepprof: line."""
     n = 3000
-    r = run([sys.executable, program("torch_many_modules.py"), str(ITERS), str(n)], fake=False,
+    r = run([sys.executable, program("torch_wide_deep.py"), str(ITERS), str(n)], fake=False,
             env=dict(SCHED, PROF_WITH_STACK=1), timeout=300)
     assert r.returncode == 0 and r.other_stderr == "" and not [l for l in r.sp_lines if "with_stack" in l], \
         r.stderr
@@ -345,7 +345,7 @@ def test_calls_deeper_than_the_shadow_stack():
     """Recursion past the 256 frames stepprof keeps, with a C call at each level: the frames it keeps are
     written (the deepest are not), each deep() level's len() under it, and the stack is still paired
     after: after() and its len() are the loop's children, as in each step."""
-    r = run([sys.executable, program("torch_deep.py"), str(ITERS), "300"], fake=False,
+    r = run([sys.executable, program("torch_wide_deep.py"), str(ITERS), "1", "300"], fake=False,
             env=dict(SCHED, PROF_WITH_STACK=1), timeout=300)
     assert r.returncode == 0 and r.other_stderr == "", r.stderr
     trace = load(r.trace())
