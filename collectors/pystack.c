@@ -1,19 +1,20 @@
 /* collectors/pystack.c — see pystack.h. The profile function runs on the
  * thread that executes Python, holding the GIL: on a call it pushes the
  * callee's frame-name id, on a return it pops (generators: a resume is a call,
- * a yield a return, so the stack stays paired). C functions are skipped:
- * torch's "<built-in method ...>" frames are not source locations. Names are
- * cached per code object in one table that only GIL holders touch (frames
- * already running when recording begins are named afresh, by their current
- * line, as torch names them); each cached
- * code object is kept alive so its address cannot name another one later.
+ * a yield a return, so the stack stays paired). A C function call (a
+ * PyCFunction: CPython reports no other) is pushed and popped the same way,
+ * as torch.profiler's tracer records it ("<built-in method relu of type
+ * object at 0x..>"), but it is no source location: operators' call stacks
+ * leave it out and its push or pop keeps the capture memo. Names come from
+ * collectors/pyname.c, cached per code object, nn.Module instance and C
+ * method definition (frames already running when recording begins are named
+ * afresh, by their current line, as torch names them).
  * The shadow stack has a fixed size (PY_MAX frames, outermost kept); it is
  * written by its own thread only, so a capture on that thread reads it with
- * plain loads. The API is reached through dlsym(RTLD_DEFAULT): the interpreter
- * that loaded us exports it. Free-threaded builds (no GIL) are not supported:
- * the name cache relies on the GIL.
- * In a record window each Python function that returns also leaves one
- * fixed-size record in the thread's event buffer (collectors/events.h: no
+ * plain loads. Free-threaded builds (no GIL) are not supported: the name
+ * caches rely on the GIL.
+ * In a record window each Python function or C call that returns also leaves
+ * one fixed-size record in the thread's event buffer (collectors/events.h: no
  * lock, no malloc; a full pool drops and counts): its start (the call's clock
  * read; a frame that began before the window starts at the step boundary that
  * opened it, which the Python side reports, else at the thread's first Python
@@ -22,85 +23,36 @@
  * Frames still open when a step ends are written then too, flagged
  * SP_PYF_CUT (torch ends frames still open at its trace's end); when the
  * frame returns inside the same window its own record supersedes the cut one
- * (exporters/py_trace.c). A frame under one of stepprof's own (hidden)
- * frames is not written, nor one deeper than PY_MAX.
+ * (exporters/py_trace.c). A frame or C call under one of stepprof's own
+ * (hidden) frames is not written, nor one deeper than PY_MAX. A pass-through
+ * frame (stepprof's wrapper around the optimizer's step, which torch's trace
+ * does not have) is not written either, but what it calls is the program's:
+ * written one level up, as children of its caller (C functions it calls
+ * itself stay hidden).
  * nn.Module calls, as torch.profiler's python tracer finds them: a frame of
- * torch.nn.Module.__call__'s code object (learned once when turning on, from
- * the torch.nn already imported; one pointer compare per call) is a module
- * call; its "self" (the only frame whose locals are read) names the record
- * "nn.Module: <class __name__>" and the record carries self and its class,
- * which the exporter numbers per cycle. Names are cached in a table keyed by
- * the module's address (emptied when no thread records any more; past
- * MOD_MAX addresses, later ones are named per call). As in torch, which
- * keys by address too, a module is not kept alive: a later module at a dead
- * one's address is the same instance to the numbering when of the same class
- * (torch 2.15 even keeps the first class name for that address: stepprof
- * names the class it sees). Its shadow-stack name stays the frame's (the
- * operators' call stacks are unchanged). */
+ * torch.nn.Module.__call__'s code object (one pointer compare per call) is a
+ * module call; its "self" names the record "nn.Module: <class __name__>" and
+ * the record carries self and its class, which the exporter numbers per
+ * cycle. Its shadow-stack name stays the frame's (the operators' call stacks
+ * are unchanged). */
 #define _GNU_SOURCE
 #include "pystack.h"
 
 #include "clock.h"
 #include "events.h"
-#include "log.h"
-#include "strings.h"
+#include "pyname.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
-#include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define PY_MAX 256
 #define SEED_MAX 4096          /* frames read when turning on; deeper ones are lost */
-#define CODE_SLOTS (1u << 17)
-#define CODE_MAX (CODE_SLOTS / 2)
-#define MAX_PREFIXES 64
-#define MOD_SLOTS 4096u
-#define MOD_MAX (MOD_SLOTS / 2)
 
-enum { PY_CALL = 0, PY_RETURN = 3 }; /* CPython's PyTrace_CALL, PyTrace_RETURN */
+/* CPython's PyTrace_CALL, PyTrace_RETURN, PyTrace_C_CALL, PyTrace_C_EXCEPTION, PyTrace_C_RETURN */
+enum { PY_CALL = 0, PY_RETURN = 3, PY_C_CALL = 4, PY_C_EXCEPTION = 5, PY_C_RETURN = 6 };
+enum { K_PY = 0, K_C = 1, K_THROUGH = 2 };   /* what a shadow-stack slot holds */
 
-typedef void *pyobj;
-typedef int (*tracefunc)(pyobj obj, pyobj frame, int what, pyobj arg);
-
-typedef struct py_api {
-    void (*set_profile)(tracefunc, pyobj);
-    pyobj (*get_frame)(void);          /* borrowed */
-    pyobj (*frame_back)(pyobj);        /* new reference */
-    pyobj (*frame_code)(pyobj);        /* new reference */
-    int (*frame_line)(pyobj);
-    pyobj (*getattr)(pyobj, const char *);
-    const char *(*utf8)(pyobj);
-    long (*as_long)(pyobj);
-    void (*incref)(pyobj);
-    void (*decref)(pyobj);
-    void (*err_clear)(void);
-    pyobj (*sys_object)(const char *);              /* borrowed */
-    pyobj (*dict_item)(pyobj, const char *);        /* borrowed */
-    pyobj (*frame_var)(pyobj, pyobj);               /* 3.12+: new reference; NULL before */
-    pyobj (*intern)(const char *);                  /* new reference */
-    pyobj (*frame_locals)(pyobj);                   /* 3.11: new reference (a dict) */
-    pyobj (*dict_get)(pyobj, pyobj);                /* borrowed */
-    pyobj (*type)(pyobj);                           /* new reference */
-} py_api_t;
-static py_api_t py;
-
-static const struct {
-    const char *name;
-    size_t off;
-} syms[] = {
-#define SYM(n, f) {n, offsetof(py_api_t, f)}
-    SYM("PyEval_SetProfile", set_profile), SYM("PyEval_GetFrame", get_frame),
-    SYM("PyFrame_GetBack", frame_back),    SYM("PyFrame_GetCode", frame_code),
-    SYM("PyFrame_GetLineNumber", frame_line),
-    SYM("PyObject_GetAttrString", getattr), SYM("PyUnicode_AsUTF8", utf8),
-    SYM("PyLong_AsLong", as_long),         SYM("Py_IncRef", incref),
-    SYM("Py_DecRef", decref),              SYM("PyErr_Clear", err_clear),
-    SYM("PySys_GetObject", sys_object),    SYM("PyDict_GetItemString", dict_item),
-#undef SYM
-};
+typedef sp_pyobj pyobj;
 
 typedef struct shadow {
     int on;
@@ -110,13 +62,17 @@ typedef struct shadow {
     uint64_t win_t;            /* when win began for this thread's frames */
     uint64_t boundary_t;       /* sp_pystack_step_end(0)'s time and gate */
     uint32_t boundary_gate;
-    uint64_t gen;              /* bumped by every push and pop */
+    uint64_t gen;              /* bumped by every push and pop of a Python frame */
     uint64_t memo_gen;         /* sp_pystack_memo: the stack id captured at this gen */
     uint32_t memo;
-    uint32_t id[PY_MAX];       /* outermost first */
+    uint32_t id[PY_MAX];       /* outermost first; 0 for a hidden or pass-through frame */
     uint64_t t0[PY_MAX];       /* when each began */
     uint32_t mod[PY_MAX];      /* an nn.Module call: its "nn.Module: Cls" name id, else 0 */
     pyobj mod_self[PY_MAX], mod_cls[PY_MAX];
+    uint32_t from[PY_MAX];     /* the caller's name id ("CallFrom"'s file), 0 = unknown */
+    uint32_t from_line[PY_MAX];    /* the caller's current line at the call */
+    uint8_t kind[PY_MAX];      /* K_PY, K_C or K_THROUGH */
+    uint16_t level[PY_MAX];    /* the depth written: the written frames around it */
 } shadow_t;
 
 /* One TLS pointer (TLS descriptors, as everywhere: no initial-exec TLS); the
@@ -125,245 +81,60 @@ typedef struct shadow {
 static __thread shadow_t *self;
 static pthread_key_t self_key;
 static pthread_once_t self_once = PTHREAD_ONCE_INIT;
-
-typedef struct code_slot {
-    pyobj code;
-    uint32_t id;
-} code_slot_t;
-static code_slot_t *codes;     /* GIL holders only */
-static uint32_t ncodes;
-typedef struct mod_slot {
-    pyobj self, cls;
-    uint32_t name;
-} mod_slot_t;
-static mod_slot_t *mods;       /* GIL holders only; each holds a reference to its cls */
-static uint32_t nmods;
-static pyobj module_code;      /* torch.nn.Module.__call__.__code__, NULL when unknown */
-static pyobj self_name;        /* "self", for PyFrame_GetVar */
-static int threads_on;         /* threads with the profile function on */
-static char *prefix_buf;
-static const char *prefix[MAX_PREFIXES];
-static size_t prefix_len[MAX_PREFIXES];
-static int nprefix;
+static int threads_on;         /* threads with the profile function on; GIL holders only */
 
 static void make_key(void)
 {
     pthread_key_create(&self_key, free);
 }
 
-static int load_api(void)
+/* Slot d holds a frame (or C call) named id, of kind k, beginning at t0. */
+static void put(shadow_t *s, int d, uint32_t id, int k, const sp_pymod_t *m, uint64_t t0)
 {
-    static int state; /* 0 untried, 1 ok, -1 failed; GIL holders only */
-    if (state)
-        return state;
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-        void *f = dlsym(RTLD_DEFAULT, syms[i].name);
-        if (!f) {
-            sp_log(SP_LOG_ERROR, "with_stack: the Python C API has no %s in this process; Python frames are not "
-                                 "recorded", syms[i].name);
-            return state = -1;
-        }
-        memcpy((char *)&py + syms[i].off, &f, sizeof f);
-    }
-    *(void **)&py.frame_var = dlsym(RTLD_DEFAULT, "PyFrame_GetVar");
-    *(void **)&py.intern = dlsym(RTLD_DEFAULT, "PyUnicode_InternFromString");
-    *(void **)&py.dict_get = dlsym(RTLD_DEFAULT, "PyDict_GetItem");
-    *(void **)&py.type = dlsym(RTLD_DEFAULT, "PyObject_Type");
-    *(void **)&py.frame_locals = dlsym(RTLD_DEFAULT, "PyFrame_GetLocals");
-    codes = calloc(CODE_SLOTS, sizeof *codes);
-    mods = calloc(MOD_SLOTS, sizeof *mods);
-    if (!codes || !mods) {
-        sp_log(SP_LOG_ERROR, "with_stack: out of memory for the Python frame names; Python frames are not recorded");
-        return state = -1;
-    }
-    return state = 1;
+    if (id == SP_PYNAME_THROUGH)
+        id = 0, k = K_THROUGH;
+    s->id[d] = id;
+    s->kind[d] = (uint8_t)k;
+    s->level[d] = d ? (uint16_t)(s->level[d - 1] + (s->kind[d - 1] != K_THROUGH)) : 0;
+    if ((s->mod[d] = m ? m->name : 0))
+        s->mod_self[d] = m->self, s->mod_cls[d] = m->cls;
+    if (!id && k != K_THROUGH && d < s->hidden)
+        s->hidden = d;
+    s->t0[d] = t0;
+    s->from[d] = 0;
 }
 
-static void set_prefixes(const char *list)
+/* The slot of the Python frame that called slot d (pass-through frames and
+ * C calls, which have no frame, skipped), or -1; *through: the pass-through
+ * frames skipped. */
+static int caller_slot(const shadow_t *s, int d, int *through)
 {
-    char *copy = strdup(list);
-    if (!copy)
-        return;
-    free(prefix_buf);
-    prefix_buf = copy;
-    nprefix = 0;
-    for (char *p = copy; *p && nprefix < MAX_PREFIXES;) {
-        char *nl = strchr(p, '\n');
-        if (nl)
-            *nl = 0;
-        if (*p) {
-            prefix[nprefix] = p;
-            prefix_len[nprefix++] = strlen(p);
-        }
-        if (!nl)
-            break;
-        p = nl + 1;
-    }
+    int j = d - 1;
+    *through = 0;
+    for (; j >= 0 && s->kind[j] != K_PY; j--)
+        *through += s->kind[j] == K_THROUGH;
+    return j;
 }
 
-/* torch's python tracer: the file with the longest matching prefix cut; NULL
- * for a file under a hidden prefix ("!dir/": stepprof's own Python code). */
-static const char *trim(const char *file)
+/* torch's "CallFrom" of slot d, called from frame (a C call) or from frame's
+ * caller (a Python call): the calling frame's file and current line; an
+ * outermost frame's own. One line-number lookup per call, in windows only. */
+static void call_from(shadow_t *s, int d, pyobj frame, int python)
 {
-    size_t best = 0;
-    for (int i = 0; i < nprefix; i++) {
-        int hide = prefix[i][0] == '!';
-        size_t k = prefix_len[i] - (size_t)hide;
-        if (strncmp(file, prefix[i] + hide, k) != 0)
-            continue;
-        if (hide)
-            return NULL;
-        best = k > best ? k : best;
+    int through, j = caller_slot(s, d, &through);
+    pyobj f = frame, held = NULL;
+    for (int k = python ? through + 1 : 0; k > 0 && f; k--) {
+        f = sp_py.frame_back(f);
+        if (held)
+            sp_py.decref(held);
+        held = f;
     }
-    return file + best;
-}
-
-static const char *attr_text(pyobj code, const char *name, char *buf, size_t len)
-{
-    pyobj v = py.getattr(code, name);
-    const char *s = v ? py.utf8(v) : NULL;
-    snprintf(buf, len, "%s", s ? s : "?");
-    if (v)
-        py.decref(v);
-    return buf;
-}
-
-/* The interned "file(line): name" of code; line < 0: its first line (a
- * function entered while recording, as torch names it). 0 for stepprof's
- * own frames. */
-static uint32_t name_of(pyobj code, long line)
-{
-    char file[1024], fn[256], text[1400];
-    attr_text(code, "co_filename", file, sizeof file);
-    attr_text(code, "co_name", fn, sizeof fn);
-    if (line < 0) {
-        pyobj v = py.getattr(code, "co_firstlineno");
-        line = v ? py.as_long(v) : 0;
-        if (v)
-            py.decref(v);
-    }
-    py.err_clear();
-    const char *shown = trim(file);
-    if (!shown)
-        return 0;
-    snprintf(text, sizeof text, "%s(%ld): %s", shown, line, fn);
-    return sp_str_intern(text);
-}
-
-static uint32_t code_id(pyobj code)
-{
-    uint64_t h = (uint64_t)(uintptr_t)code * 0x9E3779B97F4A7C15ull;
-    uint32_t i = (uint32_t)(h >> 40) & (CODE_SLOTS - 1);
-    for (;; i = (i + 1) & (CODE_SLOTS - 1)) {
-        if (codes[i].code == code)
-            return codes[i].id;
-        if (!codes[i].code)
-            break;
-    }
-    uint32_t id = name_of(code, -1);
-    if (ncodes < CODE_MAX) {
-        py.incref(code);
-        codes[i] = (code_slot_t){code, id};
-        ncodes++;
-    }
-    return id;
-}
-
-/* torch.nn.Module.__call__'s code object, from the torch.nn already in
- * sys.modules (not there yet: looked for again at the next switch on). */
-static void learn_module_code(void)
-{
-    if (module_code || !py.intern || !py.type || (!py.frame_var && !(py.frame_locals && py.dict_get)))
-        return;
-    if (!self_name && !(self_name = py.intern("self"))) {
-        py.err_clear();
-        return;
-    }
-    pyobj modules = py.sys_object("modules");
-    pyobj nn = modules ? py.dict_item(modules, "torch.nn") : NULL;
-    pyobj cls = nn ? py.getattr(nn, "Module") : NULL;
-    pyobj call = cls ? py.getattr(cls, "__call__") : NULL;
-    module_code = call ? py.getattr(call, "__code__") : NULL;   /* the reference is kept */
-    if (call)
-        py.decref(call);
-    if (cls)
-        py.decref(cls);
-    py.err_clear();
-}
-
-/* The instance whose Module.__call__ frame this is: its table slot, or *tmp
- * (nothing kept) when the table is full; NULL when its self is unreadable.
- * Instances are told apart by address, as torch does: a slot is renamed when
- * its address now holds a module of another class (the first one died). */
-static const mod_slot_t *module_of(pyobj frame, mod_slot_t *tmp)
-{
-    pyobj self = NULL;
-    if (py.frame_var) {   /* 3.12+: read from the frame's own variables, nothing built */
-        self = py.frame_var(frame, self_name);
-    } else {              /* 3.11: the frame's locals dict, built once per call (as torch does) */
-        pyobj locals = py.frame_locals(frame);
-        if ((self = locals ? py.dict_get(locals, self_name) : NULL))
-            py.incref(self);
-        if (locals)
-            py.decref(locals);
-    }
-    if (!self) {
-        py.err_clear();
-        return NULL;
-    }
-    pyobj cls = py.type(self);   /* a reference the slot keeps: the class outlives its entry */
-    py.decref(self);             /* the frame holds it */
-    uint64_t h = (uint64_t)(uintptr_t)self * 0x9E3779B97F4A7C15ull;
-    uint32_t i = (uint32_t)(h >> 40) & (MOD_SLOTS - 1);
-    while (mods[i].self && mods[i].self != self)
-        i = (i + 1) & (MOD_SLOTS - 1);
-    mod_slot_t *m = mods[i].self || nmods < MOD_MAX ? &mods[i] : tmp;
-    if (m->self == self && m->cls == cls) {
-        py.decref(cls);
-        return m;
-    }
-    char cls_name[256], text[300];
-    snprintf(text, sizeof text, "nn.Module: %s", attr_text(cls, "__name__", cls_name, sizeof cls_name));
-    py.err_clear();
-    if (m == tmp)
-        py.decref(cls);          /* self's class: alive while the frame runs */
-    else if (m->self)
-        py.decref(m->cls);
-    else
-        nmods++;
-    *m = (mod_slot_t){self, cls, sp_str_intern(text)};
-    return m;
-}
-
-/* Forgets the modules (no thread records Python frames now). */
-static void forget_modules(void)
-{
-    for (uint32_t i = 0; i < MOD_SLOTS && nmods; i++)
-        if (mods[i].self) {
-            py.decref(mods[i].cls);
-            mods[i] = (mod_slot_t){0};
-            nmods--;
-        }
-}
-
-/* seeded: the frame was running before recording began; torch names such a
- * frame by its current line, not its first. *m: the module of an nn.Module
- * call, else m->name = 0. */
-static uint32_t frame_id(pyobj frame, int seeded, mod_slot_t *m)
-{
-    m->name = 0;
-    pyobj code = py.frame_code(frame);
-    if (!code)
-        return 0;
-    uint32_t id = seeded ? name_of(code, py.frame_line(frame)) : code_id(code);
-    if (__builtin_expect(code == module_code, 0) && id) {
-        mod_slot_t tmp;
-        const mod_slot_t *k = module_of(frame, &tmp);
-        if (k)
-            *m = *k;
-    }
-    py.decref(code);
-    return id;
+    if (!f)
+        f = frame, j = d;
+    s->from[d] = j >= 0 ? s->id[j] : 0;
+    s->from_line[d] = s->from[d] ? (uint32_t)sp_py.frame_line(f) : 0;
+    if (held)
+        sp_py.decref(held);
 }
 
 /* The clock now in a record window, else 0 (no clock read: a frame that
@@ -380,7 +151,7 @@ static uint64_t tick(shadow_t *s, uint32_t *gate)
     return now;
 }
 
-/* Frame d as a python_function record of the current record window. */
+/* Slot d as a python_function record of the current record window. */
 static void write_frame(shadow_t *s, int d, uint32_t gate, uint64_t now, uint16_t flags)
 {
     sp_thread_t *t = sp_ev_thread();
@@ -392,42 +163,67 @@ static void write_frame(shadow_t *s, int d, uint32_t gate, uint64_t now, uint16_
         uint32_t mod = s->mod[d];
         *e = (sp_event_t){.t0 = s->t0[d] > s->win_t ? s->t0[d] : s->win_t, .t1 = now, .name = mod ? mod : s->id[d],
                           .window = gate, .kind = SP_EV_PYFUNC, .flags = flags | (mod ? SP_PYF_MODULE : 0),
-                          .a = {(uint64_t)d, mod ? (uintptr_t)s->mod_self[d] : 0, mod ? (uintptr_t)s->mod_cls[d] : 0}};
+                          .a = {s->level[d], mod ? (uintptr_t)s->mod_self[d] : 0, mod ? (uintptr_t)s->mod_cls[d] : 0,
+                                s->from[d], s->from_line[d]}};
         sp_ev_commit(t);
     }
     t->in_hook = 0;
 }
 
+static void push(shadow_t *s, uint32_t id, int k, const sp_pymod_t *m)
+{
+    uint32_t gate;
+    int d = s->depth++;
+    if (d < PY_MAX)
+        put(s, d, id, k, m, tick(s, &gate));
+}
+
+static void pop(shadow_t *s)
+{
+    int d = --s->depth;
+    if (d >= PY_MAX)
+        return;
+    uint32_t gate;
+    uint64_t now = tick(s, &gate);
+    if (d < s->hidden && s->id[d] && sp_win_records(gate))
+        write_frame(s, d, gate, now, 0);
+    else if (d == s->hidden)
+        s->hidden = PY_MAX;
+}
+
+/* Whether the innermost open slot is a C call (past PY_MAX: unknown). */
+static int in_c(const shadow_t *s)
+{
+    return s->depth > 0 && s->depth <= PY_MAX && s->kind[s->depth - 1] == K_C;
+}
+
 static int on_event(pyobj obj, pyobj frame, int what, pyobj arg)
 {
-    (void)obj, (void)arg;
+    (void)obj;
     shadow_t *s = self;
     if (!s)
         return 0;
-    uint32_t gate;
+    int d = s->depth;
     if (what == PY_CALL) {
-        int d = s->depth;
-        if (d < PY_MAX) {
-            mod_slot_t m;
-            uint32_t id = s->id[d] = frame_id(frame, 0, &m);
-            if ((s->mod[d] = m.name))
-                s->mod_self[d] = m.self, s->mod_cls[d] = m.cls;
-            if (!id && d < s->hidden)
-                s->hidden = d;
-            s->t0[d] = tick(s, &gate);
-        }
-        s->depth++;
+        sp_pymod_t m = {0};
+        push(s, d < PY_MAX ? sp_pyname_frame(frame, 0, &m) : 0, K_PY, &m);
+        if (d < PY_MAX && s->t0[d] && s->id[d] && d < s->hidden)
+            call_from(s, d, frame, 1);
         s->gen++;
-    } else if (what == PY_RETURN && s->depth > 0) {
-        int d = --s->depth;
+    } else if (what == PY_C_CALL) {
+        /* A C function called under a hidden frame, or by a pass-through one, is not the program's. */
+        int mine = d < PY_MAX && d < s->hidden && !(d && s->kind[d - 1] == K_THROUGH);
+        push(s, mine ? sp_pyname_cfunc(arg) : 0, K_C, NULL);
+        if (mine && s->t0[d] && s->id[d])
+            call_from(s, d, frame, 0);
+    } else if (what == PY_RETURN) {
+        while (in_c(s))   /* a C call whose return was not seen (it began before the profile function) */
+            pop(s);
+        if (s->depth > 0)
+            pop(s);
         s->gen++;
-        if (d < PY_MAX) {
-            uint64_t now = tick(s, &gate);
-            if (d < s->hidden && sp_win_records(gate))
-                write_frame(s, d, gate, now, 0);
-            else if (d == s->hidden)
-                s->hidden = PY_MAX;
-        }
+    } else if ((what == PY_C_RETURN || what == PY_C_EXCEPTION) && (s->depth > PY_MAX || in_c(s))) {
+        pop(s);
     }
     return 0;
 }
@@ -441,56 +237,54 @@ static uint64_t cut(shadow_t *s)
         now = sp_clock_ticks();
     int open = s->depth < s->hidden ? s->depth : s->hidden;
     for (int d = 0; d < open && sp_win_records(gate); d++)
-        write_frame(s, d, gate, now, SP_PYF_CUT);
+        if (s->id[d])
+            write_frame(s, d, gate, now, SP_PYF_CUT);
     return now;
 }
 
 /* The frames already running, outermost first. */
 static void seed(shadow_t *s)
 {
-    static uint32_t inner[SEED_MAX]; /* GIL holders only */
-    static mod_slot_t inner_mod[SEED_MAX];
+    static uint32_t inner[SEED_MAX], line[SEED_MAX]; /* GIL holders only */
+    static sp_pymod_t inner_mod[SEED_MAX];
     int n = 0;
-    pyobj f = py.get_frame(), held = NULL;
+    pyobj f = sp_py.get_frame(), held = NULL;
     while (f && n < SEED_MAX) {
-        inner[n] = frame_id(f, 1, &inner_mod[n]);
-        n++;
-        pyobj back = py.frame_back(f);
+        inner[n] = sp_pyname_frame(f, 1, &inner_mod[n]);
+        line[n++] = (uint32_t)sp_py.frame_line(f);
+        pyobj back = sp_py.frame_back(f);
         if (held)
-            py.decref(held);
+            sp_py.decref(held);
         f = held = back;
     }
     if (held)
-        py.decref(held);
+        sp_py.decref(held);
     s->depth = n;
     s->gen++;
     s->hidden = PY_MAX;
     uint64_t now = tick(s, &(uint32_t){0});
     for (int k = 0; k < n && k < PY_MAX; k++) {
-        s->id[k] = inner[n - 1 - k];
-        const mod_slot_t *m = &inner_mod[n - 1 - k];
-        if ((s->mod[k] = m->name))
-            s->mod_self[k] = m->self, s->mod_cls[k] = m->cls;
-        s->t0[k] = now;
-        if (!s->id[k] && k < s->hidden)
-            s->hidden = k;
+        put(s, k, inner[n - 1 - k], K_PY, &inner_mod[n - 1 - k], now);
+        int through, j = k ? caller_slot(s, k, &through) : k;
+        s->from[k] = j >= 0 ? s->id[j] : 0;
+        s->from_line[k] = j >= 0 ? line[n - 1 - j] : 0;
     }
 }
 
 int sp_pystack_set(int on, const char *prefixes)
 {
-    if (load_api() < 0)
+    if (sp_pyname_load() < 0)
         return 0;
     if (prefixes)
-        set_prefixes(prefixes);
+        sp_pyname_prefixes(prefixes);
     shadow_t *s = self;
     if (on <= 0) {
         if (s && s->on && on == 0) {
             cut(s);
-            py.set_profile(NULL, NULL);
+            sp_py.set_profile(NULL, NULL);
         }
         if (s && s->on && --threads_on == 0)
-            forget_modules();
+            sp_pyname_forget();
         if (s)
             s->on = 0;
         return 0;
@@ -504,9 +298,10 @@ int sp_pystack_set(int on, const char *prefixes)
     }
     if (s->on)
         return 1;
-    learn_module_code();
+    sp_pyname_learn_module();
+    sp_pyname_reserve();
     seed(s);
-    py.set_profile(on_event, NULL);
+    sp_py.set_profile(on_event, NULL);
     s->on = 1;
     threads_on++;
     return 1;
@@ -537,7 +332,7 @@ int sp_pystack_copy(void **out, int max)
         return 0;
     int kept = s->depth < PY_MAX ? s->depth : PY_MAX, n = 0;
     for (int k = kept - 1; k >= 0 && n < max; k--)
-        if (s->id[k])
+        if (s->id[k] && s->kind[k] == K_PY)
             out[n++] = (void *)(SP_PYFRAME_BIT | s->id[k]);
     return n;
 }

@@ -22,14 +22,18 @@
  * caller holds the GIL.
  * prefixes: path prefixes to cut from file names, each ending in '/',
  * separated by '\n'; one written "!dir/" hides the frames of files under dir
- * (stepprof's own Python code); NULL keeps the last ones. A function entered
+ * (stepprof's own Python code), one written "=name" makes the functions of
+ * that name in hidden files pass-throughs (what they call is the program's:
+ * stepprof's wrapper around the optimizer's step); NULL keeps the last ones. A function entered
  * while on is named by its first line, a frame already running when turned
  * on by its current line (torch.profiler's python tracer does both). Returns 1 when
  * on, 0 when off or impossible (one stepprof: line says why, once). */
 int sp_pystack_set(int on, const char *prefixes);
 
-/* python_function records (collectors/events.h SP_EV_PYFUNC): name = the
- * frame-name id, a[0] = depth (0 = outermost), flags SP_PYF_CUT when the
+/* python_function records (collectors/events.h SP_EV_PYFUNC), of Python
+ * function and C function calls: name = the frame-name id (a C call's
+ * "<built-in ...>" name), a[0] = depth (0 = outermost, pass-through frames
+ * not counted), flags SP_PYF_CUT when the
  * frame was still open at t1 (a step ended; exporters/py_trace.c drops it when
  * the frame's own record is in the same cycle). An nn.Module call (a frame of
  * torch.nn.Module.__call__, as torch.profiler finds them) is flagged

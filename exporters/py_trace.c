@@ -14,8 +14,11 @@
  * "Python module id": k, where k numbers the instances of each class (told
  * apart by address, as torch does) in the order the cycle's events first
  * show them, all threads together, as torch's tracer numbers them per
- * profiling session. Not written (torch writes them):
- * C functions ("<built-in method ...>") and the caller's line ("CallFrom"). */
+ * profiling session. C function calls ("<built-in method ...>") are
+ * records like the others. "CallFrom": "file.py:42", the caller's file (from
+ * its frame name) and the line it called from, when the call was seen in a
+ * record window. Not written (torch 2.15 writes it): torch's event index
+ * ("Ev Idx"). */
 #define _GNU_SOURCE
 #include "py_trace.h"
 
@@ -25,6 +28,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define DEPTH_MAX 256   /* collectors/pystack.c's PY_MAX: deeper frames have no record */
 
@@ -175,6 +179,20 @@ void sp_py_trace_free(sp_py_trace_t *p)
     free(p);
 }
 
+/* "CallFrom": the file of the frame name caller ("file(7): fn") and line. */
+static void call_from(sp_jw_t *w, const char *caller, uint64_t line)
+{
+    const char *end = caller ? strstr(caller, "): ") : NULL, *p = end;
+    while (p && p > caller && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    if (!p || p == end || p == caller || p[-1] != '(')
+        return;
+    char text[1100];
+    snprintf(text, sizeof text, "%.*s:%llu", (int)(p - 1 - caller), caller, (unsigned long long)line);
+    SP_JW_LIT(w, ",\"CallFrom\":");
+    sp_jw_str(w, text, 0);
+}
+
 void sp_py_trace_write(sp_jw_t *w, const sp_py_trace_t *p, const sp_event_ref_t *ev, size_t i, int pid,
                        uint64_t base_ns)
 {
@@ -193,5 +211,7 @@ void sp_py_trace_write(sp_jw_t *w, const sp_py_trace_t *p, const sp_event_ref_t 
     SP_JW_KU(w, "\"Python id\":", p->id[i]);
     if (k)
         SP_JW_LIT(w, ","), SP_JW_KU(w, "\"Python module id\":", k - 1);
+    if (e->a[3] && e->a[4])
+        call_from(w, sp_str_get((uint32_t)e->a[3]), e->a[4]);
     SP_JW_LIT(w, "}},\n");
 }

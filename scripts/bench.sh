@@ -42,7 +42,9 @@ if [ -x "$B/programs/pystack_bench" ]; then
     "$B/programs/pystack_bench" 1000000 | awk '
         /ns_per_capture/ { printf "  python stack capture: %.0f ns per stack of %d frames (%.1f ns when the frames are those of the last capture)\n", $4, $2, $6 }
         /ns_per_call_off/ { printf "  python profile function (with_stack, warmup): %+.0f ns per Python call (%.0f ns bare)\n", $4 - $2, $2;
-                            printf "  python profile function (with_stack, recording: + python_function record): %+.0f ns per Python call\n", $6 - $2 }'
+                            printf "  python profile function (with_stack, recording: + python_function record): %+.0f ns per Python call\n", $6 - $2 }
+        /ns_per_ccall_off/ { printf "  python profile function (with_stack, warmup): %+.0f ns per C function call (%.0f ns bare)\n", $4 - $2, $2;
+                             printf "  python profile function (with_stack, recording: + python_function record): %+.0f ns per C function call\n", $6 - $2 }'
 else
     echo "  python stack capture: NOT MEASURED: $B/programs/pystack_bench was not built (it needs python3-config --embed: python3-dev)"
 fi

@@ -199,19 +199,78 @@ def test_python_function_events_are_torch_profilers():
     assert not [e for e in py if "_stepprof_torch" in e["name"]]
 
 
+ADDRESS = re.compile(r" at 0x[0-9a-f]+>$")
+
+
+def masked(name):
+    """A python_function name with the address in a C call's name masked (torch names a C method by the
+    repr of its first call: "<built-in method relu of type object at 0x7f..>") and a frame running when
+    the window opened named without its line (see RUNNING)."""
+    name = ADDRESS.sub(" at 0x?>", name)
+    m = FRAME.fullmatch(name)
+    return "torch_stack.py: %s" % m.group(2) if m and m.group(2) in RUNNING else name
+
+
+def all_calls(trace):
+    """{step: Counter((name, parent's name, "CallFrom"))} of every python_function event starting in each
+    step, names masked, but for what only one of the two runs has: torch.profiler's own frames (prof.step() and what
+    it calls: the reference) and probe() (it finds stepprof's entry point only under stepprof)."""
+    py = [e for e in trace["traceEvents"] if e.get("cat") == "python_function"]
+    by_id = {e["args"]["Python id"]: e for e in py}
+    out = collections.defaultdict(collections.Counter)
+    for e in py:
+        chain = [e]
+        while "Python parent id" in chain[-1]["args"]:
+            chain.append(by_id[chain[-1]["args"]["Python parent id"]])
+        if any(c["name"].startswith("torch/profiler/") or c["name"].endswith(": probe") for c in chain):
+            continue
+        step = [n for n, (a, b) in steps(trace).items() if a <= e["ts"] <= b]
+        if step:
+            parent = masked(chain[1]["name"]) if len(chain) > 1 else None
+            out[step[0]][masked(e["name"]), parent, e["args"].get("CallFrom")] += 1
+    return out
+
+
+def test_python_function_events_are_all_of_torch_profilers():
+    """Every python_function event torch.profiler writes for the loop, stepprof writes too: C function
+    calls ("<built-in method relu of type object at 0x..>", "<built-in function linear>"), named as torch
+    names them, and the frames of torch's own Python (torch/nn/modules, torch/optim: the optimizer's step
+    once ran under stepprof's hidden wrapper and was lost); per step the same names, as often, with the
+    same parents and the same "CallFrom" (the caller's file and line, "torch_stack.py:27")."""
+    mine = under_stepprof({"PROF_WITH_STACK": 1})
+    trace = load(mine.trace())
+    ref, _ = reference()
+    got, want = all_calls(trace), all_calls(ref)
+    assert sorted(got) == [2, 3, 4], sorted(got)
+    for step in (2, 3, 4):
+        assert got[step] == want[step], (step, sorted((got[step] - want[step]).items()),
+                                         sorted((want[step] - got[step]).items()))
+    names = {n for n, _, _ in want[3]}
+    for c_call, parent in (("<built-in method relu of type object at 0x?>", BLOCK_FORWARD),
+                           ("<built-in function isinstance>", None), ("<built-in function linear>", None)):
+        assert [p for n, p, _ in want[3] if n == c_call and (parent is None or p == parent)], (c_call, want[3])
+    relu = [(f, k) for (n, _, f), k in want[3].items() if n.startswith("<built-in method relu of")]
+    assert relu == [("torch_stack.py:%d" % (int(re.search(r"\((\d+)\)", BLOCK_FORWARD).group(1)) + 1), 2)], relu
+    assert [n for n in names if n.startswith("torch/optim/sgd.py(")], names
+    assert [n for n in names if n.startswith("torch/nn/modules/linear.py(")], names
+    # A C call is no source location: operators' call stacks leave it out.
+    for o in trace["traceEvents"]:
+        assert "<built-in" not in o.get("args", {}).get("Call stack", ""), o
+
+
 MODULE = re.compile(r"nn\.Module: (\w+)_(\d+)")
 
 
 def module_calls(trace):
-    """{step: Counter((name, parent's name, names of the Python functions under it))} of the nn.Module
-    events starting in each step (torch also writes C functions, "<built-in ...>", which stepprof does
-    not: left out); asserts that each is in a step and that "Python module id" is its name's number."""
+    """{step: Counter((name, parent's name, names of the Python functions and C calls under it, masked))}
+    of the nn.Module events starting in each step; asserts that each is in a step and that "Python module
+    id" is its name's number."""
     py = [e for e in trace["traceEvents"] if e.get("cat") == "python_function"]
     by_id = {e["args"]["Python id"]: e for e in py}
     under = collections.defaultdict(list)
     for e in sorted(py, key=lambda e: (e["ts"], -e["dur"])):
-        if "Python parent id" in e["args"] and not e["name"].startswith("<built-in"):
-            under[e["args"]["Python parent id"]].append(e["name"])
+        if "Python parent id" in e["args"]:
+            under[e["args"]["Python parent id"]].append(masked(e["name"]))
     out = collections.defaultdict(collections.Counter)
     for e in py:
         m = MODULE.fullmatch(e["name"])
@@ -263,6 +322,46 @@ def test_nn_module_events_are_torch_profilers():
     assert "Module" in tb_ref["views"] and "Module" in tb_mine["views"], (tb_mine["views"], tb_ref["views"])
     assert tb_mine["modules"] == tb_ref["modules"] and tb_ref["modules"], (tb_mine["modules"], tb_ref["modules"])
     assert not tb_mine["errors"], tb_mine["errors"]
+
+
+def test_more_modules_than_the_first_table_holds():
+    """The nn.Module table (collectors/pyname.c) grows: 3000 modules, each called once per step (the
+    table first holds 512), are each numbered once per step, Linear_0 to Linear_2999 in call order, as
+    torch numbers them, with no stepprof: line."""
+    n = 3000
+    r = run([sys.executable, program("torch_wide_deep.py"), str(ITERS), str(n)], fake=False,
+            env=dict(SCHED, PROF_WITH_STACK=1), timeout=300)
+    assert r.returncode == 0 and r.other_stderr == "" and not [l for l in r.sp_lines if "with_stack" in l], \
+        r.stderr
+    trace = load(r.trace())
+    for step, (a, b) in sorted(steps(trace).items()):
+        mods = sorted((e for e in trace["traceEvents"] if e.get("cat") == "python_function" and
+                       MODULE.fullmatch(e["name"]) and a <= e["ts"] <= b), key=lambda e: e["ts"])
+        assert [e["name"] for e in mods] == ["nn.Module: Net_0"] + ["nn.Module: Linear_%d" % k for k in range(n)], \
+            (step, [e["name"] for e in mods][:5], len(mods))
+
+
+def test_calls_deeper_than_the_shadow_stack():
+    """Recursion past the 256 frames stepprof keeps, with a C call at each level: the frames it keeps are
+    written (the deepest are not), each deep() level's len() under it, and the stack is still paired
+    after: after() and its len() are the loop's children, as in each step."""
+    r = run([sys.executable, program("torch_wide_deep.py"), str(ITERS), "1", "300"], fake=False,
+            env=dict(SCHED, PROF_WITH_STACK=1), timeout=300)
+    assert r.returncode == 0 and r.other_stderr == "", r.stderr
+    trace = load(r.trace())
+    py = [e for e in trace["traceEvents"] if e.get("cat") == "python_function"]
+    by_id = {e["args"]["Python id"]: e for e in py}
+    for step, (a, b) in sorted(steps(trace).items()):
+        mine = [e for e in py if a <= e["ts"] <= b]
+        deep = [e for e in mine if e["name"].endswith(": deep")]
+        # main() and train's <module> are 2 frames: 254 of the 300 deep() frames fit.
+        assert len(deep) == 254, (step, len(deep))
+        lens = [e for e in mine if e["name"] == "<built-in function len>"]
+        parents = collections.Counter(by_id[e["args"]["Python parent id"]]["name"].rpartition(": ")[2] for e in lens)
+        # The deepest deep() kept calls len() one level too deep; torch's backward() calls len() too.
+        assert parents == {"deep": 253, "after": 1, "backward": 1}, (step, parents)
+        after = [e for e in mine if e["name"].endswith(": after")]
+        assert len(after) == 1 and by_id[after[0]["args"]["Python parent id"]]["name"].endswith(": main"), after
 
 
 def check_merged_frames(r, trace):

@@ -67,7 +67,8 @@ def _pystack():
     except Exception:
         prefixes = sorted({os.path.abspath(p) + os.sep for p in sys.path})  # the longest match wins (pystack.c)
     hide = "!" + os.path.dirname(os.path.abspath(__file__)) + os.sep  # this file's frames are not the program's
-    pending = ["\n".join([hide] + prefixes).encode()]
+    # ... but what the optimizer step's wrapper calls is (torch's trace has the step's frames, not the wrapper)
+    pending = ["\n".join([hide, "=step_through"] + prefixes).encode()]
 
     def switch(on):  # the prefixes go down once; NULL afterwards keeps them (no copy per switch)
         if on in (3, 4):  # step-end notices (pystack.c) take no prefixes: keep them for the first switch
@@ -189,7 +190,7 @@ class _State:
 
     def wrap_step(self, hooked):
         @functools.wraps(hooked)
-        def step(*args, **kwargs):
+        def step_through(*args, **kwargs):  # the name tells pystack.c (see _pystack)
             tls = self.mine()
             tls.depth += 1
             try:
@@ -203,7 +204,7 @@ class _State:
                             self.on_step(k)
                     except Exception as e:  # never the program's problem
                         sys.stderr.write("stepprof: optimizer step hook failed (%s)\n" % e)
-        return step
+        return step_through
 
     def on_step(self, k):
         if self.ends_step(k):

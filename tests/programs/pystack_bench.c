@@ -4,10 +4,10 @@
  * (sp_stack_capture_py: the shadow stack copy and the lookup of a known
  * stack, what each operator pays with with_stack; and the memo hit when the
  * frames did not change since the last capture), then times N calls of an
- * empty Python function with stepprof's profile function off, on outside a
- * record window, and on in one (each call then writes a python_function
- * record into the event buffer; the window's records are taken and let go
- * after each run, as the exporter does). The
+ * empty Python function, and N calls of a C function (len), with stepprof's
+ * profile function off, on outside a record window, and on in one (each call
+ * then writes a python_function record into the event buffer; the window's
+ * records are taken and let go after each run, as the exporter does). The
  * collectors come from libreport_stacks.so, as in libstepprof.so; only this
  * test program links libpython. Usage: pystack_bench [N]. */
 #define PY_SSIZE_T_CLEAN
@@ -93,13 +93,15 @@ static PyObject *init_module(void)
 
 static const char code[] = /* run after N = ... */
     "import time, _bench\n"
-    "def empty():\n"
+    "def empty(a):\n"
     "    pass\n"
-    "def calls():\n"
+    "def calls(f=empty):\n"
     "    t0 = time.perf_counter_ns()\n"
     "    for _ in range(N):\n"
-    "        empty()\n"
+    "        f(())\n"
     "    return (time.perf_counter_ns() - t0) / N\n"
+    "def ccalls():\n"
+    "    return calls(len)\n"
     "def capture():\n"
     "    _bench.set(True)\n"
     "    r = _bench.capture(N, 0), _bench.capture(N, 1)\n"
@@ -110,12 +112,13 @@ static const char code[] = /* run after N = ... */
     "for d in (10, 50):\n"
     "    (per, frames), (again, _) = down(d)\n"
     "    print('frames %d ns_per_capture %.1f ns_same_frames %.1f' % (frames, per, again))\n"
-    "off = min(calls() for _ in range(3))\n"
-    "_bench.set(True)\n"
-    "on = min(calls() for _ in range(3))\n"
-    "rec = min(_bench.recording(calls) for _ in range(3))\n"
-    "_bench.set(False)\n"
-    "print('ns_per_call_off %.1f ns_per_call_on %.1f ns_per_call_recording %.1f' % (off, on, rec))\n";
+    "for what, f in (('call', calls), ('ccall', ccalls)):\n"
+    "    off = min(f() for _ in range(3))\n"
+    "    _bench.set(True)\n"
+    "    on = min(f() for _ in range(3))\n"
+    "    rec = min(_bench.recording(f) for _ in range(3))\n"
+    "    _bench.set(False)\n"
+    "    print('ns_per_%s_off %.1f ns_per_%s_on %.1f ns_per_%s_recording %.1f' % (what, off, what, on, what, rec))\n";
 
 int main(int argc, char **argv)
 {

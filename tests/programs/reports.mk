@@ -17,7 +17,7 @@ $(PROG_OUT)/report_findings: $(PROG_SRC)/report_findings.c $(PROG_DEPS) $(PROG_S
 	@mkdir -p $(@D)
 	$(CC) $(REPORT_PROG_CFLAGS) -o $@ $< $(PROG_CUDA_LIBS)
 
-REPORT_STACK_SRCS := collectors/stacks.c collectors/pystack.c collectors/events.c collectors/prefault.c collectors/threads.c collectors/clock.c collectors/strings.c collectors/strings_log.c collectors/kernels.c collectors/log.c exporters/stacks_sym.c exporters/symtab.c exporters/report_buf.c \
+REPORT_STACK_SRCS := collectors/stacks.c collectors/pystack.c collectors/pyname.c collectors/events.c collectors/prefault.c collectors/threads.c collectors/clock.c collectors/strings.c collectors/strings_log.c collectors/kernels.c collectors/log.c exporters/stacks_sym.c exporters/symtab.c exporters/report_buf.c \
                      exporters/jsonw.c exporters/gz.c
 $(PROG_OUT)/libreport_stacks.so: $(REPORT_STACK_SRCS) $(wildcard collectors/*.h exporters/*.h) $(PROG_SRC)/reports.mk
 	@mkdir -p $(@D)
