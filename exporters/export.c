@@ -12,6 +12,7 @@
 #include "../collectors/events.h"
 #include "../collectors/log.h"
 #include "../collectors/memory.h"
+#include "../collectors/threads.h"
 #include "memory_html.h"
 #include "memory_report.h"
 #include "outfile.h"
@@ -19,6 +20,7 @@
 #include "report_write.h"
 #include "trace.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +131,41 @@ static void discard(const sp_export_job_t *job)
     sp_mem_cycle_free(sp_mem_cycle_take(job->window));
 }
 
+/* The reports of a job, computed on their own thread while the exporter's
+ * writes the trace (design.md: export runs on two threads). */
+typedef struct report_task {
+    const sp_export_job_t *job;
+    const sp_event_ref_t *ev;
+    size_t n;
+    const sp_gpu_view_t *gpu;
+    const sp_mem_cycle_t *mem;
+    uint64_t base, end;
+    sp_reports_t rep;
+    int rc, done;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+} report_task_t;
+
+static void *report_main(void *arg)
+{
+    report_task_t *t = arg;
+    int rc = sp_report_render(&t->rep, t->job, t->ev, t->n, t->gpu, t->mem, t->base, t->end);
+    pthread_mutex_lock(&t->lock);
+    t->rc = rc;
+    t->done = 1;
+    pthread_cond_signal(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+    return NULL;
+}
+
+static void report_wait(report_task_t *t)
+{
+    pthread_mutex_lock(&t->lock);
+    while (!t->done)
+        pthread_cond_wait(&t->cond, &t->lock);
+    pthread_mutex_unlock(&t->lock);
+}
+
 void sp_export_collect_gpu(sp_export_job_t *job)
 {
     if (!job->gpu_collect)
@@ -183,20 +220,29 @@ int sp_export_run(const sp_export_job_t *job_in)
         if (gpu.gpu[i].end > end)
             end = gpu.gpu[i].end;
     sp_mem_cycle_t *mem = sp_mem_cycle_take(job->window); /* NULL unless profile_memory */
+    /* The reports beside the trace, on a second thread: both only read the
+     * records, the GPU view and the memory operations. */
+    report_task_t rt = {.job = job, .ev = ev, .n = n, .gpu = &gpu, .mem = mem, .base = base, .end = end,
+                        .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+    int beside = sp_thread_spawn(report_main, &rt, "stepprof-report", NULL) == 0;
     int rc = sp_trace_write(job, stem, ev, n, &gpu, base, end, mem);
-    /* Reports sit beside the trace: where it could not be written (its error
-     * said why), they would fail the same way and only repeat the message.
-     * The report set holds what it needs: the records, CUPTI's and the memory
-     * operations go before its analysis, which is the export's peak. */
-    sp_rep_set_t rep;
-    int built = rc == 0 ? sp_report_build(&rep, job, ev, n, &gpu, mem, base, end) : 1; /* 1: not tried */
     if (rc == 0 && mem && (sp_memreport_write(job, stem, mem, ev, n) | sp_memhtml_write(job, stem, mem)) != 0)
         rc = -1;
+    /* Reports sit beside the trace: where it could not be written (its error
+     * said why), they would fail the same way and only repeat the message. */
+    if (beside)
+        report_wait(&rt);
+    else if (rc == 0)
+        rt.rc = sp_report_render(&rt.rep, job, ev, n, &gpu, mem, base, end);
     sp_mem_cycle_free(mem);
     sp_gpuv_free(&gpu);
     free(ev);
     sp_ev_release();
-    if (built == 0 ? sp_report_write(job, stem, &rep) != 0 : built < 0)
+    if (rc == 0 && rt.rc == 0)
+        rc = sp_report_write(&rt.rep, job, stem);
+    else
+        sp_report_discard(&rt.rep);   /* holds nothing when the rendering failed (and said so) */
+    if (rt.rc)
         rc = -1;
     atomic_store(&running_events, 0);
     return rc;

@@ -119,7 +119,8 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
             v->host_corr_base = (uint64_t)gpu[i].correlation + 1;
     v->host_match = malloc((nev ? nev : 1) * sizeof *v->host_match);
     v->api_used = calloc(ngpu ? ngpu : 1, 1);
-    v->memo = ngpu ? calloc(1, sizeof *v->memo) : NULL;   /* NULL: no memo, names asked each time */
+    for (int r = 0; ngpu && r < 2; r++)   /* NULL: no memo, names asked each time */
+        v->memo[r] = calloc(1, sizeof *v->memo[r]);
     if (!v->host_match || !v->api_used) {
         sp_gpuv_free(v);
         return;
@@ -188,7 +189,8 @@ void sp_gpuv_free(sp_gpu_view_t *v)
     free(v->range_ev);
     free(v->range_parent);
     free(v->range_call);
-    free(v->memo);
+    free(v->memo[0]);
+    free(v->memo[1]);
     memset(v, 0, sizeof *v);
 }
 
@@ -379,11 +381,11 @@ static const char *kernel_name(uint32_t id)
     return d ? d : k;
 }
 
-const char *sp_gpuv_name(const sp_gpu_view_t *v, const sp_gpu_event_t *e, char *buf, size_t len)
+const char *sp_gpuv_name(const sp_gpu_view_t *v, int reader, const sp_gpu_event_t *e, char *buf, size_t len)
 {
     switch (e->kind) {
     case SP_GPU_KERNEL: {
-        memo_t *m = v->memo;
+        memo_t *m = v->memo[reader];
         if (!m)
             return kernel_name(e->name);
         size_t h = (e->name * 0x9e3779b1u) >> 19 & (MEMO_SLOTS - 1);
@@ -412,7 +414,7 @@ static void write_gpu_event(sp_jw_t *w, const sp_gpu_view_t *v, const sp_gpu_eve
     if (e->kind >= sizeof cats / sizeof cats[0] || !cats[e->kind])
         return;
     char name[128];
-    sp_gpuv_slice(w, cats[e->kind], sp_gpuv_name(v, e, name, sizeof name), gpu_pid(e), gpu_tid(e), (int64_t)(e->start - base),
+    sp_gpuv_slice(w, cats[e->kind], sp_gpuv_name(v, SP_GPUV_TRACE, e, name, sizeof name), gpu_pid(e), gpu_tid(e), (int64_t)(e->start - base),
           (int64_t)(sp_gpu_end(e) - e->start));
     gpu_args(w, e, ext);
 }

@@ -29,7 +29,8 @@ typedef struct sp_gpu_view {
     uint64_t *range_parent; /* per range: the enclosing range's External id (0 = none) */
     uint64_t *range_call;  /* per range: the External id of a call made directly inside it */
     uint64_t host_corr_base; /* sp_gpuv_host_corr's first id: above every CUPTI id of the window */
-    struct sp_gpuv_memo *memo; /* kernel display names by string id, as they are asked for */
+    struct sp_gpuv_memo *memo[2]; /* kernel display names by string id, as they are asked for: one
+                                     per reader (SP_GPUV_TRACE, SP_GPUV_REPORTS), which run at once */
 } sp_gpu_view_t;
 
 /* Where a GPU record ends in the trace: CUPTI never reports 0 ns for real
@@ -89,8 +90,11 @@ static inline uint64_t sp_gpuv_host_corr(const sp_gpu_view_t *v, size_t host_ind
 const sp_gpu_event_t *sp_gpuv_match(const sp_gpu_view_t *v, size_t host_index);
 
 /* The trace name of a GPU record: demangled kernel, "Memcpy HtoD (Pageable ->
- * Device)", "Memset (Device)", "Stream Sync"...; may use buf. */
-const char *sp_gpuv_name(const sp_gpu_view_t *v, const sp_gpu_event_t *e, char *buf, size_t len);
+ * Device)", "Memset (Device)", "Stream Sync"...; may use buf. Each reader
+ * (the trace's writer, the reports) names its own memo: they run on two
+ * threads. */
+enum { SP_GPUV_TRACE, SP_GPUV_REPORTS };
+const char *sp_gpuv_name(const sp_gpu_view_t *v, int reader, const sp_gpu_event_t *e, char *buf, size_t len);
 
 /* The name a runtime call is drawn with, as HTA and TensorBoard look for it:
  * the launch spellings nvcc's <<<>>> produces (__cudaLaunchKernel) and the

@@ -1,6 +1,6 @@
 /* exporters/report_adapt.c — see report_adapt.h. Mirrors exporters/trace.c
  * field by field: API name and correlation (sp_gpuv_host_corr),
- * launch grid/block/shared memory and kernel name, copy/set/allocation bytes
+ * launch grid/block/shared memory, copy/set/allocation bytes
  * and copy direction, "Call stack", NVTX range names and ProfilerStep#N, with
  * the trace's name rules (backslash -> '/', newlines dropped). Instant marks
  * are not table rows and are skipped. From exporters/gpu_trace.c: CUPTI's
@@ -12,7 +12,6 @@
 
 #include "../collectors/api.h"
 #include "../collectors/cupti.h"
-#include "../collectors/kernels.h"
 #include "../collectors/ranges.h"
 #include "../collectors/stacks.h"
 #include "../collectors/strings.h"
@@ -50,11 +49,6 @@ static const char *trace_name(sp_rep_set_t *s, const char *raw)
 typedef struct name_cache {
     const char *src[16384];
     const char *name[16384];
-    struct launched {          /* a launch's kernel by function or handle: its name, interned */
-        const void *fn;
-        int handle, known;
-        const char *name;      /* NULL: no name */
-    } launched[4096];
 } name_cache_t;
 
 static const char *cached_name(sp_rep_set_t *s, name_cache_t *c, const char *raw)
@@ -68,21 +62,12 @@ static const char *cached_name(sp_rep_set_t *s, name_cache_t *c, const char *raw
     return c->name[h];
 }
 
-static void api_fields(sp_rep_set_t *s, name_cache_t *c, sp_rep_event_t *r, const sp_event_t *e)
+static void api_fields(sp_rep_set_t *s, sp_rep_event_t *r, const sp_event_t *e)
 {
     const sp_api_info_t *api = &sp_api_table[e->name];
     switch (api->shape) {
     case SP_SHAPE_LAUNCH:
     case SP_SHAPE_KLAUNCH: {
-        const void *fn = (const void *)(uintptr_t)e->a[0];
-        int handle = api->shape == SP_SHAPE_KLAUNCH;
-        uintptr_t h = (uintptr_t)fn;
-        struct launched *l = &c->launched[(h ^ h >> 12 ^ h >> 24) & 4095];
-        if (!l->known || l->fn != fn || l->handle != handle) {
-            const char *k = sp_kern_name(fn, handle);
-            *l = (struct launched){fn, handle, 1, k ? cached_name(s, c, k) : NULL};
-        }
-        r->kernel = l->name;
         unsigned grid[3] = {(unsigned)(e->a[1] & 0xffffffffu), (unsigned)(e->a[1] >> 32), (unsigned)e->a[4]};
         unsigned block[3] = {(unsigned)(e->a[2] & 0xffffffffu), (unsigned)(e->a[2] >> 32),
                              (unsigned)(e->a[4] >> 32)};
@@ -139,7 +124,7 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
         r->name = a->api_names[e->name];
         const sp_gpu_event_t *m = sp_gpuv_match(a->gpu, i);
         r->correlation = m ? m->correlation : sp_gpuv_host_corr(a->gpu, i);
-        api_fields(s, a->c, r, e);
+        api_fields(s, r, e);
     } else if (e->kind == SP_EV_STEP) {
         r->cat = SP_REP_ANNOTATION;
         snprintf(name, sizeof name, "ProfilerStep#%" PRIu64, e->a[0]);
@@ -182,7 +167,7 @@ static int fill_gpu(adapt_t *a, const sp_gpu_event_t *g, sp_rep_event_t *r)
         r->tid = g->tid;
         return 1;
     }
-    const char *name = sp_gpuv_name(a->gpu, g, buf, sizeof buf);
+    const char *name = sp_gpuv_name(a->gpu, SP_GPUV_REPORTS, g, buf, sizeof buf);
     r->name = name == buf ? trace_name(s, name) : cached_name(s, a->c, name);
     r->pid = g->kind == SP_GPU_SYNC ? 0 : g->device;
     r->tid = g->stream;
