@@ -101,7 +101,59 @@ typedef struct adapt {
     const sp_mem_cycle_t *mem;
     long pid;
     uint64_t base_ns, end_ns;
+    uint32_t *call_tid;       /* by correlation id - corr_lo: see runtime_calls */
+    uint64_t corr_lo, corr_n;
 } adapt_t;
+
+/* Ids two runtime calls carry: left to sp_rep_analyze, which keeps the first. */
+#define CALL_TID_MANY UINT32_MAX
+
+static void claim(adapt_t *a, uint64_t corr, uint32_t tid)
+{
+    if (corr && corr - a->corr_lo < a->corr_n) {
+        uint32_t *t = &a->call_tid[corr - a->corr_lo];
+        *t = *t ? CALL_TID_MANY : tid;
+    }
+}
+
+/* CUPTI's DRIVER record of a driver call that a runtime call made to do its
+ * work (same thread, same correlation id) is no report event: sp_rep_analyze
+ * would drop it (agg.c drop_nested_driver_calls), and leaving it out here
+ * saves an event per launch at the export's peak. So the OS thread of the
+ * runtime call (every host API event is one, as are CUPTI's RUNTIME records
+ * no host event claimed) by CUPTI correlation id, over the window's ids when
+ * they are dense; host calls without a CUPTI record carry ids above them. */
+static void runtime_calls(adapt_t *a)
+{
+    const sp_gpu_view_t *g = a->gpu;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    size_t drivers = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        const sp_gpu_event_t *e = &g->gpu[i];
+        lo = e->correlation < lo ? e->correlation : lo;
+        hi = e->correlation > hi ? e->correlation : hi;
+        drivers += e->kind == SP_GPU_DRIVER && !g->api_used[i];
+    }
+    if (!drivers || hi - lo >= 4 * (uint64_t)g->n + 4096 || !(a->call_tid = calloc(hi - lo + 1, sizeof *a->call_tid)))
+        return;
+    a->corr_lo = lo;
+    a->corr_n = hi - lo + 1;
+    for (size_t i = 0; i < a->n; i++) {
+        const sp_gpu_event_t *m = a->ev[i].ev->kind == SP_EV_API ? sp_gpuv_match(g, i) : NULL;
+        if (m)
+            claim(a, m->correlation, (uint32_t)a->ev[i].thread->tid);
+    }
+    for (size_t i = 0; i < g->n; i++)
+        if (g->gpu[i].kind == SP_GPU_RUNTIME && !g->api_used[i])
+            claim(a, g->gpu[i].correlation, g->gpu[i].tid);
+}
+
+static int nested_driver_call(const adapt_t *a, const sp_gpu_event_t *g)
+{
+    uint64_t k = g->correlation - a->corr_lo;
+    return g->kind == SP_GPU_DRIVER && g->correlation && k < a->corr_n && a->call_tid[k] == g->tid &&
+           g->tid != CALL_TID_MANY;
+}
 
 /* Each fill sets r from item i of its stream; 0 when that item is no event. */
 static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
@@ -195,7 +247,8 @@ static int fill_gpu_work(adapt_t *a, size_t i, sp_rep_event_t *r)
 
 static int fill_gpu_api(adapt_t *a, size_t i, sp_rep_event_t *r)
 {
-    return is_api_record(&a->gpu->gpu[i]) && !a->gpu->api_used[i] && fill_gpu(a, &a->gpu->gpu[i], r);
+    const sp_gpu_event_t *g = &a->gpu->gpu[i];
+    return is_api_record(g) && !a->gpu->api_used[i] && !nested_driver_call(a, g) && fill_gpu(a, g, r);
 }
 
 /* As memory_trace.c writes them: time clamped into the window, CUPTI-only
@@ -242,7 +295,7 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
     if (sp_rep_reserve(s, n + gpu->n + (mem ? mem->nops : 0)) != 0)
         return -1;
     adapt_t a = {s, calloc(1, sizeof *a.c), calloc(SP_API_COUNT, sizeof *a.api_names), ev, n, gpu, mem,
-                 (long)getpid(), base_ns, end_ns};
+                 (long)getpid(), base_ns, end_ns, NULL, 0, 0};
     stream_t *st = calloc(4, sizeof *st);
     if (!a.c || !a.api_names || !st) {
         free(a.c);
@@ -255,6 +308,7 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
     st[1] = (stream_t){.fill = fill_gpu_work, .n = gpu->n};
     st[2] = (stream_t){.fill = fill_gpu_api, .n = gpu->n};
     st[3] = (stream_t){.fill = fill_memory, .n = mem ? mem->nops : 0};
+    runtime_calls(&a);
     for (int k = 0; k < 4; k++)
         pull(&a, &st[k]);
     while (!s->oom) {
@@ -270,6 +324,7 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
     }
     free(a.c);
     free(a.api_names);
+    free(a.call_tid);
     free(st);
     return s->oom ? -1 : 0;
 }
