@@ -301,7 +301,13 @@ void sp_gpuv_slice(sp_jw_t *w, const char *cat, const char *name, long pid, long
     SP_JW_LIT(w, "\",\"name\":");
     sp_jw_str(w, name, 1);
     SP_JW_KI(w, ",\"pid\":", pid);
-    SP_JW_KI(w, ",\"tid\":", tid);
+    SP_JW_LIT(w, ",\"tid\":");
+    sp_gpuv_slice_times(w, tid, ts, dur);
+}
+
+void sp_gpuv_slice_times(sp_jw_t *w, long tid, int64_t ts, int64_t dur)
+{
+    sp_jw_i64(w, tid);
     SP_JW_LIT(w, ",\"ts\":");
     sp_jw_us(w, ts);
     SP_JW_LIT(w, ",\"dur\":");

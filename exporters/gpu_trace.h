@@ -105,6 +105,8 @@ const char *sp_gpuv_api_name(const char *real, char *buf, size_t len);
 
 /* One "X" slice up to its args: {"ph", "cat", "name", "pid", "tid", "ts", "dur"}, times in ns from the base. */
 void sp_gpuv_slice(sp_jw_t *w, const char *cat, const char *name, long pid, long tid, int64_t ts, int64_t dur);
+/* Its end from the thread on, after `"tid":`: tid, then "ts" and "dur". */
+void sp_gpuv_slice_times(sp_jw_t *w, long tid, int64_t ts, int64_t dur);
 
 void sp_gpuv_write_device_props(sp_jw_t *w, const sp_gpu_view_t *v);
 void sp_gpuv_write_metadata(sp_jw_t *w, const sp_gpu_view_t *v);
