@@ -134,6 +134,15 @@ static void kname_free(kname_cache_t *c)
     free(c);
 }
 
+/* A launch's ,"grid":[...],"block":[...] as the last launch wrote it: most
+ * launches repeat their predecessor's shape, and then it is one copy instead
+ * of six numbers. Written with room reserved, so no flush splits it. */
+typedef struct dims_memo {
+    uint64_t a1, a2, a4;
+    size_t n;          /* 0: none yet */
+    char text[96];     /* two [x,y,z] of 32-bit numbers and their keys: at most 85 */
+} dims_memo_t;
+
 typedef struct ctx {
     sp_jw_t *w;
     int pid;
@@ -144,6 +153,7 @@ typedef struct ctx {
     const sp_py_trace_t *py;       /* python_function ids (with_stack) */
     kname_cache_t *kn;
     api_frags_t *api;
+    dims_memo_t dims;
 } ctx_t;
 
 static void slice_head(ctx_t *c, const char *cat, const char *name, const sp_event_ref_t *r)
@@ -160,17 +170,31 @@ static void dim_arg(sp_jw_t *w, uint64_t xy, uint32_t z)
     SP_JW_LIT(w, "]");
 }
 
-static void api_args(sp_jw_t *w, kname_cache_t *kn, const sp_event_t *e)
+static void dims_arg(sp_jw_t *w, dims_memo_t *m, const sp_event_t *e)
+{
+    if (m->n && m->a1 == e->a[1] && m->a2 == e->a[2] && m->a4 == e->a[4]) {
+        sp_jw_raw(w, m->text, m->n);
+        return;
+    }
+    if (sizeof w->buf - w->n < sizeof m->text && sp_jw_flush(w) != 0)
+        return;
+    size_t at = w->n;
+    SP_JW_LIT(w, ",\"grid\":");
+    dim_arg(w, e->a[1], (uint32_t)e->a[4]);
+    SP_JW_LIT(w, ",\"block\":");
+    dim_arg(w, e->a[2], (uint32_t)(e->a[4] >> 32));
+    *m = (dims_memo_t){.a1 = e->a[1], .a2 = e->a[2], .a4 = e->a[4], .n = w->n - at};
+    memcpy(m->text, w->buf + at, m->n);
+}
+
+static void api_args(sp_jw_t *w, kname_cache_t *kn, dims_memo_t *dm, const sp_event_t *e)
 {
     const sp_api_info_t *api = &sp_api_table[e->name];
     switch (api->shape) {
     case SP_SHAPE_LAUNCH:
     case SP_SHAPE_KLAUNCH: {
         kname_arg(w, kn, (const void *)(uintptr_t)e->a[0], api->shape == SP_SHAPE_KLAUNCH);
-        SP_JW_LIT(w, ",\"grid\":");
-        dim_arg(w, e->a[1], (uint32_t)e->a[4]);
-        SP_JW_LIT(w, ",\"block\":");
-        dim_arg(w, e->a[2], (uint32_t)(e->a[4] >> 32));
+        dims_arg(w, dm, e);
         if (e->aux)   /* dynamic shared memory; absent: 0 bytes, as in most launches */
             SP_JW_KU(w, ",\"shared memory\":", e->aux);
         break;
@@ -250,7 +274,7 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
         sp_jw_raw(w, f->real[e->name].s, f->real[e->name].n);
         if (e->result)   /* absent: the call returned 0 (cudaSuccess / CUDA_SUCCESS) */
             SP_JW_KI(w, ",\"result\":", e->result);
-        api_args(w, c->kn, e);
+        api_args(w, c->kn, &c->dims, e);
         sp_stacks_write_arg(w, SP_EV_STACK(e));
         SP_JW_LIT(w, "}}");
         break;
@@ -430,7 +454,7 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
     sp_ops_links_t *links = sp_ops_trace_link(ev, n);
     sp_py_trace_t *py = sp_py_trace_prepare(ev, n);
     ctx_t c = {w, (int)getpid(), base_ns, gpu, ev, links, py, calloc(1, sizeof(kname_cache_t)),
-               calloc(1, sizeof(api_frags_t))};
+               calloc(1, sizeof(api_frags_t)), {0}};
     if (!c.kn || !c.api)
         w->err = ENOMEM;   /* the trace fails as a failed write would (outfile.c says it) */
     write_header(w, job, gpu, mem != NULL, base_ns + (uint64_t)sp_clock_epoch_offset());
