@@ -440,12 +440,18 @@ static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ex
     const char *name = sp_gpuv_api_name(real, buf, sizeof buf);
     sp_gpuv_slice(w, e->kind == SP_GPU_DRIVER ? "cuda_driver" : "cuda_runtime", name, pid, e->tid, (int64_t)(e->start - base),
           (int64_t)(e->end - e->start));
-    sp_jw_printf(w, ",\"args\":{\"cbid\":%u,\"%s\":%u", e->cbid,
-                 nested ? "stepprof_runtime_correlation" : "correlation", e->correlation);
+    SP_JW_KU(w, ",\"args\":{\"cbid\":", e->cbid);
+    if (nested)
+        SP_JW_KU(w, ",\"stepprof_runtime_correlation\":", e->correlation);
+    else
+        SP_JW_KU(w, ",\"correlation\":", e->correlation);
     if (ext)
         SP_JW_KU(w, ",\"External id\":", ext);
-    if (name != real)
-        sp_jw_printf(w, ",\"stepprof_api\":\"%s\"", real);
+    if (name != real) {
+        SP_JW_LIT(w, ",\"stepprof_api\":\"");
+        sp_jw_puts(w, real);
+        SP_JW_LIT(w, "\"");
+    }
     if (e->result)   /* as an intercepted call's (trace.c): absent = 0 */
         SP_JW_KI(w, ",\"result\":", e->result);
     SP_JW_LIT(w, ",\"stepprof_source\":\"cupti\"}},\n");
