@@ -237,6 +237,7 @@ int sp_export_run(const sp_export_job_t *job_in)
      * records, the GPU view and the memory operations. */
     report_task_t rt = {.job = job, .ev = ev, .n = n, .gpu = &gpu, .mem = mem, .base = base, .end = end};
     unsigned long beside = sp_export_beside(report_main, &rt);
+    sp_gpuv_build_ranges(&gpu, ev, n);   /* the reports do not read them */
     int rc = sp_trace_write(job, stem, ev, n, &gpu, base, end, mem);
     if (rc == 0 && mem && (sp_memreport_write(job, stem, mem, ev, n) | sp_memhtml_write(job, stem, mem)) != 0)
         rc = -1;

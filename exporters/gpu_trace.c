@@ -125,7 +125,6 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
         sp_gpuv_free(v);
         return;
     }
-    sp_annot_ranges(v, ev, nev);
     for (size_t h = 0; h < nev; h++)
         v->host_match[h] = -1;
     size_t napi = 0, nh = 0;
@@ -178,6 +177,11 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
     }
     free(c);
     free(h);
+}
+
+void sp_gpuv_build_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
+{
+    sp_annot_ranges(v, ev, nev);
 }
 
 void sp_gpuv_free(sp_gpu_view_t *v)

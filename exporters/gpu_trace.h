@@ -70,6 +70,9 @@ static inline uint64_t sp_gpuv_call_ext(const sp_gpu_view_t *v, uint64_t range)
 
 /* Builds the view; host events sorted by start, t0/t1 in ns. Takes ownership of gpu. */
 void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gpu_event_t *gpu, size_t ngpu);
+/* Its ranges (External ids, nesting: ext, nranges, range_*; gpu_annot.h), which only the trace reads:
+ * built apart, on the trace writer's thread once the reports are under way beside it. */
+void sp_gpuv_build_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev);
 void sp_gpuv_free(sp_gpu_view_t *v);
 
 /* The correlation id of an intercepted call no CUPTI record claimed: the
