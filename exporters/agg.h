@@ -35,7 +35,6 @@ typedef struct sp_rep_event {
     uint64_t correlation;   /* links a GPU event to its launching API call; 0 = none */
     int64_t bytes;          /* copy / set / allocation size, memory event delta; -1 = none */
     const char *kind;       /* runtime copy direction ("HtoD"...), else NULL */
-    const char *kernel;     /* launch API calls: the kernel's name, else NULL */
     const char *shape;      /* input shapes text, "[]" when none (interned) */
     const char *stack;      /* "outermost;...;innermost" (interned), NULL when none */
     long step;              /* ProfilerStep#N: N, else -1 */

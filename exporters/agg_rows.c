@@ -106,9 +106,14 @@ static const char *top_frames(sp_rep_set_t *s, const char *stack, long n)
     return r;
 }
 
+/* Rows and their index by key, both grown as rows appear: a window has
+ * few distinct keys, and an index sized by its events (touched all over by
+ * the hashing) was 16 bytes per event at the export's peak. */
 typedef struct row_map {
     long *slot;   /* row index + 1, 0 = empty */
     size_t cap;
+    sp_rep_row_t *rows;
+    size_t n, room;
 } row_map_t;
 
 static size_t row_hash(const sp_rep_row_t *r, size_t cap)
@@ -125,6 +130,39 @@ static size_t row_hash(const sp_rep_row_t *r, size_t cap)
 static int same_key(const sp_rep_row_t *a, const sp_rep_row_t *b)
 {
     return a->name == b->name && a->cat == b->cat && a->shape == b->shape && a->stack == b->stack;
+}
+
+static size_t row_slot(const row_map_t *m, const sp_rep_row_t *key)
+{
+    size_t j = row_hash(key, m->cap);
+    while (m->slot[j] && !same_key(&m->rows[m->slot[j] - 1], key))
+        j = (j + 1) & (m->cap - 1);
+    return j;
+}
+
+/* Room for one more row; 0, or -1 when out of memory. */
+static int row_room(row_map_t *m)
+{
+    if (m->n == m->room) {
+        size_t room = m->room ? m->room * 2 : 64;
+        sp_rep_row_t *rows = realloc(m->rows, room * sizeof *rows);
+        if (!rows)
+            return -1;
+        m->rows = rows;
+        m->room = room;
+    }
+    if ((m->n + 1) * 2 <= m->cap)
+        return 0;
+    size_t cap = m->cap ? m->cap * 2 : 128;
+    long *slot = calloc(cap, sizeof *slot);
+    if (!slot)
+        return -1;
+    free(m->slot);
+    m->slot = slot;
+    m->cap = cap;
+    for (size_t k = 0; k < m->n; k++)
+        m->slot[row_slot(m, &m->rows[k])] = (long)k + 1;
+    return 0;
 }
 
 static void add_to_row(sp_rep_row_t *r, const sp_rep_event_t *e, const sp_rep_time_t *t, const sp_rep_mem_t *m)
@@ -147,19 +185,10 @@ static void add_to_row(sp_rep_row_t *r, const sp_rep_event_t *e, const sp_rep_ti
 
 long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
 {
-    size_t cap = 64;
-    while (cap < s->n * 2)
-        cap *= 2;
-    row_map_t m = {calloc(cap, sizeof(long)), cap};
-    sp_rep_row_t *rows = malloc((s->n ? s->n : 1) * sizeof *rows);
-    if (!m.slot || !rows) {
-        free(m.slot);
-        free(rows);
-        return -1;
-    }
+    row_map_t m = {0};
     const char *step_name = sp_rep_intern(s, "ProfilerStep*"), *none = sp_rep_intern(s, "[]");
-    long n = 0;
-    for (size_t i = 0; i < s->n; i++) {
+    int oom = row_room(&m) != 0;
+    for (size_t i = 0; i < s->n && !oom; i++) {
         const sp_rep_event_t *e = &s->ev[i];
         if (!sp_rep_is_host(e->cat) && !sp_rep_is_gpu_work(e->cat) && e->cat != SP_REP_SYNC)
             continue;
@@ -168,20 +197,20 @@ long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
         key.cat = e->cat;
         key.shape = o->group_by_input_shape ? e->shape : none;
         key.stack = o->group_by_stack_n > 0 ? top_frames(s, e->stack, o->group_by_stack_n) : NULL;
-        size_t j = row_hash(&key, cap);
-        while (m.slot[j] && !same_key(&rows[m.slot[j] - 1], &key))
-            j = (j + 1) & (cap - 1);
-        if (!m.slot[j]) {
-            rows[n] = key;
-            m.slot[j] = ++n;
+        size_t j = row_slot(&m, &key);
+        long r = m.slot[j] - 1;
+        if (r < 0) {
+            m.rows[r = (long)m.n] = key;
+            m.slot[j] = (long)++m.n;
         }
-        add_to_row(&rows[m.slot[j] - 1], e, &s->time[i], s->mem ? &s->mem[i] : NULL);
+        add_to_row(&m.rows[r], e, &s->time[i], s->mem ? &s->mem[i] : NULL);
+        oom = row_room(&m) != 0;
     }
     free(m.slot);
-    if (s->oom) {
-        free(rows);
+    if (oom || s->oom) {
+        free(m.rows);
         return -1;
     }
-    *out = rows;
-    return n;
+    *out = m.rows;
+    return (long)m.n;
 }

@@ -46,23 +46,15 @@ static int cmp_tie(const void *a, const void *b)
     return (x->val > y->val) - (x->val < y->val);
 }
 
-/* The order cmp_start gives with a stable sort, in linear time: a radix sort
- * on the start, then each run of equal starts (rare and short) by end. The
- * spare half of the radix buffers, as big as the references, takes the
- * permuted references. */
-static void sort_by_start(sp_event_ref_t *ev, size_t n)
+/* The order cmp_start gives with a stable sort of the n references kv
+ * names (key: start, value: index; kv has room for 2n), in linear time: a
+ * radix sort on the start, then each run of equal starts (rare and short) by
+ * end. order[k] is the index of the k-th; 0, or -1 when out of memory. */
+static int sort_side(sp_event_ref_t *ev, sp_kv_t *kv, size_t n, size_t *order)
 {
-    _Static_assert(sizeof(sp_kv_t) == sizeof(sp_event_ref_t), "the spare buffer holds the references");
-    sp_kv_t *kv = malloc(2 * n * sizeof *kv), *out = NULL;
-    for (size_t i = 0; kv && i < n; i++)
-        kv[i] = (sp_kv_t){ev[i].ev->t0, i};
-    if (kv)
-        out = sp_radix_sort(kv, kv + n, n);
-    if (!out) {
-        free(kv);
-        qsort(ev, n, sizeof *ev, cmp_start);
-        return;
-    }
+    sp_kv_t *out = sp_radix_sort(kv, kv + n, n);
+    if (!out)
+        return -1;
     tie_base = ev;
     for (size_t i = 0, j; i < n; i = j) {
         for (j = i + 1; j < n && out[j].key == out[i].key; j++)
@@ -70,11 +62,54 @@ static void sort_by_start(sp_event_ref_t *ev, size_t n)
         if (j - i > 1)
             qsort(out + i, j - i, sizeof *out, cmp_tie);
     }
-    sp_event_ref_t *spare = (sp_event_ref_t *)(out == kv ? kv + n : kv);
     for (size_t i = 0; i < n; i++)
-        spare[i] = ev[out[i].val];
-    memcpy(ev, spare, n * sizeof *ev);
-    free(kv);
+        order[i] = out[i].val;
+    return 0;
+}
+
+/* Whether reference i comes before reference j (i != j) in cmp_start's
+ * stable order: by start, the longer first, then in collect order. */
+static int ref_before(const sp_event_ref_t *ev, size_t i, size_t j)
+{
+    const sp_event_t *a = ev[i].ev, *b = ev[j].ev;
+    if (a->t0 != b->t0)
+        return a->t0 < b->t0;
+    if (a->t1 != b->t1)
+        return a->t1 > b->t1;
+    return i < j;
+}
+
+/* Times to nanoseconds, then the references in cmp_start's stable order.
+ * Records come nearly in order (a thread's records in the order its calls
+ * ended: a range after the calls inside it), so one pass keeps the longest
+ * ascending run it can take greedily and sets the rest aside; only those are
+ * sorted (sort_side), and one merge joins the two. */
+static void to_ns_sorted(sp_event_ref_t *ev, size_t n)
+{
+    size_t *run = malloc(n * sizeof *run), *side_order = malloc(n * sizeof *side_order), nrun = 0, nside = 0;
+    sp_kv_t *side = malloc(2 * n * sizeof *side);
+    sp_event_ref_t *out = malloc(n * sizeof *out);
+    for (size_t i = 0; i < n; i++) {   /* in place: the records are ours until sp_ev_release */
+        ev[i].ev->t0 = sp_clock_to_ns(ev[i].ev->t0);
+        ev[i].ev->t1 = sp_clock_to_ns(ev[i].ev->t1);
+        if (!run || !side)
+            continue;
+        if (!nrun || ref_before(ev, run[nrun - 1], i))
+            run[nrun++] = i;
+        else
+            side[nside++] = (sp_kv_t){ev[i].ev->t0, i};
+    }
+    if (!run || !side || !side_order || !out || sort_side(ev, side, nside, side_order) != 0) {
+        qsort(ev, n, sizeof *ev, cmp_start);
+    } else {
+        for (size_t i = 0, a = 0, b = 0; i < n; i++)
+            out[i] = ev[b == nside || (a < nrun && ref_before(ev, run[a], side_order[b])) ? run[a++] : side_order[b++]];
+        memcpy(ev, out, n * sizeof *ev);
+    }
+    free(run);
+    free(side_order);
+    free(side);
+    free(out);
 }
 
 static uint64_t event_limit; /* set once at activation, before any job */
@@ -129,6 +164,25 @@ static void discard(const sp_export_job_t *job)
     sp_mem_cycle_free(sp_mem_cycle_take(job->window));
 }
 
+/* The reports of a job, computed on the report helper while the exporter's
+ * thread writes the trace (worker.c: sp_export_beside). */
+typedef struct report_task {
+    const sp_export_job_t *job;
+    const sp_event_ref_t *ev;
+    size_t n;
+    const sp_gpu_view_t *gpu;
+    const sp_mem_cycle_t *mem;
+    uint64_t base, end;
+    sp_reports_t rep;
+    int rc;
+} report_task_t;
+
+static void report_main(void *arg)
+{
+    report_task_t *t = arg;
+    t->rc = sp_report_render(&t->rep, t->job, t->ev, t->n, t->gpu, t->mem, t->base, t->end);
+}
+
 void sp_export_collect_gpu(sp_export_job_t *job)
 {
     if (!job->gpu_collect)
@@ -155,12 +209,8 @@ int sp_export_run(const sp_export_job_t *job_in)
     size_t n = sp_ev_collect(job->window, 1, &ev);
     atomic_store(&running_events, (uint64_t)n + job->ngpu);
     sp_clock_recalibrate();
-    for (size_t i = 0; i < n; i++) {   /* in place: the records are ours until sp_ev_release */
-        ev[i].ev->t0 = sp_clock_to_ns(ev[i].ev->t0);
-        ev[i].ev->t1 = sp_clock_to_ns(ev[i].ev->t1);
-    }
     if (n)   /* a window of driver calls only has no records: ev is NULL */
-        sort_by_start(ev, n);
+        to_ns_sorted(ev, n);
     if (event_limit && n > event_limit) {
         capped.dropped += n - event_limit;
         n = (size_t)event_limit;
@@ -183,20 +233,29 @@ int sp_export_run(const sp_export_job_t *job_in)
         if (gpu.gpu[i].end > end)
             end = gpu.gpu[i].end;
     sp_mem_cycle_t *mem = sp_mem_cycle_take(job->window); /* NULL unless profile_memory */
+    /* The reports beside the trace, on a second thread: both only read the
+     * records, the GPU view and the memory operations. */
+    report_task_t rt = {.job = job, .ev = ev, .n = n, .gpu = &gpu, .mem = mem, .base = base, .end = end};
+    unsigned long beside = sp_export_beside(report_main, &rt);
+    sp_gpuv_build_ranges(&gpu, ev, n);   /* the reports do not read them */
     int rc = sp_trace_write(job, stem, ev, n, &gpu, base, end, mem);
-    /* Reports sit beside the trace: where it could not be written (its error
-     * said why), they would fail the same way and only repeat the message.
-     * The report set holds what it needs: the records, CUPTI's and the memory
-     * operations go before its analysis, which is the export's peak. */
-    sp_rep_set_t rep;
-    int built = rc == 0 ? sp_report_build(&rep, job, ev, n, &gpu, mem, base, end) : 1; /* 1: not tried */
     if (rc == 0 && mem && (sp_memreport_write(job, stem, mem, ev, n) | sp_memhtml_write(job, stem, mem)) != 0)
         rc = -1;
+    /* Reports sit beside the trace: where it could not be written (its error
+     * said why), they would fail the same way and only repeat the message. */
+    if (beside)
+        sp_export_beside_wait(beside);
+    else if (rc == 0)
+        rt.rc = sp_report_render(&rt.rep, job, ev, n, &gpu, mem, base, end);
     sp_mem_cycle_free(mem);
     sp_gpuv_free(&gpu);
     free(ev);
     sp_ev_release();
-    if (built == 0 ? sp_report_write(job, stem, &rep) != 0 : built < 0)
+    if (rc == 0 && rt.rc == 0)
+        rc = sp_report_write(&rt.rep, job, stem);
+    else
+        sp_report_discard(&rt.rep);   /* holds nothing when the rendering failed (and said so) */
+    if (rt.rc)
         rc = -1;
     atomic_store(&running_events, 0);
     return rc;

@@ -63,6 +63,13 @@ void sp_export_set_limit(uint64_t max_events);
  * its job over (design.md: the close is a handful of stores). Idempotent. */
 void sp_export_start(int collect);
 
+/* Runs fn(arg) on the report helper (started by sp_export_start) while the
+ * caller goes on: a ticket for sp_export_beside_wait, or 0 when the helper
+ * is not running or busy (the caller then runs it itself). */
+unsigned long sp_export_beside(void (*fn)(void *), void *arg);
+/* Until the task of that ticket has returned. */
+void sp_export_beside_wait(unsigned long ticket);
+
 /* Queue a job for the exporter thread (started on first use). Falls back to
  * running it on the caller when the thread cannot be created. */
 void sp_export_submit(const sp_export_job_t *job);

@@ -119,12 +119,12 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
             v->host_corr_base = (uint64_t)gpu[i].correlation + 1;
     v->host_match = malloc((nev ? nev : 1) * sizeof *v->host_match);
     v->api_used = calloc(ngpu ? ngpu : 1, 1);
-    v->memo = ngpu ? calloc(1, sizeof *v->memo) : NULL;   /* NULL: no memo, names asked each time */
+    for (int r = 0; ngpu && r < 2; r++)   /* NULL: no memo, names asked each time */
+        v->memo[r] = calloc(1, sizeof *v->memo[r]);
     if (!v->host_match || !v->api_used) {
         sp_gpuv_free(v);
         return;
     }
-    sp_annot_ranges(v, ev, nev);
     for (size_t h = 0; h < nev; h++)
         v->host_match[h] = -1;
     size_t napi = 0, nh = 0;
@@ -179,6 +179,11 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
     free(h);
 }
 
+void sp_gpuv_build_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
+{
+    sp_annot_ranges(v, ev, nev);
+}
+
 void sp_gpuv_free(sp_gpu_view_t *v)
 {
     free(v->gpu);
@@ -188,7 +193,8 @@ void sp_gpuv_free(sp_gpu_view_t *v)
     free(v->range_ev);
     free(v->range_parent);
     free(v->range_call);
-    free(v->memo);
+    free(v->memo[0]);
+    free(v->memo[1]);
     memset(v, 0, sizeof *v);
 }
 
@@ -299,7 +305,13 @@ void sp_gpuv_slice(sp_jw_t *w, const char *cat, const char *name, long pid, long
     SP_JW_LIT(w, "\",\"name\":");
     sp_jw_str(w, name, 1);
     SP_JW_KI(w, ",\"pid\":", pid);
-    SP_JW_KI(w, ",\"tid\":", tid);
+    SP_JW_LIT(w, ",\"tid\":");
+    sp_gpuv_slice_times(w, tid, ts, dur);
+}
+
+void sp_gpuv_slice_times(sp_jw_t *w, long tid, int64_t ts, int64_t dur)
+{
+    sp_jw_i64(w, tid);
     SP_JW_LIT(w, ",\"ts\":");
     sp_jw_us(w, ts);
     SP_JW_LIT(w, ",\"dur\":");
@@ -379,11 +391,11 @@ static const char *kernel_name(uint32_t id)
     return d ? d : k;
 }
 
-const char *sp_gpuv_name(const sp_gpu_view_t *v, const sp_gpu_event_t *e, char *buf, size_t len)
+const char *sp_gpuv_name(const sp_gpu_view_t *v, int reader, const sp_gpu_event_t *e, char *buf, size_t len)
 {
     switch (e->kind) {
     case SP_GPU_KERNEL: {
-        memo_t *m = v->memo;
+        memo_t *m = v->memo[reader];
         if (!m)
             return kernel_name(e->name);
         size_t h = (e->name * 0x9e3779b1u) >> 19 & (MEMO_SLOTS - 1);
@@ -412,7 +424,7 @@ static void write_gpu_event(sp_jw_t *w, const sp_gpu_view_t *v, const sp_gpu_eve
     if (e->kind >= sizeof cats / sizeof cats[0] || !cats[e->kind])
         return;
     char name[128];
-    sp_gpuv_slice(w, cats[e->kind], sp_gpuv_name(v, e, name, sizeof name), gpu_pid(e), gpu_tid(e), (int64_t)(e->start - base),
+    sp_gpuv_slice(w, cats[e->kind], sp_gpuv_name(v, SP_GPUV_TRACE, e, name, sizeof name), gpu_pid(e), gpu_tid(e), (int64_t)(e->start - base),
           (int64_t)(sp_gpu_end(e) - e->start));
     gpu_args(w, e, ext);
 }
@@ -432,12 +444,18 @@ static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ex
     const char *name = sp_gpuv_api_name(real, buf, sizeof buf);
     sp_gpuv_slice(w, e->kind == SP_GPU_DRIVER ? "cuda_driver" : "cuda_runtime", name, pid, e->tid, (int64_t)(e->start - base),
           (int64_t)(e->end - e->start));
-    sp_jw_printf(w, ",\"args\":{\"cbid\":%u,\"%s\":%u", e->cbid,
-                 nested ? "stepprof_runtime_correlation" : "correlation", e->correlation);
+    SP_JW_KU(w, ",\"args\":{\"cbid\":", e->cbid);
+    if (nested)
+        SP_JW_KU(w, ",\"stepprof_runtime_correlation\":", e->correlation);
+    else
+        SP_JW_KU(w, ",\"correlation\":", e->correlation);
     if (ext)
         SP_JW_KU(w, ",\"External id\":", ext);
-    if (name != real)
-        sp_jw_printf(w, ",\"stepprof_api\":\"%s\"", real);
+    if (name != real) {
+        SP_JW_LIT(w, ",\"stepprof_api\":\"");
+        sp_jw_puts(w, real);
+        SP_JW_LIT(w, "\"");
+    }
     if (e->result)   /* as an intercepted call's (trace.c): absent = 0 */
         SP_JW_KI(w, ",\"result\":", e->result);
     SP_JW_LIT(w, ",\"stepprof_source\":\"cupti\"}},\n");

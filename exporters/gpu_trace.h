@@ -29,7 +29,8 @@ typedef struct sp_gpu_view {
     uint64_t *range_parent; /* per range: the enclosing range's External id (0 = none) */
     uint64_t *range_call;  /* per range: the External id of a call made directly inside it */
     uint64_t host_corr_base; /* sp_gpuv_host_corr's first id: above every CUPTI id of the window */
-    struct sp_gpuv_memo *memo; /* kernel display names by string id, as they are asked for */
+    struct sp_gpuv_memo *memo[2]; /* kernel display names by string id, as they are asked for: one
+                                     per reader (SP_GPUV_TRACE, SP_GPUV_REPORTS), which run at once */
 } sp_gpu_view_t;
 
 /* Where a GPU record ends in the trace: CUPTI never reports 0 ns for real
@@ -69,6 +70,9 @@ static inline uint64_t sp_gpuv_call_ext(const sp_gpu_view_t *v, uint64_t range)
 
 /* Builds the view; host events sorted by start, t0/t1 in ns. Takes ownership of gpu. */
 void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gpu_event_t *gpu, size_t ngpu);
+/* Its ranges (External ids, nesting: ext, nranges, range_*; gpu_annot.h), which only the trace reads:
+ * built apart, on the trace writer's thread once the reports are under way beside it. */
+void sp_gpuv_build_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev);
 void sp_gpuv_free(sp_gpu_view_t *v);
 
 /* The correlation id of an intercepted call no CUPTI record claimed: the
@@ -89,8 +93,11 @@ static inline uint64_t sp_gpuv_host_corr(const sp_gpu_view_t *v, size_t host_ind
 const sp_gpu_event_t *sp_gpuv_match(const sp_gpu_view_t *v, size_t host_index);
 
 /* The trace name of a GPU record: demangled kernel, "Memcpy HtoD (Pageable ->
- * Device)", "Memset (Device)", "Stream Sync"...; may use buf. */
-const char *sp_gpuv_name(const sp_gpu_view_t *v, const sp_gpu_event_t *e, char *buf, size_t len);
+ * Device)", "Memset (Device)", "Stream Sync"...; may use buf. Each reader
+ * (the trace's writer, the reports) names its own memo: they run on two
+ * threads. */
+enum { SP_GPUV_TRACE, SP_GPUV_REPORTS };
+const char *sp_gpuv_name(const sp_gpu_view_t *v, int reader, const sp_gpu_event_t *e, char *buf, size_t len);
 
 /* The name a runtime call is drawn with, as HTA and TensorBoard look for it:
  * the launch spellings nvcc's <<<>>> produces (__cudaLaunchKernel) and the
@@ -101,6 +108,8 @@ const char *sp_gpuv_api_name(const char *real, char *buf, size_t len);
 
 /* One "X" slice up to its args: {"ph", "cat", "name", "pid", "tid", "ts", "dur"}, times in ns from the base. */
 void sp_gpuv_slice(sp_jw_t *w, const char *cat, const char *name, long pid, long tid, int64_t ts, int64_t dur);
+/* Its end from the thread on, after `"tid":`: tid, then "ts" and "dur". */
+void sp_gpuv_slice_times(sp_jw_t *w, long tid, int64_t ts, int64_t dur);
 
 void sp_gpuv_write_device_props(sp_jw_t *w, const sp_gpu_view_t *v);
 void sp_gpuv_write_metadata(sp_jw_t *w, const sp_gpu_view_t *v);

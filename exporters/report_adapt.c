@@ -1,6 +1,6 @@
 /* exporters/report_adapt.c — see report_adapt.h. Mirrors exporters/trace.c
  * field by field: API name and correlation (sp_gpuv_host_corr),
- * launch grid/block/shared memory and kernel name, copy/set/allocation bytes
+ * launch grid/block/shared memory, copy/set/allocation bytes
  * and copy direction, "Call stack", NVTX range names and ProfilerStep#N, with
  * the trace's name rules (backslash -> '/', newlines dropped). Instant marks
  * are not table rows and are skipped. From exporters/gpu_trace.c: CUPTI's
@@ -12,7 +12,6 @@
 
 #include "../collectors/api.h"
 #include "../collectors/cupti.h"
-#include "../collectors/kernels.h"
 #include "../collectors/ranges.h"
 #include "../collectors/stacks.h"
 #include "../collectors/strings.h"
@@ -50,11 +49,6 @@ static const char *trace_name(sp_rep_set_t *s, const char *raw)
 typedef struct name_cache {
     const char *src[16384];
     const char *name[16384];
-    struct launched {          /* a launch's kernel by function or handle: its name, interned */
-        const void *fn;
-        int handle, known;
-        const char *name;      /* NULL: no name */
-    } launched[4096];
 } name_cache_t;
 
 static const char *cached_name(sp_rep_set_t *s, name_cache_t *c, const char *raw)
@@ -68,21 +62,12 @@ static const char *cached_name(sp_rep_set_t *s, name_cache_t *c, const char *raw
     return c->name[h];
 }
 
-static void api_fields(sp_rep_set_t *s, name_cache_t *c, sp_rep_event_t *r, const sp_event_t *e)
+static void api_fields(sp_rep_set_t *s, sp_rep_event_t *r, const sp_event_t *e)
 {
     const sp_api_info_t *api = &sp_api_table[e->name];
     switch (api->shape) {
     case SP_SHAPE_LAUNCH:
     case SP_SHAPE_KLAUNCH: {
-        const void *fn = (const void *)(uintptr_t)e->a[0];
-        int handle = api->shape == SP_SHAPE_KLAUNCH;
-        uintptr_t h = (uintptr_t)fn;
-        struct launched *l = &c->launched[(h ^ h >> 12 ^ h >> 24) & 4095];
-        if (!l->known || l->fn != fn || l->handle != handle) {
-            const char *k = sp_kern_name(fn, handle);
-            *l = (struct launched){fn, handle, 1, k ? cached_name(s, c, k) : NULL};
-        }
-        r->kernel = l->name;
         unsigned grid[3] = {(unsigned)(e->a[1] & 0xffffffffu), (unsigned)(e->a[1] >> 32), (unsigned)e->a[4]};
         unsigned block[3] = {(unsigned)(e->a[2] & 0xffffffffu), (unsigned)(e->a[2] >> 32),
                              (unsigned)(e->a[4] >> 32)};
@@ -116,7 +101,59 @@ typedef struct adapt {
     const sp_mem_cycle_t *mem;
     long pid;
     uint64_t base_ns, end_ns;
+    uint32_t *call_tid;       /* by correlation id - corr_lo: see runtime_calls */
+    uint64_t corr_lo, corr_n;
 } adapt_t;
+
+/* Ids two runtime calls carry: left to sp_rep_analyze, which keeps the first. */
+#define CALL_TID_MANY UINT32_MAX
+
+static void claim(adapt_t *a, uint64_t corr, uint32_t tid)
+{
+    if (corr && corr - a->corr_lo < a->corr_n) {
+        uint32_t *t = &a->call_tid[corr - a->corr_lo];
+        *t = *t ? CALL_TID_MANY : tid;
+    }
+}
+
+/* CUPTI's DRIVER record of a driver call that a runtime call made to do its
+ * work (same thread, same correlation id) is no report event: sp_rep_analyze
+ * would drop it (agg.c drop_nested_driver_calls), and leaving it out here
+ * saves an event per launch at the export's peak. So the OS thread of the
+ * runtime call (every host API event is one, as are CUPTI's RUNTIME records
+ * no host event claimed) by CUPTI correlation id, over the window's ids when
+ * they are dense; host calls without a CUPTI record carry ids above them. */
+static void runtime_calls(adapt_t *a)
+{
+    const sp_gpu_view_t *g = a->gpu;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    size_t drivers = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        const sp_gpu_event_t *e = &g->gpu[i];
+        lo = e->correlation < lo ? e->correlation : lo;
+        hi = e->correlation > hi ? e->correlation : hi;
+        drivers += e->kind == SP_GPU_DRIVER && !g->api_used[i];
+    }
+    if (!drivers || hi - lo >= 4 * (uint64_t)g->n + 4096 || !(a->call_tid = calloc(hi - lo + 1, sizeof *a->call_tid)))
+        return;
+    a->corr_lo = lo;
+    a->corr_n = hi - lo + 1;
+    for (size_t i = 0; i < a->n; i++) {
+        const sp_gpu_event_t *m = a->ev[i].ev->kind == SP_EV_API ? sp_gpuv_match(g, i) : NULL;
+        if (m)
+            claim(a, m->correlation, (uint32_t)a->ev[i].thread->tid);
+    }
+    for (size_t i = 0; i < g->n; i++)
+        if (g->gpu[i].kind == SP_GPU_RUNTIME && !g->api_used[i])
+            claim(a, g->gpu[i].correlation, g->gpu[i].tid);
+}
+
+static int nested_driver_call(const adapt_t *a, const sp_gpu_event_t *g)
+{
+    uint64_t k = g->correlation - a->corr_lo;
+    return g->kind == SP_GPU_DRIVER && g->correlation && k < a->corr_n && a->call_tid[k] == g->tid &&
+           g->tid != CALL_TID_MANY;
+}
 
 /* Each fill sets r from item i of its stream; 0 when that item is no event. */
 static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
@@ -139,7 +176,7 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
         r->name = a->api_names[e->name];
         const sp_gpu_event_t *m = sp_gpuv_match(a->gpu, i);
         r->correlation = m ? m->correlation : sp_gpuv_host_corr(a->gpu, i);
-        api_fields(s, a->c, r, e);
+        api_fields(s, r, e);
     } else if (e->kind == SP_EV_STEP) {
         r->cat = SP_REP_ANNOTATION;
         snprintf(name, sizeof name, "ProfilerStep#%" PRIu64, e->a[0]);
@@ -182,7 +219,7 @@ static int fill_gpu(adapt_t *a, const sp_gpu_event_t *g, sp_rep_event_t *r)
         r->tid = g->tid;
         return 1;
     }
-    const char *name = sp_gpuv_name(a->gpu, g, buf, sizeof buf);
+    const char *name = sp_gpuv_name(a->gpu, SP_GPUV_REPORTS, g, buf, sizeof buf);
     r->name = name == buf ? trace_name(s, name) : cached_name(s, a->c, name);
     r->pid = g->kind == SP_GPU_SYNC ? 0 : g->device;
     r->tid = g->stream;
@@ -210,7 +247,8 @@ static int fill_gpu_work(adapt_t *a, size_t i, sp_rep_event_t *r)
 
 static int fill_gpu_api(adapt_t *a, size_t i, sp_rep_event_t *r)
 {
-    return is_api_record(&a->gpu->gpu[i]) && !a->gpu->api_used[i] && fill_gpu(a, &a->gpu->gpu[i], r);
+    const sp_gpu_event_t *g = &a->gpu->gpu[i];
+    return is_api_record(g) && !a->gpu->api_used[i] && !nested_driver_call(a, g) && fill_gpu(a, g, r);
 }
 
 /* As memory_trace.c writes them: time clamped into the window, CUPTI-only
@@ -257,7 +295,7 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
     if (sp_rep_reserve(s, n + gpu->n + (mem ? mem->nops : 0)) != 0)
         return -1;
     adapt_t a = {s, calloc(1, sizeof *a.c), calloc(SP_API_COUNT, sizeof *a.api_names), ev, n, gpu, mem,
-                 (long)getpid(), base_ns, end_ns};
+                 (long)getpid(), base_ns, end_ns, NULL, 0, 0};
     stream_t *st = calloc(4, sizeof *st);
     if (!a.c || !a.api_names || !st) {
         free(a.c);
@@ -270,6 +308,7 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
     st[1] = (stream_t){.fill = fill_gpu_work, .n = gpu->n};
     st[2] = (stream_t){.fill = fill_gpu_api, .n = gpu->n};
     st[3] = (stream_t){.fill = fill_memory, .n = mem ? mem->nops : 0};
+    runtime_calls(&a);
     for (int k = 0; k < 4; k++)
         pull(&a, &st[k]);
     while (!s->oom) {
@@ -285,6 +324,7 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
     }
     free(a.c);
     free(a.api_names);
+    free(a.call_tid);
     free(st);
     return s->oom ? -1 : 0;
 }

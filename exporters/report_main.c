@@ -259,7 +259,6 @@ static void add_args(sp_rep_set_t *set, sp_rep_event_t *r, const cJSON *args)
     }
     if (r->cat == SP_REP_RUNTIME || r->cat == SP_REP_DRIVER) {
         r->kind = str_arg(set, args, "kind");
-        r->kernel = str_arg(set, args, "kernel");
         r->stack = str_arg(set, args, "Call stack");
     }
 }

@@ -12,17 +12,33 @@
 #include "agg.h"
 #include "export.h"
 #include "gpu_trace.h"
+#include "report_buf.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* Two steps, so that the window's records, CUPTI's and the GPU view can be
- * freed before the analysis, the export's peak: sp_report_build turns the
- * same inputs as sp_trace_write into s (0, or -1 said and s freed);
- * sp_report_write analyses s, writes every report and frees s (0 when every
- * file was written). */
-int sp_report_build(sp_rep_set_t *s, const sp_export_job_t *job, const sp_event_ref_t *ev, size_t n,
-                    const sp_gpu_view_t *gpu, const sp_mem_cycle_t *mem, uint64_t base_ns, uint64_t end_ns);
-int sp_report_write(const sp_export_job_t *job, const char *stem, sp_rep_set_t *s);
+/* Every report of a cycle, rendered in memory: each with its rendering's
+ * result (0, or -1: that report is not written). */
+typedef struct sp_reports {
+    sp_rb_t table;
+    int table_rc;
+    sp_rb_t stacks[2];      /* self CPU time, GPU time */
+    int stacks_rc[2], nstacks;
+    sp_rb_t text, json;     /* the summary */
+    int summary_rc;
+} sp_reports_t;
+
+/* Two steps, so that the reports can be computed beside the trace's writer
+ * (they only read what it reads: the window's records, the GPU view and the
+ * memory operations, none of which either changes) and written after it, only
+ * when the trace was: sp_report_render builds the neutral event set from the
+ * inputs of sp_trace_write, analyses it, renders every report into r and frees
+ * the set (0, or -1 said: r then holds nothing); sp_report_write writes r's
+ * files and frees r (0 when every file was written); sp_report_discard frees r
+ * unwritten. */
+int sp_report_render(sp_reports_t *r, const sp_export_job_t *job, const sp_event_ref_t *ev, size_t n,
+                     const sp_gpu_view_t *gpu, const sp_mem_cycle_t *mem, uint64_t base_ns, uint64_t end_ns);
+int sp_report_write(sp_reports_t *r, const sp_export_job_t *job, const char *stem);
+void sp_report_discard(sp_reports_t *r);
 
 #endif

@@ -18,9 +18,12 @@
 #include "ops_trace.h"
 #include "outfile.h"
 #include "py_trace.h"
+#include "report_buf.h"
+#include "json_escape.h"
 #include "stacks_sym.h"
 #include "../collectors/log.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,27 +32,116 @@
 
 #define STEPPROF_VERSION "0.1.0"
 
-/* A launch's kernel name by function or handle, looked up once per export:
- * sp_kern_name per launch was ~3-4% of the export. Direct-mapped; a clash
- * only costs a lookup. */
+/* JSON text that repeats from event to event, built once per export: a
+ * fragment of escaped text (NULL: none). */
+typedef struct frag {
+    char *s;
+    size_t n;
+} frag_t;
+
+static void frag_put(void *b, const char *p, size_t n)
+{
+    sp_rb_add(b, p, n);
+}
+
+/* lit, then (when str is not NULL) str as a quoted trace name, then tail. */
+static frag_t frag_make(const char *lit, const char *str, const char *tail)
+{
+    sp_rb_t b;
+    sp_rb_init(&b);
+    sp_rb_puts(&b, lit);
+    if (str) {
+        sp_rb_add(&b, "\"", 1);
+        sp_json_escape(str, 1, frag_put, &b);
+        sp_rb_add(&b, "\"", 1);
+    }
+    sp_rb_puts(&b, tail);
+    char *t = b.oom ? NULL : realloc(b.s, b.n + 1);   /* a report buffer starts at 4 KiB */
+    if (!t) {
+        sp_rb_free(&b);
+        return (frag_t){NULL, 0};
+    }
+    return (frag_t){t, b.n};
+}
+
+/* A launch's kernel name by function or handle, looked up once per export
+ * (sp_kern_name per launch was ~3-4% of the export), kept as its
+ * `,"kernel":"..."` argument. Direct-mapped; a clash only costs a lookup. */
 typedef struct kname_cache {
     struct kname {
         const void *fn;
         int handle, known;
-        const char *name;   /* NULL: no name */
+        frag_t arg;   /* NULL: no name */
     } slot[4096];
 } kname_cache_t;
 
-static const char *kname(kname_cache_t *c, const void *fn, int handle)
+static void kname_arg(sp_jw_t *w, kname_cache_t *c, const void *fn, int handle)
 {
-    if (!c)
-        return sp_kern_name(fn, handle);
     uintptr_t h = (uintptr_t)fn;
     struct kname *k = &c->slot[(h ^ h >> 12 ^ h >> 24) & 4095];
-    if (!k->known || k->fn != fn || k->handle != handle)
-        *k = (struct kname){fn, handle, 1, sp_kern_name(fn, handle)};
-    return k->name;
+    if (!k->known || k->fn != fn || k->handle != handle) {
+        const char *name = sp_kern_name(fn, handle);
+        free(k->arg.s);
+        *k = (struct kname){fn, handle, 1, name ? frag_make(",\"kernel\":", name, "") : (frag_t){NULL, 0}};
+        if (name && !k->arg.s) {
+            k->known = 0;
+            w->err = ENOMEM;   /* the trace fails as a failed write would (outfile.c says it) */
+        }
+    }
+    if (k->arg.s)
+        sp_jw_raw(w, k->arg.s, k->arg.n);
 }
+
+/* Per API: `{"ph":"X","cat":"...","name":"...","pid":N,"tid":` up to the
+ * thread, `,"args":{"cbid":N,"correlation":` and the `,"stepprof_api":"..."`
+ * of a call drawn under another name (empty otherwise). */
+typedef struct api_frags {
+    frag_t head[SP_API_COUNT], args[SP_API_COUNT], real[SP_API_COUNT];
+} api_frags_t;
+
+static int api_frags_make(api_frags_t *f, unsigned id, int pid)
+{
+    if (f->head[id].s)
+        return 0;
+    char name[64], lit[128], tail[64];
+    const sp_api_info_t *api = &sp_api_table[id];
+    const char *shown = sp_gpuv_api_name(api->name, name, sizeof name);
+    snprintf(lit, sizeof lit, "{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", api->driver ? "cuda_driver" : "cuda_runtime");
+    snprintf(tail, sizeof tail, ",\"pid\":%d,\"tid\":", pid);
+    f->head[id] = frag_make(lit, shown, tail);
+    snprintf(lit, sizeof lit, ",\"args\":{\"cbid\":%d,\"correlation\":", api->cbid);
+    f->args[id] = frag_make(lit, NULL, "");
+    if (shown != api->name)
+        snprintf(lit, sizeof lit, ",\"stepprof_api\":\"%s\"", api->name);
+    f->real[id] = frag_make(shown != api->name ? lit : "", NULL, "");
+    return f->head[id].s && f->args[id].s && f->real[id].s ? 0 : -1;
+}
+
+static void api_frags_free(api_frags_t *f)
+{
+    for (unsigned i = 0; f && i < SP_API_COUNT; i++) {
+        free(f->head[i].s);
+        free(f->args[i].s);
+        free(f->real[i].s);
+    }
+    free(f);
+}
+
+static void kname_free(kname_cache_t *c)
+{
+    for (size_t i = 0; c && i < sizeof c->slot / sizeof c->slot[0]; i++)
+        free(c->slot[i].arg.s);
+    free(c);
+}
+
+/* A launch's ,"grid":[...],"block":[...] as the last launch wrote it: most
+ * launches repeat their predecessor's shape, and then it is one copy instead
+ * of six numbers. Written with room reserved, so no flush splits it. */
+typedef struct dims_memo {
+    uint64_t a1, a2, a4;
+    size_t n;          /* 0: none yet */
+    char text[96];     /* two [x,y,z] of 32-bit numbers and their keys: at most 85 */
+} dims_memo_t;
 
 typedef struct ctx {
     sp_jw_t *w;
@@ -59,7 +151,9 @@ typedef struct ctx {
     const sp_event_ref_t *ev;
     const sp_ops_links_t *links;   /* forward-to-backward links of the operators */
     const sp_py_trace_t *py;       /* python_function ids (with_stack) */
-    kname_cache_t *kn;             /* NULL (no memory): names looked up per launch */
+    kname_cache_t *kn;
+    api_frags_t *api;
+    dims_memo_t dims;
 } ctx_t;
 
 static void slice_head(ctx_t *c, const char *cat, const char *name, const sp_event_ref_t *r)
@@ -76,21 +170,31 @@ static void dim_arg(sp_jw_t *w, uint64_t xy, uint32_t z)
     SP_JW_LIT(w, "]");
 }
 
-static void api_args(sp_jw_t *w, kname_cache_t *kn, const sp_event_t *e)
+static void dims_arg(sp_jw_t *w, dims_memo_t *m, const sp_event_t *e)
+{
+    if (m->n && m->a1 == e->a[1] && m->a2 == e->a[2] && m->a4 == e->a[4]) {
+        sp_jw_raw(w, m->text, m->n);
+        return;
+    }
+    if (sizeof w->buf - w->n < sizeof m->text && sp_jw_flush(w) != 0)
+        return;
+    size_t at = w->n;
+    SP_JW_LIT(w, ",\"grid\":");
+    dim_arg(w, e->a[1], (uint32_t)e->a[4]);
+    SP_JW_LIT(w, ",\"block\":");
+    dim_arg(w, e->a[2], (uint32_t)(e->a[4] >> 32));
+    *m = (dims_memo_t){.a1 = e->a[1], .a2 = e->a[2], .a4 = e->a[4], .n = w->n - at};
+    memcpy(m->text, w->buf + at, m->n);
+}
+
+static void api_args(sp_jw_t *w, kname_cache_t *kn, dims_memo_t *dm, const sp_event_t *e)
 {
     const sp_api_info_t *api = &sp_api_table[e->name];
     switch (api->shape) {
     case SP_SHAPE_LAUNCH:
     case SP_SHAPE_KLAUNCH: {
-        const char *k = kname(kn, (const void *)(uintptr_t)e->a[0], api->shape == SP_SHAPE_KLAUNCH);
-        if (k) {
-            SP_JW_LIT(w, ",\"kernel\":");
-            sp_jw_str(w, k, 1);
-        }
-        SP_JW_LIT(w, ",\"grid\":");
-        dim_arg(w, e->a[1], (uint32_t)e->a[4]);
-        SP_JW_LIT(w, ",\"block\":");
-        dim_arg(w, e->a[2], (uint32_t)(e->a[4] >> 32));
+        kname_arg(w, kn, (const void *)(uintptr_t)e->a[0], api->shape == SP_SHAPE_KLAUNCH);
+        dims_arg(w, dm, e);
         if (e->aux)   /* dynamic shared memory; absent: 0 bytes, as in most launches */
             SP_JW_KU(w, ",\"shared memory\":", e->aux);
         break;
@@ -156,20 +260,21 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
          * one GPU events carry. External id: the enclosing operator's or
          * range's, as Kineto (sp_gpuv_call_ext). */
         const sp_gpu_event_t *m = sp_gpuv_match(c->gpu, index);
-        const char *real = sp_api_table[e->name].name, *shown = sp_gpuv_api_name(real, name, sizeof name);
-        slice_head(c, sp_api_table[e->name].driver ? "cuda_driver" : "cuda_runtime", shown, r);
-        SP_JW_KI(w, ",\"args\":{\"cbid\":", sp_api_table[e->name].cbid);
-        SP_JW_KU(w, ",\"correlation\":", m ? (uint64_t)m->correlation : sp_gpuv_host_corr(c->gpu, index));
+        const api_frags_t *f = c->api;
+        if (api_frags_make(c->api, e->name, c->pid) != 0) {
+            w->err = ENOMEM;
+            return;
+        }
+        sp_jw_raw(w, f->head[e->name].s, f->head[e->name].n);
+        sp_gpuv_slice_times(w, r->thread->tid, (int64_t)(e->t0 - c->base_ns), (int64_t)(e->t1 - e->t0));
+        sp_jw_raw(w, f->args[e->name].s, f->args[e->name].n);
+        sp_jw_u64(w, m ? (uint64_t)m->correlation : sp_gpuv_host_corr(c->gpu, index));
         if ((ext = sp_gpuv_call_ext(c->gpu, ext)))
             SP_JW_KU(w, ",\"External id\":", ext);
-        if (shown != real) {
-            SP_JW_LIT(w, ",\"stepprof_api\":\"");
-            sp_jw_puts(w, real);
-            SP_JW_LIT(w, "\"");
-        }
+        sp_jw_raw(w, f->real[e->name].s, f->real[e->name].n);
         if (e->result)   /* absent: the call returned 0 (cudaSuccess / CUDA_SUCCESS) */
             SP_JW_KI(w, ",\"result\":", e->result);
-        api_args(w, c->kn, e);
+        api_args(w, c->kn, &c->dims, e);
         sp_stacks_write_arg(w, SP_EV_STACK(e));
         SP_JW_LIT(w, "}}");
         break;
@@ -348,7 +453,10 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
     sp_jw_init(w, f.fd, gz);
     sp_ops_links_t *links = sp_ops_trace_link(ev, n);
     sp_py_trace_t *py = sp_py_trace_prepare(ev, n);
-    ctx_t c = {w, (int)getpid(), base_ns, gpu, ev, links, py, calloc(1, sizeof(kname_cache_t))};
+    ctx_t c = {w, (int)getpid(), base_ns, gpu, ev, links, py, calloc(1, sizeof(kname_cache_t)),
+               calloc(1, sizeof(api_frags_t)), {0}};
+    if (!c.kn || !c.api)
+        w->err = ENOMEM;   /* the trace fails as a failed write would (outfile.c says it) */
     write_header(w, job, gpu, mem != NULL, base_ns + (uint64_t)sp_clock_epoch_offset());
     write_metadata(&c, ev, n);
     sp_gpuv_write_metadata(w, gpu);
@@ -357,7 +465,8 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
     sp_ops_trace_flows(w, links, ev, c.pid, base_ns);
     sp_ops_trace_free(links);
     sp_py_trace_free(py);
-    free(c.kn);
+    kname_free(c.kn);
+    api_frags_free(c.api);
     sp_gpuv_write_events(w, gpu, ev, n, c.pid, base_ns);
     sp_memtrace_write(w, mem, c.pid, base_ns, end_ns);
     sp_jw_puts(w, "{\"name\":\"Record Window End\",\"ph\":\"i\",\"s\":\"g\",\"pid\":\"\",\"tid\":\"\",\"ts\":");

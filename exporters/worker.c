@@ -4,7 +4,8 @@
  * sync, flush, take) right after the close. Jobs queue in linked lists under
  * one mutex; each thread is created on the first job that needs it, with
  * every signal blocked (the program's signals must reach its own threads).
- * Draining at exit waits with a deadline: a stuck write must not hang the
+ * A third thread, started with the exporter, computes an export's reports
+ * beside it (sp_export_beside). Draining at exit waits with a deadline: a stuck write must not hang the
  * program's exit. A write past RLIMIT_FSIZE raises SIGXFSZ on the writing
  * thread, whose default action kills the whole program: the exporter thread
  * has it blocked with everything else (the write then fails with EFBIG and
@@ -44,6 +45,19 @@ static pthread_cond_t idle = PTHREAD_COND_INITIALIZER;   /* broadcast when a que
  * exports, before it holds the program's threads: sp_export_wait_collects). */
 static queue_t exports = {.wake = PTHREAD_COND_INITIALIZER};
 static queue_t collects = {.wake = PTHREAD_COND_INITIALIZER};
+
+/* The helper that computes an export's reports while the exporter writes its
+ * trace (sp_export_beside): started with the exporter, so an export never
+ * creates a thread (at exit or in a signal's wait, a program thread held
+ * while it owned a lock pthread_create needs would stall it). One task at a
+ * time; `ticket` numbers them, `finished` is the last one done. */
+static struct {
+    void (*fn)(void *);
+    void *arg;
+    int started;
+    unsigned long ticket, finished;
+    pthread_cond_t wake, done;
+} beside = {.wake = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
 
 /* Called with `lock` held. */
 static void push(queue_t *q, node_t *n)
@@ -145,6 +159,48 @@ static void *collector_main(void *arg)
     return NULL;
 }
 
+static void *beside_main(void *arg)
+{
+    (void)arg;
+    free(malloc(1));   /* its malloc arena is taken now, not in an export at exit */
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        while (!beside.fn)
+            pthread_cond_wait(&beside.wake, &lock);
+        void (*fn)(void *) = beside.fn;
+        void *task = beside.arg;
+        pthread_mutex_unlock(&lock);
+        fn(task);
+        pthread_mutex_lock(&lock);
+        beside.fn = NULL;
+        beside.finished = beside.ticket;
+        pthread_cond_broadcast(&beside.done);
+    }
+    return NULL;
+}
+
+unsigned long sp_export_beside(void (*fn)(void *), void *arg)
+{
+    unsigned long t = 0;
+    pthread_mutex_lock(&lock);
+    if (beside.started > 0 && !beside.fn) {
+        beside.fn = fn;
+        beside.arg = arg;
+        t = ++beside.ticket;
+        pthread_cond_signal(&beside.wake);
+    }
+    pthread_mutex_unlock(&lock);
+    return t;
+}
+
+void sp_export_beside_wait(unsigned long ticket)
+{
+    pthread_mutex_lock(&lock);
+    while (beside.finished < ticket)
+        pthread_cond_wait(&beside.done, &lock);
+    pthread_mutex_unlock(&lock);
+}
+
 static int start(queue_t *q, void *(*fn)(void *), const char *name)
 {
     if (!q->started)
@@ -158,6 +214,8 @@ void sp_export_start(int collect)
     start(&exports, worker_main, "stepprof-export");
     if (collect)
         start(&collects, collector_main, "stepprof-collect");
+    if (!beside.started)   /* without it, the reports are computed after the trace */
+        beside.started = sp_thread_spawn(beside_main, NULL, "stepprof-report", NULL) == 0 ? 1 : -1;
     pthread_mutex_unlock(&lock);
 }
 
@@ -245,4 +303,9 @@ void sp_export_after_fork_child(void)
         qs[i]->head = qs[i]->tail = NULL;
         qs[i]->busy = qs[i]->started = 0;
     }
+    pthread_cond_init(&beside.wake, NULL);
+    pthread_cond_init(&beside.done, NULL);
+    beside.fn = NULL;
+    beside.started = 0;
+    beside.ticket = beside.finished = 0;
 }
