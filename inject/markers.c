@@ -49,6 +49,10 @@ static int matches(const sp_config_t *cfg, const void *fn, int is_handle)
     uint64_t v = atomic_load_explicit(slot, memory_order_relaxed), f = (uint64_t)(uintptr_t)fn;
     if (v == f || v == ~f)
         return v != f;
+    if (is_handle == SP_MARK_CUFUNCTION) {
+        sp_drv_name_function(fn);
+        is_handle = 0;  /* named like a stub (driver_api_hooks.c) */
+    }
     const char *name = sp_kern_name(fn, is_handle);
     int m = name && name_matches(cfg->marker.name, name);
     atomic_store_explicit(slot, m ? ~f : f, memory_order_relaxed);
