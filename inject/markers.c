@@ -59,6 +59,14 @@ static int matches(const sp_config_t *cfg, const void *fn, int is_handle)
     return m;
 }
 
+void sp_mark_forget(const void *fn)
+{
+    _Atomic uint64_t *slot = &sp_mark_cache[sp_mark_slot(fn)];
+    uint64_t v = atomic_load_explicit(slot, memory_order_relaxed), f = (uint64_t)(uintptr_t)fn;
+    if (fn && (v == f || v == ~f))
+        atomic_compare_exchange_strong_explicit(slot, &v, 0, memory_order_relaxed, memory_order_relaxed);
+}
+
 void sp_mark_kernel_slow(const void *fn, int is_handle, uint32_t *window)
 {
     const sp_config_t *cfg = sp_sched_config();

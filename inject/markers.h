@@ -53,6 +53,9 @@ enum { SP_MARK_STUB = 0, SP_MARK_HANDLE = 1, SP_MARK_CUFUNCTION = 2 };
 void sp_drv_name_function(const void *f);   /* inject/driver_api_hooks.c */
 
 void sp_mark_kernel_slow(const void *fn, int is_handle, uint32_t *window);
+/* fn was (re)named (a stub registered, a handle mapped): its verdict, if
+ * cached, is forgotten, so its next launch is matched again. */
+void sp_mark_forget(const void *fn);
 void sp_mark_profiler_slow(int start, uint32_t *window);
 
 /* A launch of fn must be shown to the kernel marker. */
