@@ -18,10 +18,12 @@
 
 typedef CUresult (*func_name_fn)(const char **, CUfunction);
 
-/* Registers f's name on its first recorded launch; the last one named is
- * remembered so a loop over one kernel skips the registry's lock. */
-static void name_function(CUfunction f)
+/* Registers f's name on its first recorded launch, or when the kernel:
+ * marker first sees it (markers.h); the last one named is remembered so a
+ * loop over one kernel skips the registry's lock. */
+void sp_drv_name_function(const void *fn)
 {
+    CUfunction f = (CUfunction)fn;
     static CUfunction last;
     static func_name_fn get_name;
     if (!f || __atomic_load_n(&last, __ATOMIC_RELAXED) == f)
@@ -39,7 +41,7 @@ static void name_function(CUfunction f)
 static inline void fill_drv_launch(sp_event_t *e, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                    unsigned by, unsigned bz, unsigned shm, CUstream s)
 {
-    name_function(f);
+    sp_drv_name_function(f);
     e->a[0] = P(f);
     e->a[1] = gx | (uint64_t)gy << 32;
     e->a[2] = bx | (uint64_t)by << 32;
@@ -59,15 +61,15 @@ static inline void fill4(sp_event_t *e, uint64_t a0, uint64_t a1, uint64_t a2, u
 SP_INTERPOSE_GATED(CUresult, cuLaunchKernel,
                    (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                     unsigned shm, CUstream s, void **params, void **extra),
-                   (f, gx, gy, gz, bx, by, bz, shm, s, params, extra), f, 0, rdi,
+                   (f, gx, gy, gz, bx, by, bz, shm, s, params, extra), f, SP_MARK_CUFUNCTION, rdi,
                    fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
 SP_INTERPOSE_GATED(CUresult, cuLaunchCooperativeKernel,
                    (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                     unsigned shm, CUstream s, void **params),
-                   (f, gx, gy, gz, bx, by, bz, shm, s, params), f, 0, rdi,
+                   (f, gx, gy, gz, bx, by, bz, shm, s, params), f, SP_MARK_CUFUNCTION, rdi,
                    fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
 SP_INTERPOSE_GATED(CUresult, cuLaunchKernelEx, (const CUlaunchConfig *c, CUfunction f, void **params, void **extra),
-                   (c, f, params, extra), f, 0, rsi,
+                   (c, f, params, extra), f, SP_MARK_CUFUNCTION, rsi,
                    c ? fill_drv_launch(e, f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
                                        c->blockDimZ, c->sharedMemBytes, c->hStream)
                      : (void)(e->a[0] = P(f)))

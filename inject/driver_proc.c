@@ -7,9 +7,10 @@
  * version or flags: a different answer, such as an old-ABI or _ptsz variant
  * stepprof does not interpose, passes through untouched), including for
  * cuGetProcAddress itself. dlsym: only cu[A-Z]* names with a real handle take
- * that path; everything else, RTLD_NEXT included, is a tail call to glibc's
- * dlsym (bootstrapped with dlvsym), so the caller's handle and return address
- * mean what they meant. */
+ * that path (RTLD_DEFAULT searched in the caller's scope, as glibc does);
+ * everything else, RTLD_NEXT included, is a tail call to glibc's dlsym
+ * (bootstrapped with dlvsym), so the caller's handle and return address mean
+ * what they meant. */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
@@ -106,12 +107,23 @@ static SP_NO_SANITIZE void *dlsym_bootstrap(void *handle, const char *name)
 }
 
 /* A cu[A-Z]* name; RTLD_NEXT passes through (the next object after the
- * caller's, which only glibc can tell). */
+ * caller's, which only glibc can tell). Entered by a jump, so the return
+ * address is the caller's. glibc searches RTLD_DEFAULT in the scope of the
+ * caller's object: the global scope, then, for an object loaded
+ * RTLD_LOCAL (a Python extension), its own dependencies. Asked from here it
+ * would see stepprof's scope, the global one only, so a name found only in
+ * the caller's dependencies is looked up there (glibc's handle is the
+ * object's link map). */
 SP_SLOW_ATTRS SP_NO_SANITIZE static void *sp_slow_dlsym(void *handle, const char *name)
 {
     if (handle == RTLD_NEXT)
         return real_dlsym(handle, name);
-    return wrap(name, real_dlsym(handle, name));
+    void *caller = __builtin_return_address(0), *p = real_dlsym(handle, name);
+    Dl_info info;
+    void *map = NULL;
+    if (!p && handle == RTLD_DEFAULT && dladdr1(caller, &info, &map, RTLD_DL_LINKMAP) && map)
+        p = real_dlsym(map, name);
+    return wrap(name, p);
 }
 
 /* The exported dlsym, in assembly like every interposer entry (hook.h

@@ -49,10 +49,22 @@ static int matches(const sp_config_t *cfg, const void *fn, int is_handle)
     uint64_t v = atomic_load_explicit(slot, memory_order_relaxed), f = (uint64_t)(uintptr_t)fn;
     if (v == f || v == ~f)
         return v != f;
+    if (is_handle == SP_MARK_CUFUNCTION) {
+        sp_drv_name_function(fn);
+        is_handle = 0;  /* named like a stub (driver_api_hooks.c) */
+    }
     const char *name = sp_kern_name(fn, is_handle);
     int m = name && name_matches(cfg->marker.name, name);
     atomic_store_explicit(slot, m ? ~f : f, memory_order_relaxed);
     return m;
+}
+
+void sp_mark_forget(const void *fn)
+{
+    _Atomic uint64_t *slot = &sp_mark_cache[sp_mark_slot(fn)];
+    uint64_t v = atomic_load_explicit(slot, memory_order_relaxed), f = (uint64_t)(uintptr_t)fn;
+    if (fn && (v == f || v == ~f))
+        atomic_compare_exchange_strong_explicit(slot, &v, 0, memory_order_relaxed, memory_order_relaxed);
 }
 
 void sp_mark_kernel_slow(const void *fn, int is_handle, uint32_t *window)

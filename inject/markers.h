@@ -45,7 +45,17 @@ static inline int sp_mark_known_idle(const void *fn)
     return atomic_load_explicit(&sp_mark_cache[sp_mark_slot(fn)], memory_order_relaxed) == (uint64_t)(uintptr_t)fn;
 }
 
+/* What a launch's fn is, for its name (collectors/kernels.h): a runtime
+ * host stub, a runtime kernel handle, or a driver CUfunction, which is named
+ * through cuFuncGetName when the marker first sees it (recorded launches name
+ * it too, but a marker must match before any window records). */
+enum { SP_MARK_STUB = 0, SP_MARK_HANDLE = 1, SP_MARK_CUFUNCTION = 2 };
+void sp_drv_name_function(const void *f);   /* inject/driver_api_hooks.c */
+
 void sp_mark_kernel_slow(const void *fn, int is_handle, uint32_t *window);
+/* fn was (re)named (a stub registered, a handle mapped): its verdict, if
+ * cached, is forgotten, so its next launch is matched again. */
+void sp_mark_forget(const void *fn);
 void sp_mark_profiler_slow(int start, uint32_t *window);
 
 /* A launch of fn must be shown to the kernel marker. */

@@ -208,6 +208,7 @@ SP_EXPORT void __cudaRegisterFunction(void **fatbin, const char *host_fun, char 
     if (!real)
         real = (register_fn)sp_real("__cudaRegisterFunction");
     sp_kern_register(host_fun, device_fun ? device_fun : device_name);
+    sp_mark_forget(host_fun);
     if (real)
         real(fatbin, host_fun, device_fun, device_name, thread_limit, tid, bid, bdim, gdim, wsize);
 }
@@ -216,7 +217,9 @@ SP_REAL_FN(cudaError_t, __cudaGetKernel, (cudaKernel_t * handle, const void *hos
 SP_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *handle, const void *host_fun)
 {
     cudaError_t r = real___cudaGetKernel(handle, host_fun);
-    if (r == cudaSuccess && handle)
+    if (r == cudaSuccess && handle) {
         sp_kern_map_handle(*handle, host_fun);
+        sp_mark_forget(*handle);
+    }
     return r;
 }

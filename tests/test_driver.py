@@ -79,6 +79,19 @@ def test_driver_memory():
     assert [e["args"]["Bytes"] for e in mem] == [4096, -4096], mem
 
 
+def test_driver_kernel_marker():
+    """A kernel: marker on driver-API launches (Triton's way): the CUfunction is named when the marker
+    first sees it, before any window records (it used to stay unnamed, so cached "never matches", and
+    the run recorded nothing). A boundary per launch of drv_kernel: steps 0-1 are launches 2 and 3."""
+    for argv in ([prog("drv_linked"), "direct"], [prog("drv_static"), "dlopen"]):
+        r = run(argv, env={"PROF_MARKER": "kernel:drv_kernel*", "PROF_WARMUP": 1, "PROF_ACTIVE": 2})
+        assert r.returncode == 0 and "launches=5" in r.stdout, (r.stdout, r.stderr)
+        t = load(r.trace())
+        launches = [e for e in t["traceEvents"] if e.get("cat") == "cuda_driver" and e["name"] == "cuLaunchKernel"
+                    and e["args"].get("stepprof_source") != "cupti"]
+        assert [e["args"]["kernel"] for e in launches] == ["drv_kernel(float*)"] * 2, (argv, launches)
+
+
 def test_driver_injection_only():
     """Static cudart's case on a GPU machine without LD_PRELOAD: the driver loads stepprof from
     CUDA_INJECTION64_PATH; every driver call comes from CUPTI's DRIVER records (named as the driver

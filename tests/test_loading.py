@@ -131,6 +131,17 @@ def test_dlsym_rtld_next_keeps_its_meaning():
         assert r.returncode == 0 and r.stdout == "next=b\n", (preload, r.stdout, r.stderr)
 
 
+def test_dlsym_rtld_default_searches_the_callers_scope():
+    """dlsym(RTLD_DEFAULT) also depends on the caller: glibc searches the global scope, then the caller's
+    own dependencies when it was loaded RTLD_LOCAL (a Python extension linking libcuda). A cu* name there
+    must be found with stepprof as without (it searched stepprof's scope: not found)."""
+    prog("libnext_b.so")
+    prog("libdefault_dep.so")
+    for preload in (False, True):
+        r = run([prog("dlsym_next"), prog("libdefault_user.so")], preload=preload)
+        assert r.returncode == 0 and r.stdout == "next=b\ndefault=dep\n", (preload, r.stdout, r.stderr)
+
+
 def test_driver_program_disabled():
     """enabled: false: a driver-only program (dlopen + cuGetProcAddress) runs as without stepprof."""
     bare = run([prog("drv_static"), "dlopen"], preload=False)

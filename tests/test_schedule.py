@@ -157,6 +157,19 @@ def test_kernel_marker_every_nth_launch():
     assert_events_inside_steps(t)
 
 
+def test_kernel_marker_on_a_kernel_named_late():
+    """A kernel whose name changes after the marker saw it (its stub registered by a module loaded
+    later; first named from the symbol table): the marker's cached "never matches" is forgotten, so
+    the launches under the new name are boundaries (steps 6..11 of 12: recorded steps 1-2)."""
+    r = run([prog("markers_misc"), "late-name"], env={"STEPS": 12, "PROF_MARKER": "kernel:late_kernel*",
+                                                      "PROF_WARMUP": 1, "PROF_ACTIVE": 2})
+    assert r.returncode == 0, r.stderr
+    t = load(r.trace())
+    assert steps_of(t) == [1, 2], steps_of(t)
+    late = [e for e in runtime_events(t) if e["args"].get("kernel") == "late_kernel()"]
+    assert len(late) == 2, [e["args"].get("kernel") for e in runtime_events(t)]
+
+
 def test_cuda_profiler_api_ranges():
     r = run([prog("markers_misc"), "profiler"], env={"STEPS": 12, "PROF_MARKER": "cudaProfilerApi",
                                                     "PROF_REPEAT": 2})

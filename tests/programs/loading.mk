@@ -41,8 +41,15 @@ $(LOAD_OUT)/libdrvblas.so: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
 	@mkdir -p $(@D)
 	$(CC) $(LOAD_CFLAGS) -DDRV_LINKED -shared -fvisibility=hidden -o $@ $< $(LOAD_DRV)
 
-# dlsym(RTLD_NEXT) through stepprof's dlsym (dlsym_next.c): libnext_a.so, libnext_b.so, dlsym_next.
-PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,libnext_a.so libnext_b.so dlsym_next)
+# dlsym(RTLD_NEXT) and dlsym(RTLD_DEFAULT) through stepprof's dlsym (dlsym_next.c): libnext_a.so,
+# libnext_b.so, dlsym_next, and libdefault_user.so (links libdefault_dep.so), which it loads RTLD_LOCAL.
+PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,libnext_a.so libnext_b.so dlsym_next libdefault_dep.so libdefault_user.so)
+$(LOAD_OUT)/libdefault_dep.so: $(LOAD_SRC)/dlsym_next.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -DDLSYM_DEP -shared -o $@ $<
+$(LOAD_OUT)/libdefault_user.so: $(LOAD_SRC)/dlsym_next.c $(LOAD_OUT)/libdefault_dep.so
+	$(CC) $(LOAD_CFLAGS) -DDLSYM_USER -shared -o $@ $< -L$(LOAD_OUT) -Wl,--no-as-needed -ldefault_dep -Wl,--as-needed \
+	  -Wl,--enable-new-dtags,-rpath,'$$ORIGIN' -ldl
 $(LOAD_OUT)/libnext_a.so: $(LOAD_SRC)/dlsym_next.c $(LOAD_SRC)/loading.mk
 	@mkdir -p $(@D)
 	$(CC) $(LOAD_CFLAGS) -DDLSYM_A -shared -o $@ $< -ldl

@@ -15,6 +15,9 @@
  *   markers_misc names        — NVTX ranges and a thread name with characters JSON must escape or
  *                               a trace must rewrite: quote, backslash, tab, newline, \x01, invalid
  *                               UTF-8 (\xff) and valid UTF-8 (U+00E9).
+ *   markers_misc late-name    — step_kernel_a (named from the symbol table at first) is registered as
+ *                               "late_kernel()" (__cudaRegisterFunction, as a module's constructor
+ *                               would) before step STEPS/2: a kernel: marker on that name must see it.
  * Every step: 2 cudaLaunchKernel (step_kernel_a, step_kernel_b) and one cudaMemcpy HtoD of 4096
  * bytes. STEPS env (default 12). Prints "done" and exits 0.
  */
@@ -27,6 +30,11 @@
 
 #define PROG "markers_misc"
 #include "cuda_check.h"
+
+void **__cudaRegisterFatBinary(void *fatCubin);
+void __cudaRegisterFatBinaryEnd(void **handle);
+void __cudaRegisterFunction(void **handle, const char *hostFun, char *deviceFun, const char *deviceName,
+                            int thread_limit, uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize);
 
 static volatile int sink;
 void step_kernel_a(void) { sink = 1; }
@@ -87,6 +95,13 @@ int main(int argc, char **argv)
     if (strcmp(mode, "names") == 0)
         pthread_setname_np(pthread_self(), "q\"b\\t\tx");
     for (long i = 0; i < steps; i++) {
+        if (strcmp(mode, "late-name") == 0 && i == steps / 2) {
+            static int image[4];
+            static char late[] = "_Z11late_kernelv";
+            void **h = __cudaRegisterFatBinary(image);
+            __cudaRegisterFunction(h, (const char *)step_kernel_a, late, late, -1, NULL, NULL, NULL, NULL, NULL);
+            __cudaRegisterFatBinaryEnd(h);
+        }
         if (strcmp(mode, "graph") == 0) {
             nvtxRangePushA("train_step");
             if (graph)

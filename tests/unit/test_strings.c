@@ -10,7 +10,8 @@
  * (lock-free block refills racing the reuse of blocks), every name checked. sp_str_defer_plain
  * (the recording NVTX push's one pass over its text): texts of 0 to 40 bytes ending at the last
  * byte before an unmapped page are copied whole or left to sp_str_defer (never a fault), a ','
- * before the NUL refuses the text, one after it does not. */
+ * before the NUL refuses the text, one after it does not; texts that start in a page's last 32
+ * bytes are copied only when no 16-byte load straddles the boundary. */
 #include "../../collectors/strings.h"
 #include "check.h"
 
@@ -282,6 +283,44 @@ static void check_defer_plain(void)
     munmap(page, 8192);
 }
 
+/* Texts that start at each of a page's last 32 bytes and run on into the next (mapped) page, 0 to
+ * 40 bytes: sp_str_defer_plain copies one only when none of its 16-byte loads would straddle the
+ * page boundary (offsets 4081..4095), and refuses it with a ',' at bytes 0, 15, 16 or its last;
+ * sp_str_defer keeps every one. */
+static void check_defer_plain_page_cross(void)
+{
+    enum { WINDOW = 200001 };
+    char *page = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(page != MAP_FAILED, "two pages");
+    if (page == MAP_FAILED)
+        return;
+    int bad = 0;
+    for (int start = 4064; start < 4096; start++)
+        for (int len = 0; len <= 40; len++) {
+            char *text = page + start;
+            for (int i = 0; i < len; i++)
+                text[i] = (char)('a' + (i + start) % 26);
+            text[len] = 0;
+            int straddles = 0;
+            for (int n = 0; n <= len; n += 16)
+                straddles |= (start + n) % 4096 > 4080;
+            uint32_t id = sp_str_defer_plain(text, WINDOW);
+            bad += id && (straddles || !settles_to(id, WINDOW, text));
+            const int at[] = {0, 15, 16, len - 1};
+            for (int k = 0; k < 4; k++) {
+                if (at[k] < 0 || at[k] >= len)
+                    continue;
+                char c = text[at[k]];
+                text[at[k]] = ',';
+                bad += sp_str_defer_plain(text, WINDOW) != 0;
+                bad += !settles_to(sp_str_defer(text, WINDOW), WINDOW, text);
+                text[at[k]] = c;
+            }
+        }
+    CHECK(bad == 0, "%d texts across a page boundary wrong", bad);
+    munmap(page, 8192);
+}
+
 int main(void)
 {
     char buf[32];
@@ -322,6 +361,7 @@ int main(void)
     check_reuse();
     check_concurrent();
     check_defer_plain();
+    check_defer_plain_page_cross();
     printf("test_strings: %d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
