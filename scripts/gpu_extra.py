@@ -8,7 +8,8 @@ traces copied back):
                               host events, kernels, flows (item 10)
   nested TRACE                driver records nested in runtime calls, tables' launch count (item 6)
   handover SPERR TORCHDIR REFDIR   the program's own torch.profiler keeps CUPTI (item 8)
-  stack SPTRACE TORCHTRACE    python_function events of the program's file, per trace (items 9, 11)
+  stack SPTRACE TORCHTRACE    python_function events of the program's file, per trace, and every
+                              event per recorded step against torch.profiler's (items 9, 11)
   steptimes DIR FIRST LAST    median step times of plain/stepprof/torch (and *_stack) runs over steps
                               FIRST..LAST (recording) and after LAST (after the window)"""
 import collections
@@ -16,6 +17,7 @@ import glob
 import gzip
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -91,6 +93,38 @@ def handover(sp_err, torch_dir, ref_dir):
           f"torch.profiler kernels under stepprof {got}, without {ref}")
 
 
+ADDR = re.compile(r" at 0x[0-9a-f]+>")
+
+
+def py_per_step(t):
+    """Per ProfilerStep#N: the multiset of (name, parent's name, CallFrom) of the python_function
+    events in it, addresses masked; torch.profiler's own frames (its prof.step() and what that calls)
+    left out, as the program calls them only under torch.profiler."""
+    py = cat(t, "python_function")
+    by_id = {e["args"].get("Python id"): e for e in py}
+    spans = [(int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"]) for e in t["traceEvents"]
+             if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#") and e.get("cat") != "gpu_user_annotation"]
+    t0 = min((a for _, a, _ in spans), default=0)
+
+    def name(e):   # a frame open when the trace began is named by the line it was at then: masked
+        n = ADDR.sub(" at 0x>", e["name"])
+        return re.sub(r"\(\d+\): ", "(?): ", n) if e["ts"] < t0 else n
+
+    def own(e):
+        while e is not None:
+            if "torch/profiler/" in e["name"] or "torch/autograd/profiler" in e["name"]:
+                return True
+            e = by_id.get(e["args"].get("Python parent id"))
+        return False
+    out = {}
+    for n, a, b in spans:
+        evs = [e for e in py if a <= e["ts"] <= b and not own(e)]
+        out[n] = collections.Counter((name(e), name(by_id[e["args"]["Python parent id"]])
+                                      if e["args"].get("Python parent id") in by_id else "", e["args"].get("CallFrom", ""))
+                                     for e in evs)
+    return out
+
+
 def stack(sp_path, torch_path):
     for label, p in (("stepprof", sp_path), ("torch.profiler", torch_path)):
         t = load(p)
@@ -99,6 +133,16 @@ def stack(sp_path, torch_path):
         mods = collections.Counter(e["name"] for e in cat(t, "python_function") if e["name"].startswith("nn.Module: "))
         print(f"- {label}: python_function events {len(cat(t, 'python_function'))}, of the loop's file "
               f"{len(py)}: {dict(sorted(names.items()))}; nn.Module events: {dict(sorted(mods.items()))}")
+    sp, tp = py_per_step(load(sp_path)), py_per_step(load(torch_path))
+    both = sorted(set(sp) & set(tp))
+    same = [n for n in both if sp[n] == tp[n]]
+    print(f"- per recorded step, python_function events (name, parent, CallFrom; addresses masked; torch.profiler's "
+          f"own frames left out): {len(same)} of {len(both)} steps equal; events per step stepprof "
+          f"{[sum(sp[n].values()) for n in both]}, torch.profiler {[sum(tp[n].values()) for n in both]}")
+    for n in [n for n in both if n not in same][:2]:
+        only_sp, only_tp = sp[n] - tp[n], tp[n] - sp[n]
+        print(f"  - step {n}: only stepprof {sum(only_sp.values())} {list(only_sp.items())[:5]}; only torch.profiler "
+              f"{sum(only_tp.values())} {list(only_tp.items())[:5]}")
 
 
 def steptimes(d, first, last):
