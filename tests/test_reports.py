@@ -10,9 +10,9 @@ import gzip
 import json
 import os
 import re
+import resource
 import subprocess
 import tempfile
-import time
 
 from harness import BUILD, FAKE_DIR, ROOT, Skip, load, prog, run, skip_under_sanitizer
 
@@ -309,29 +309,18 @@ def test_large_trace_is_streamed():
                 ']}\n' % (2 * n))
     try:
         assert os.path.getsize(path) > 100e6
-        # The tool's own peak (wait4: this child only; RUSAGE_CHILDREN is the largest of every
-        # child this test process ever waited for, e.g. an earlier test's PyTorch program).
-        with tempfile.TemporaryFile("w+") as out:
-            p = subprocess.Popen([TOOL, path], stdout=out, stderr=subprocess.DEVNULL)
-            deadline = time.monotonic() + 300
-            while True:
-                pid, status, usage = os.wait4(p.pid, os.WNOHANG)
-                if pid or time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
-            if not pid:
-                p.kill()
-                p.wait()
-            assert pid, "stepprof-report still running after 300 s"
-            p.returncode = os.waitstatus_to_exitcode(status)
-            out.seek(0)
-            text = out.read()
-        assert p.returncode == 0, p.returncode
-        _, rows = parse_table(text)
+        # The tool runs under a 256 MiB address-space limit: it needs ~70 MiB (VmPeak); a DOM of the
+        # file does not fit (Python's json module: MemoryError). Not its peak RSS from wait4: a child
+        # started by vfork or fork keeps the test process's own high-water mark across exec (866 MiB
+        # in a full run), whatever it uses itself.
+        def limit():
+            resource.setrlimit(resource.RLIMIT_AS, (256 << 20, 256 << 20))
+        p = subprocess.run([TOOL, path], capture_output=True, text=True, timeout=300, preexec_fn=limit)
+        assert p.returncode == 0, (p.returncode, p.stderr[-500:])
+        _, rows = parse_table(p.stdout)
     finally:
         os.remove(path)
     assert {r["Name"]: int(r["# of Calls"]) for r in rows} == {"cudaLaunchKernel": n, "all": 1}
-    assert usage.ru_maxrss < 600 * 1024, f"peak RSS {usage.ru_maxrss} KiB"
 
 
 # --------------------------------------------------------------------------------------------
