@@ -11,6 +11,7 @@
  * has it blocked with everything else (the write then fails with EFBIG and
  * that cycle is dropped), and a job run on a program thread blocks it for the
  * duration and discards the one it caused. */
+#define _GNU_SOURCE
 #include "export.h"
 
 #include "../collectors/cupti.h"
@@ -18,6 +19,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,9 +130,21 @@ static void run_here(const sp_export_job_t *job)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* stepprof's threads run as SCHED_BATCH: a batch thread woken by a window's
+ * close never preempts the program's thread that closed it. Two export
+ * threads beside the program on a 2-core machine otherwise took its core
+ * for a scheduler slice now and then: close stalls of 1-3.9 ms in 5 of 24
+ * export bench rows against <= 0.12 ms. Their share of the CPU is unchanged. */
+static void background(void)
+{
+    struct sched_param p = {0};
+    pthread_setschedparam(pthread_self(), SCHED_BATCH, &p);
+}
+
 static void *worker_main(void *arg)
 {
     (void)arg;
+    background();
     pthread_mutex_lock(&lock);
     for (;;) {
         node_t *n = pop_wait(&exports);
@@ -146,6 +160,7 @@ static void *worker_main(void *arg)
 static void *collector_main(void *arg)
 {
     (void)arg;
+    background();
     sp_cupti_collector_thread();
     pthread_mutex_lock(&lock);
     for (;;) {
@@ -162,6 +177,7 @@ static void *collector_main(void *arg)
 static void *beside_main(void *arg)
 {
     (void)arg;
+    background();
     free(malloc(1));   /* its malloc arena is taken now, not in an export at exit */
     pthread_mutex_lock(&lock);
     for (;;) {
@@ -285,7 +301,7 @@ unsigned sp_export_pending(uint64_t *events)
     for (int i = 0; i < 2; i++) {
         for (node_t *n = qs[i]->head; n; n = n->next)
             k++;
-        k += qs[i]->busy ? 1u : 0u;
+        k += qs[i]->busy && !(qs[i] == &exports && sp_export_running_trace_done()) ? 1u : 0u;
     }
     pthread_mutex_unlock(&lock);
     if (events)
