@@ -114,6 +114,12 @@ static void to_ns_sorted(sp_event_ref_t *ev, size_t n)
 
 static uint64_t event_limit; /* set once at activation, before any job */
 static _Atomic uint64_t running_events; /* events of the job being written (exit's loss line) */
+static _Atomic int running_trace_done;   /* its trace is written (its reports may not be yet) */
+
+int sp_export_running_trace_done(void)
+{
+    return atomic_load(&running_trace_done) || sp_outfile_committing();
+}
 
 uint64_t sp_export_running_events(void)
 {
@@ -207,6 +213,7 @@ int sp_export_run(const sp_export_job_t *job_in)
     }
     sp_event_ref_t *ev = NULL;
     size_t n = sp_ev_collect(job->window, 1, &ev);
+    atomic_store(&running_trace_done, 0);
     atomic_store(&running_events, (uint64_t)n + job->ngpu);
     sp_clock_recalibrate();
     if (n)   /* a window of driver calls only has no records: ev is NULL */
@@ -239,6 +246,7 @@ int sp_export_run(const sp_export_job_t *job_in)
     unsigned long beside = sp_export_beside(report_main, &rt);
     sp_gpuv_build_ranges(&gpu, ev, n);   /* the reports do not read them */
     int rc = sp_trace_write(job, stem, ev, n, &gpu, base, end, mem);
+    atomic_store(&running_trace_done, 1);   /* written, or failed and said why: not lost at exit */
     if (rc == 0 && mem && (sp_memreport_write(job, stem, mem, ev, n) | sp_memhtml_write(job, stem, mem)) != 0)
         rc = -1;
     /* Reports sit beside the trace: where it could not be written (its error

@@ -83,10 +83,14 @@ int sp_export_wait_collects(double timeout_s);
  * returns 0 when drained. */
 int sp_export_drain(double timeout_s);
 
-/* Jobs queued or being written, and the events (host records and GPU
- * records) of the one being written, 0 while it is still collecting. */
+/* Traces queued or being written (a job whose trace is written, its reports
+ * left, is not counted), and the events (host records and GPU records) of
+ * the one being written, 0 while it is still collecting. */
 unsigned sp_export_pending(uint64_t *running_events);
 uint64_t sp_export_running_events(void);
+/* The job being exported has written its trace (or is renaming it): only its
+ * reports are left. */
+int sp_export_running_trace_done(void);
 
 /* Write one job's files now, on the calling thread; 0 on success. */
 int sp_export_run(const sp_export_job_t *job);

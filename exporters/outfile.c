@@ -26,7 +26,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Temporaries being written: state 0 free, 1 being filled, 2 listed. */
+/* Temporaries being written: state 0 free, 1 being filled, 2 listed, 3
+ * being committed (renamed: no longer the abandon's), 4 removed by the
+ * abandon (its commit fails). Commit and abandon claim a listed file by
+ * compare-and-swap, so a file said lost is never renamed afterwards, and one
+ * renamed is never said lost. */
 #define NLIVE 16
 static struct {
     _Atomic int state;
@@ -53,12 +57,26 @@ static void live_drop(int slot)
         atomic_store(&live[slot].state, 0);
 }
 
-void sp_outfile_abandon(void)
+int sp_outfile_abandon(void)
 {
     atomic_store(&abandoned, 1);
-    for (int i = 0; i < NLIVE; i++)
-        if (atomic_load(&live[i].state) == 2)
+    int removed = 0;
+    for (int i = 0; i < NLIVE; i++) {
+        int listed = 2;
+        if (atomic_compare_exchange_strong(&live[i].state, &listed, 4)) {
             unlink(live[i].path);
+            removed++;
+        }
+    }
+    return removed;
+}
+
+int sp_outfile_committing(void)
+{
+    for (int i = 0; i < NLIVE; i++)
+        if (atomic_load(&live[i].state) == 3)
+            return 1;
+    return 0;
 }
 
 int sp_outfile_abandoned(void)
@@ -280,7 +298,9 @@ int sp_outfile_open(sp_outfile_t *f, const char *dir, const char *stem, const ch
 
 int sp_outfile_commit(sp_outfile_t *f)
 {
-    if (atomic_load(&abandoned)) {
+    int listed = 2;
+    if (atomic_load(&abandoned) ||
+        (f->slot >= 0 && !atomic_compare_exchange_strong(&live[f->slot].state, &listed, 3))) {
         sp_outfile_abort(f); /* its loss is already reported */
         return -1;
     }

@@ -38,9 +38,12 @@ void sp_outfile_fail(sp_outfile_t *f, int err);
 void sp_outfile_abort(sp_outfile_t *f);  /* close + unlink the temporary */
 
 /* The process ends without waiting for the files being written: removes
- * every temporary open now, and makes later opens and commits fail quietly
- * (their loss is the caller's one line). Async-signal-safe. */
-void sp_outfile_abandon(void);
+ * every temporary open now (their count returned; one being renamed is left
+ * to its commit), and makes later opens and commits fail quietly (their loss
+ * is the caller's one line). Async-signal-safe. */
+int sp_outfile_abandon(void);
 int sp_outfile_abandoned(void);
+/* A file is being renamed to its final name (its commit won over any abandon). */
+int sp_outfile_committing(void);
 
 #endif

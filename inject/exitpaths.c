@@ -321,9 +321,18 @@ void sp_exit_report_lost(const char *key, double limit_s)
         nanosleep(&ms10, NULL);
         jobs = sp_export_pending(&events);
     }
-    sp_outfile_abandon();
-    if (!jobs)
+    /* Abandoned first, counted after: a trace whose rename won over the
+     * abandon is whole, and not said lost (outfile.c). */
+    int removed = sp_outfile_abandon();
+    jobs = sp_export_pending(NULL);
+    if (!jobs) {
+        if (removed)
+            sp_log(SP_LOG_ERROR,
+                   "%s (%.0f s) reached at the end of the process: the last trace is whole; %d of its report "
+                   "files being written lost, temporary files removed; a larger %s would have kept them",
+                   key, limit_s, removed, key);
         return;
+    }
     char more[96] = "";
     if (jobs > 1)
         snprintf(more, sizeof more, " and %u queued trace%s", jobs - 1, jobs > 2 ? "s" : "");
