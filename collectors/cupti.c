@@ -267,7 +267,7 @@ void sp_cupti_window_close(int *device)
 
 /* The exporter's side of a window close: the device sync (timed: its record
  * fixes CUPTI's offset, cupti_window.c), the flush, the take, the drops. */
-size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, int api_filter, sp_gpu_event_t **out,
+size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_gpu_event_t **out,
                         uint64_t *dropped, uint64_t *filtered)
 {
     *out = NULL;
@@ -311,8 +311,8 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, int 
         offset_measured = 1;
     if (collector)   /* its cudaSetDevice, and what the runtime did inside its calls */
         sp_cupti_drop_thread(sh.recs, &sh.nrecs, me);
-    size_t n = sp_cupti_take_window(sh.recs, &sh.nrecs, begin, end, api_filter, filtered, out);
-    *filtered += sp_cupti_take_queries(sh.queries, &sh.nqueries, sh.clock_offset - offset_was, begin, end,
+    size_t n = sp_cupti_take_window(sh.recs, &sh.nrecs, begin, end, out);
+    *filtered = sp_cupti_take_queries(sh.queries, &sh.nqueries, sh.clock_offset - offset_was, begin, end,
                                        collector ? me : 0) + sh.queries_unkept;
     sh.queries_unkept = 0;
     sh.drops_pending = 0;

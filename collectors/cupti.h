@@ -56,9 +56,8 @@ int sp_cupti_api_is_query(int driver, uint32_t cbid);
  * records by their start, GPU records by the API call that launched them,
  * else by their own start) moved into a malloc'ed array; older records are
  * dropped, later ones kept. *dropped: records lost since the last collect.
- * With api_filter, the window's query records (sp_cupti_api_is_query) are
- * left out and counted in *filtered. */
-size_t sp_cupti_collect(int sync, int device, uint64_t begin_ns, uint64_t end_ns, int api_filter,
+ * *filtered: the window's query records left out (sp_cupti_set_query_filter). */
+size_t sp_cupti_collect(int sync, int device, uint64_t begin_ns, uint64_t end_ns,
                         sp_gpu_event_t **out, uint64_t *dropped, uint64_t *filtered);
 /* Records lost, cumulative: CUPTI's own drops (full buffers) and parsed
  * records past the bound on those kept (cupti_buffer_mb, the cycle cap). */

@@ -86,19 +86,11 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* A query record left out: it launches nothing, so no GPU record of the
- * window is its, and leaving it out here spares the sort below its id. */
-static int left_out(const sp_gpu_event_t *e, int filter)
-{
-    return filter && sp_cupti_api_is_query(e->kind == SP_GPU_DRIVER, e->cbid);
-}
-
-size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin, uint64_t end, int filter,
-                            uint64_t *filtered, sp_gpu_event_t **out)
+size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin, uint64_t end,
+                            sp_gpu_event_t **out)
 {
     size_t nr = *nrecs, napi = 0;
     *out = NULL;
-    *filtered = 0;
     for (size_t i = 0; i < nr; i++)
         napi += is_api(&recs[i]);
     uint32_t *mine = malloc((napi ? napi : 1) * sizeof *mine);
@@ -111,7 +103,7 @@ size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin,
     }
     for (size_t i = 0; i < nr; i++) {
         const sp_gpu_event_t *e = &recs[i];
-        if (is_api(e) && e->start >= begin && e->start <= end && !left_out(e, filter))
+        if (is_api(e) && e->start >= begin && e->start <= end)
             mine[nmine++] = e->correlation;
     }
     qsort(mine, nmine, sizeof *mine, cmp_u32);
@@ -121,9 +113,7 @@ size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin,
         int ours = api ? (e->start >= begin && e->start <= end)
                        : (e->correlation && bsearch(&e->correlation, mine, nmine, sizeof *mine, cmp_u32)) ||
                              (!e->correlation && e->start >= begin && e->start <= end);
-        if (ours && api && left_out(e, filter))
-            ++*filtered;
-        else if (ours)
+        if (ours)
             v[n++] = *e;
         else if (e->start > end)
             recs[keep++] = *e;   /* a later window's */

@@ -27,11 +27,9 @@ int sp_cupti_marker_fix(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid, uint3
  * thread: none of its calls are the program's). */
 void sp_cupti_drop_thread(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid);
 /* The records of the window [begin, end] (CLOCK_MONOTONIC ns) into a new
- * array *out (count returned); later windows' records stay in recs. With
- * filter, the window's API records that sp_cupti_api_is_query names are left
- * out, and counted in *filtered. */
-size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin, uint64_t end, int filter,
-                            uint64_t *filtered, sp_gpu_event_t **out);
+ * array *out (count returned); later windows' records stay in recs. */
+size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin, uint64_t end,
+                            sp_gpu_event_t **out);
 
 /* The window [begin, end]'s query records left out, counted; those of thread
  * tid (stepprof's collecting thread; 0: none) are not the program's; later

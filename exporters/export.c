@@ -195,7 +195,7 @@ void sp_export_collect_gpu(sp_export_job_t *job)
         return;
     /* The window's close, the part that waits: off the program's thread (design.md). */
     job->ngpu = sp_cupti_collect(job->gpu_sync, job->gpu_device, sp_clock_to_ns(job->t_begin),
-                                 sp_clock_to_ns(job->t_end), job->cupti_api_filter, &job->gpu, &job->cupti_dropped,
+                                 sp_clock_to_ns(job->t_end), &job->gpu, &job->cupti_dropped,
                                  &job->api_filtered);
     job->gpu_collect = 0;
 }

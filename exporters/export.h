@@ -19,8 +19,7 @@ typedef struct sp_export_job {
     int record_shapes;        /* written as "record_shapes": 1, as Kineto does */
     int cupti;                /* GPU activity came from CUPTI */
     uint64_t cupti_dropped;   /* records CUPTI dropped in this window */
-    int cupti_api_filter;     /* leave out CUPTI-only query records (cupti_api_filter: queries) */
-    uint64_t api_filtered;    /* ... so many of this window's */
+    uint64_t api_filtered;    /* CUPTI query records of this window left out (cupti_api_filter) */
     int gpu_collect;          /* the exporter collects CUPTI's records of the window first */
     int gpu_sync, gpu_device; /* ... after a device sync (not at exit) of this device (-1: current) */
     struct sp_gpu_event *gpu; /* CUPTI's records of the window, collected by the exporter in */

@@ -156,7 +156,6 @@ static void close_record_window(uint64_t now, int truncated)
     job.table.print = (cfg.table.print & SP_TABLE_PRINT_STDERR ? SP_JOB_TABLE_STDERR : 0) |
                       (cfg.table.print & SP_TABLE_PRINT_FILE ? SP_JOB_TABLE_FILE : 0);
     job.cupti = sp_cupti_active();
-    job.cupti_api_filter = cfg.cupti_api_filter == SP_CUPTI_API_FILTER_QUERIES;
     job.gpu_collect = job.cupti;
     job.gpu_sync = !finished;
     job.gpu_device = device;
