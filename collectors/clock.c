@@ -40,22 +40,35 @@ static int cpu_has_invariant_tsc(void)
  * the preemption (milliseconds on a loaded machine), and the slope through it
  * would draw TSC-timed calls that far from CUPTI's records, across a window's
  * bounds (test_clock): the narrowest of a few brackets is kept. */
-#define PAIR_TRIES 16
-#define PAIR_GOOD_NS 1000
-
-static void read_pair(uint64_t *tsc, uint64_t *ns)
+uint64_t sp_clock_bracket(int (*read)(void *arg, uint64_t *value), void *arg, int tries, uint64_t good_ns,
+                          uint64_t *value)
 {
-    uint64_t best = UINT64_MAX;
-    for (int i = 0; i < PAIR_TRIES && best > PAIR_GOOD_NS; i++) {
+    uint64_t best = UINT64_MAX, mid = 0;
+    for (int i = 0; i < tries && best > good_ns; i++) {
+        uint64_t v = 0;
         uint64_t a = sp_clock_mono_ns();
-        uint64_t t = __rdtsc();
+        if (read(arg, &v) != 0)
+            return 0;
         uint64_t b = sp_clock_mono_ns();
         if (b - a < best) {
             best = b - a;
-            *tsc = t;
-            *ns = a + (b - a) / 2;
+            *value = v;
+            mid = a + (b - a) / 2;
         }
     }
+    return mid;
+}
+
+static int read_tsc(void *arg, uint64_t *value)
+{
+    (void)arg;
+    *value = __rdtsc();
+    return 0;
+}
+
+static void read_pair(uint64_t *tsc, uint64_t *ns)
+{
+    *ns = sp_clock_bracket(read_tsc, NULL, 16, 1000, tsc);
 }
 
 void sp_clock_init(void)
@@ -80,7 +93,7 @@ void sp_clock_recalibrate(void)
      * happens for a run that exports almost as soon as it starts. */
     while (sp_clock_mono_ns() - cal_ns0 < 2000000)
         ;
-    uint64_t tsc, ns;
+    uint64_t tsc = 0, ns;
     read_pair(&tsc, &ns);
     /* Writers take the count from even to odd (no lock a fork could copy held). */
     unsigned s = __atomic_load_n(&cal_seq, __ATOMIC_RELAXED);

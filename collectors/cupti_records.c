@@ -63,20 +63,17 @@ void sp_cupti_set_buffer_cap(long buffer_mb)
  * the thread was preempted in (a loaded machine) would be off by the whole
  * preemption, and every record of the window drawn that far from its call,
  * on either side of the window's bounds. */
+static int read_cupti(void *arg, uint64_t *value)
+{
+    (void)arg;
+    return api.timestamp(value) != CUPTI_SUCCESS;
+}
+
 void sp_cupti_calibrate(void)
 {
-    uint64_t best = UINT64_MAX;
-    for (int i = 0; i < 8 && best > 1000; i++) {
-        uint64_t c = 0;
-        uint64_t a = sp_clock_mono_ns();
-        if (api.timestamp(&c) != CUPTI_SUCCESS)
-            return;
-        uint64_t b = sp_clock_mono_ns();
-        if (b - a < best) {
-            best = b - a;
-            sh.clock_offset = (int64_t)(a + (b - a) / 2) - (int64_t)c;
-        }
-    }
+    uint64_t c = 0, mid = sp_clock_bracket(read_cupti, NULL, 8, 1000, &c);
+    if (mid)
+        sh.clock_offset = (int64_t)mid - (int64_t)c;
 }
 
 static uint64_t to_mono(uint64_t t)
