@@ -12,6 +12,7 @@ traces copied back):
                               event per recorded step against torch.profiler's (items 9, 11)
   steptimes DIR FIRST LAST    median step times of plain/stepprof/torch (and *_stack) runs over steps
                               FIRST..LAST (recording) and after LAST (after the window)"""
+import bisect
 import collections
 import glob
 import gzip
@@ -110,18 +111,24 @@ def py_per_step(t):
         n = ADDR.sub(" at 0x>", e["name"])
         return re.sub(r"\(\d+\): ", "(?): ", n) if e["ts"] < t0 else n
 
-    def own(e):
-        while e is not None:
-            if "torch/profiler/" in e["name"] or "torch/autograd/profiler" in e["name"]:
-                return True
-            e = by_id.get(e["args"].get("Python parent id"))
-        return False
-    out = {}
-    for n, a, b in spans:
-        evs = [e for e in py if a <= e["ts"] <= b and not own(e)]
-        out[n] = collections.Counter((name(e), name(by_id[e["args"]["Python parent id"]])
-                                      if e["args"].get("Python parent id") in by_id else "", e["args"].get("CallFrom", ""))
-                                     for e in evs)
+    owned = {}
+
+    def own(e):   # memoized per Python id: each ancestor chain is walked once in all
+        k = e["args"].get("Python id")
+        if k not in owned:
+            parent = by_id.get(e["args"].get("Python parent id"))
+            owned[k] = ("torch/profiler/" in e["name"] or "torch/autograd/profiler" in e["name"] or
+                        (parent is not None and parent is not e and own(parent)))
+        return owned[k]
+    spans.sort(key=lambda s: s[1])
+    starts = [a for _, a, _ in spans]
+    out = {n: collections.Counter() for n, _, _ in spans}
+    for e in py:   # each event to the step whose span holds it: a search, not a scan per step
+        i = bisect.bisect_right(starts, e["ts"]) - 1
+        if i < 0 or e["ts"] > spans[i][2] or own(e):
+            continue
+        parent = by_id.get(e["args"].get("Python parent id"))
+        out[spans[i][0]][(name(e), name(parent) if parent else "", e["args"].get("CallFrom", ""))] += 1
     return out
 
 
