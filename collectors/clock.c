@@ -40,11 +40,10 @@ static int cpu_has_invariant_tsc(void)
  * the preemption (milliseconds on a loaded machine), and the slope through it
  * would draw TSC-timed calls that far from CUPTI's records, across a window's
  * bounds (test_clock): the narrowest of a few brackets is kept. */
-uint64_t sp_clock_bracket(int (*read)(void *arg, uint64_t *value), void *arg, int tries, uint64_t good_ns,
-                          uint64_t *value)
+uint64_t sp_clock_bracket(int (*read)(void *arg, uint64_t *value), void *arg, int tries, uint64_t *value)
 {
     uint64_t best = UINT64_MAX, mid = 0;
-    for (int i = 0; i < tries && best > good_ns; i++) {
+    for (int i = 0; i < tries; i++) {
         uint64_t v = 0;
         uint64_t a = sp_clock_mono_ns();
         if (read(arg, &v) != 0)
@@ -68,7 +67,7 @@ static int read_tsc(void *arg, uint64_t *value)
 
 static void read_pair(uint64_t *tsc, uint64_t *ns)
 {
-    *ns = sp_clock_bracket(read_tsc, NULL, 16, 1000, tsc);
+    *ns = sp_clock_bracket(read_tsc, NULL, 16, tsc);
 }
 
 void sp_clock_init(void)

@@ -28,13 +28,14 @@ static inline uint64_t sp_clock_ticks(void)
 }
 
 void sp_clock_init(void);            /* once, at activation */
-/* Another clock against CLOCK_MONOTONIC: the narrowest of up to `tries`
- * brackets [monotonic, read(), monotonic] (stopping at one of <= good_ns),
- * since a bracket the thread was preempted in is off by up to half the
- * preemption. *value: that bracket's read; returned: its CLOCK_MONOTONIC
- * midpoint, 0 when read fails (nonzero). */
-uint64_t sp_clock_bracket(int (*read)(void *arg, uint64_t *value), void *arg, int tries, uint64_t good_ns,
-                          uint64_t *value);
+/* Another clock against CLOCK_MONOTONIC: the narrowest of `tries` brackets
+ * [monotonic, read(), monotonic], since a bracket the thread was preempted in
+ * is off by up to half the preemption, and the first, cold one (a 1 us
+ * bracket was once taken as good enough) by up to half its width: 100-500 ns,
+ * which drew calls before the NVTX range that encloses them. *value: that
+ * bracket's read; returned: its CLOCK_MONOTONIC midpoint, 0 when read fails
+ * (nonzero). */
+uint64_t sp_clock_bracket(int (*read)(void *arg, uint64_t *value), void *arg, int tries, uint64_t *value);
 void sp_clock_recalibrate(void);     /* before converting a batch of ticks */
 uint64_t sp_clock_to_ns(uint64_t ticks);
 int64_t sp_clock_epoch_offset(void); /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */

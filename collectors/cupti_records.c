@@ -71,7 +71,7 @@ static int read_cupti(void *arg, uint64_t *value)
 
 void sp_cupti_calibrate(void)
 {
-    uint64_t c = 0, mid = sp_clock_bracket(read_cupti, NULL, 8, 1000, &c);
+    uint64_t c = 0, mid = sp_clock_bracket(read_cupti, NULL, 8, &c);
     if (mid)
         sh.clock_offset = (int64_t)mid - (int64_t)c;
 }

@@ -239,3 +239,30 @@ def test_window_membership_cupti_clock_ahead():
 
 def test_window_membership_cupti_clock_behind():
     _window_membership(-50000)
+
+
+def test_calls_only_cupti_records_stay_inside_their_nvtx_range():
+    """A call stepprof does not intercept (__cudaPush/PopCallConfiguration,
+    cudaGetLastError) has only CUPTI's time, drawn beside NVTX ranges timed by
+    the TSC: the two clocks' calibrations must agree to well under the ~60 ns
+    between `nvtxRangePushA("optimizer")` and the launch after it, or the call
+    is drawn before the range and takes the outer range's External id. A cold,
+    1 us-wide calibration bracket once did that in most runs (clock.c). Every
+    CUPTI-only call carries the External id of the launch it belongs to
+    (push, pop, launch, cudaGetLastError), in three runs."""
+    need_fake_cupti()
+    for attempt in range(3):
+        r = run([prog("train")], env={"STEPS": 5, "PROF_MARKER": "nvtx:train_step", "PROF_WARMUP": 1,
+                                       "PROF_ACTIVE": 3, "PROF_CUPTI_API_FILTER": "none"})
+        assert r.returncode == 0, r.stderr
+        t = load(r.trace())
+        calls = sorted(runtime_events(t, all_sources=True), key=lambda e: e["ts"])
+        seq = [e["name"] for e in calls]   # cudaLaunchKernel: as drawn for __cudaLaunchKernel too
+        launches = [i for i, name in enumerate(seq) if name == "cudaLaunchKernel"]
+        assert len(launches) == 12, seq
+        for i in launches:
+            near = calls[i - 2:i + 2]
+            assert [e["name"] for e in near] == ["__cudaPushCallConfiguration", "__cudaPopCallConfiguration",
+                                                   "cudaLaunchKernel", "cudaGetLastError"], (attempt, seq[i - 3:i + 3])
+            ext = [e["args"].get("External id") for e in near]
+            assert len(set(ext)) == 1, (attempt, [(e["name"], e["ts"], e["args"].get("External id")) for e in near])

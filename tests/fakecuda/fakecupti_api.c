@@ -97,12 +97,24 @@ __attribute__((constructor)) static void api_init(void) {
   atomic_store(&fcp_offset, offset_of(realtime_now));
 }
 
+/* Read once: CUPTI's own read is one clock_gettime, and a getenv inside the read
+ * would put the clock read at one end of a client's bracket, not its middle. */
+static int64_t clock_skew(void) {
+  static _Atomic int read;
+  static _Atomic int64_t skew;
+  if (!atomic_load_explicit(&read, memory_order_acquire)) {
+    const char *e = getenv("FAKECUPTI_CLOCK_SKEW_NS");
+    atomic_store_explicit(&skew, e ? strtoll(e, NULL, 10) : 0, memory_order_relaxed);
+    atomic_store_explicit(&read, 1, memory_order_release);
+  }
+  return atomic_load_explicit(&skew, memory_order_relaxed);
+}
+
 FCP_EXPORT CUptiResult cuptiGetTimestamp(uint64_t *timestamp) {
   if (!timestamp) return CUPTI_ERROR_INVALID_PARAMETER;
   /* FAKECUPTI_CLOCK_SKEW_NS: this clock runs that far behind the records', so a
    * client calibrating against it is off by as much (tests of pairing by order). */
-  const char *skew = getenv("FAKECUPTI_CLOCK_SKEW_NS");
-  *timestamp = fcp_ts(fcp_mono_now()) - (uint64_t)(skew ? strtoll(skew, NULL, 10) : 0);
+  *timestamp = fcp_ts(fcp_mono_now()) - (uint64_t)clock_skew();
   return CUPTI_SUCCESS;
 }
 
