@@ -137,6 +137,17 @@ static void call_from(shadow_t *s, int d, pyobj frame, int python)
         sp_py.decref(held);
 }
 
+/* A frame or C call about to return (slot depth - 1) that began outside a
+ * record window (no clock read, no "CallFrom") but is written, as it returns
+ * inside one: its "CallFrom" now. Its caller is still at the call's line. */
+static void late_from(shadow_t *s, pyobj frame, int python)
+{
+    int d = s->depth - 1;
+    if (d >= 0 && d < PY_MAX && !s->from[d] && s->id[d] && d < s->hidden && s->kind[d] != K_THROUGH &&
+        sp_win_records(sp_ev_gate_load()))
+        call_from(s, d, frame, python);
+}
+
 /* The clock now in a record window, else 0 (no clock read: a frame that
  * began before the window starts at win_t whatever its t0); notes a new
  * window (the start of the frames that began before it). */
@@ -217,12 +228,17 @@ static int on_event(pyobj obj, pyobj frame, int what, pyobj arg)
         if (mine && s->t0[d] && s->id[d])
             call_from(s, d, frame, 0);
     } else if (what == PY_RETURN) {
-        while (in_c(s))   /* a C call whose return was not seen (it began before the profile function) */
+        while (in_c(s)) { /* a C call whose return was not seen (it began before the profile function) */
+            late_from(s, frame, 0);
             pop(s);
-        if (s->depth > 0)
+        }
+        if (s->depth > 0) {
+            late_from(s, frame, 1);
             pop(s);
+        }
         s->gen++;
     } else if ((what == PY_C_RETURN || what == PY_C_EXCEPTION) && (s->depth > PY_MAX || in_c(s))) {
+        late_from(s, frame, 0);
         pop(s);
     }
     return 0;

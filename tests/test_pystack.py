@@ -297,6 +297,26 @@ def modules_around(trace):
     return out
 
 
+def test_frame_begun_before_the_window_carries_its_call_from():
+    """A step function that steps the optimizer (the boundary) before it returns: the call that opens
+    the window began in warmup, with no clock read and so no "CallFrom" then, and returns inside the
+    window. It is written with its caller's line, as torch.profiler writes it; every python_function
+    event of either trace has one."""
+    mine = under_stepprof({"PROF_WITH_STACK": 1, "STACK_STEP_FN": 1})
+    out = os.path.join(mine.cwd, "ref_step_fn")
+    ref_run = run([sys.executable, program("torch_stack_profiled.py"), str(ITERS), out,
+                   *(str(SCHED[k]) for k in ("PROF_WAIT", "PROF_WARMUP", "PROF_ACTIVE"))],
+                  preload=False, fake=False, env={"STACK_STEP_FN": 1}, timeout=300)
+    assert ref_run.returncode == 0, ref_run.stderr
+    call_line = [i for i, l in enumerate(open(program(PROG)), 1) if "= one_step(" in l]
+    assert len(call_line) == 1, call_line
+    for trace in (load(mine.trace()), load(os.path.join(out, "torch.pt.trace.json"))):
+        py = [e for e in trace["traceEvents"] if e.get("cat") == "python_function"]
+        assert py and all("CallFrom" in e["args"] for e in py), [e["name"] for e in py if "CallFrom" not in e["args"]]
+        froms = [e["args"]["CallFrom"] for e in py if e["name"].endswith(": one_step")]
+        assert froms == ["torch_stack.py:%d" % call_line[0]] * 4, froms
+
+
 def test_nn_module_events_are_torch_profilers():
     """torch.profiler writes each nn.Module call as a python_function event "nn.Module: <class>_<k>"
     (k: the instance's number among its class's, in first-call order), in place of Module.__call__'s

@@ -10,6 +10,9 @@
 # loaded; without a driver it fails, and the loop goes on). With STACK_FORK=1
 # a child forked in step 2 prints whether the profile function is on there.
 # With STACK_SETPROFILE=1 train() runs under a profile function of its own.
+# With STACK_STEP_FN=1 each iteration is one call of one_step(), which steps
+# the optimizer (and calls on_step) before it returns: a frame that begins in
+# one step and returns in the next.
 import ctypes
 import os
 import sys
@@ -81,13 +84,17 @@ def train(iters, on_step=None):
     x = torch.randn(16, 32)
     y = torch.randint(0, 10, (16,))
     seen = []
+    step_fn = os.environ.get("STACK_STEP_FN") == "1"
     for _ in range(iters):
-        opt.zero_grad()
-        loss = loss_of(model, x, y)
-        loss.backward()
-        opt.step()
-        if on_step:
-            on_step()
+        if step_fn:
+            loss = one_step(model, opt, x, y, on_step)
+        else:
+            opt.zero_grad()
+            loss = loss_of(model, x, y)
+            loss.backward()
+            opt.step()
+            if on_step:
+                on_step()
         seen.append(probe())
         if os.environ.get("STACK_CUDA") == "1":
             sync_device()
@@ -99,6 +106,16 @@ def train(iters, on_step=None):
         print("own profile function kept: %s" % (sys.getprofile() is own_profile))
         sys.setprofile(None)
     return loss.item()
+
+
+def one_step(model, opt, x, y, on_step):
+    opt.zero_grad()
+    loss = loss_of(model, x, y)
+    loss.backward()
+    opt.step()
+    if on_step:
+        on_step()
+    return loss
 
 
 if __name__ == "__main__":
