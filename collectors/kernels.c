@@ -185,23 +185,28 @@ static void forget_one(int is_handle, const void *ptr)
         forget_resolved();
 }
 
-void sp_kern_register(const void *host_fun, const char *mangled)
+int sp_kern_register(const void *host_fun, const char *mangled)
 {
     if (!host_fun || !mangled)
-        return;
+        return 0;
     char *copy = strdup(mangled);
     if (!copy)
-        return;
+        return 0;
     pthread_mutex_lock(&lock);
     slot_t *old = find(&names, host_fun);
     if (old && old->key) {
-        if (strcmp(old->val, copy) != 0)
-            forget_resolved();
+        if (strcmp(old->val, copy) == 0) {
+            pthread_mutex_unlock(&lock);
+            free(copy);
+            return 0;
+        }
+        forget_resolved();
         free((void *)old->val);
     }
     forget_one(0, host_fun);
     put(&names, host_fun, copy);
     pthread_mutex_unlock(&lock);
+    return 1;
 }
 
 void sp_kern_map_handle(const void *handle, const void *host_fun)

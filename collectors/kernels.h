@@ -8,7 +8,12 @@
 
 #include <stddef.h>
 
-void sp_kern_register(const void *host_fun, const char *mangled);
+/* host_fun (a stub, or a driver CUfunction) named mangled; 1 when that
+ * changed its name (it had none, or another: a CUfunction whose address an
+ * unloaded module's function had), 0 when it already had this one. Records
+ * keep only the pointer, so a window's records of the old function that are
+ * exported after a rename show the new name. */
+int sp_kern_register(const void *host_fun, const char *mangled);
 void sp_kern_map_handle(const void *handle, const void *host_fun);
 
 /* Demangled name for a stub (is_handle = 0) or a launch handle (1), NULL

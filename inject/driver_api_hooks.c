@@ -18,24 +18,45 @@
 
 typedef CUresult (*func_name_fn)(const char **, CUfunction);
 
+static func_name_fn get_name;
+static CUfunction last_named;
+
+/* f's name as the driver has it now, registered; whether that renamed f. */
+static int name_now(CUfunction f)
+{
+    if (!get_name)
+        get_name = (func_name_fn)sp_real("cuFuncGetName");
+    const char *n = NULL;
+    return get_name && get_name(&n, f) == CUDA_SUCCESS && n && sp_kern_register(f, n);
+}
+
 /* Registers f's name on its first recorded launch, or when the kernel:
  * marker first sees it (markers.h); the last one named is remembered so a
  * loop over one kernel skips the registry's lock. */
 void sp_drv_name_function(const void *fn)
 {
     CUfunction f = (CUfunction)fn;
-    static CUfunction last;
-    static func_name_fn get_name;
-    if (!f || __atomic_load_n(&last, __ATOMIC_RELAXED) == f)
+    if (!f || __atomic_load_n(&last_named, __ATOMIC_RELAXED) == f)
         return;
-    if (!sp_kern_mangled(f, 0)) {
-        if (!get_name)
-            get_name = (func_name_fn)sp_real("cuFuncGetName");
-        const char *n = NULL;
-        if (get_name && get_name(&n, f) == CUDA_SUCCESS && n)
-            sp_kern_register(f, n);
+    if (!sp_kern_mangled(f, 0))
+        name_now(f);
+    __atomic_store_n(&last_named, f, __ATOMIC_RELAXED);
+}
+
+/* A CUfunction is named as the program gets it, as a runtime stub is at its
+ * registration: a module unloaded frees its functions, and one of a module
+ * loaded later may get the same address (Triton, CuPy and numba load and
+ * unload modules), which must not keep the old name nor the marker's verdict
+ * on it. Like registration, this is no event and works before activation. */
+SP_REAL_FN(CUresult, cuModuleGetFunction, (CUfunction * f, CUmodule m, const char *name), (f, m, name))
+SP_EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
+{
+    CUresult r = real_cuModuleGetFunction(f, m, name);
+    if (r == CUDA_SUCCESS && f && *f && name_now(*f)) {
+        sp_mark_forget(*f);
+        __atomic_compare_exchange_n(&last_named, &(CUfunction){*f}, NULL, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     }
-    __atomic_store_n(&last, f, __ATOMIC_RELAXED);
+    return r;
 }
 
 static inline void fill_drv_launch(sp_event_t *e, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,

@@ -34,7 +34,7 @@ static const wrap_t wraps[] = {
     W(cuLaunchCooperativeKernel), W(cuGraphLaunch), W(cuMemAlloc_v2), W(cuMemAllocAsync), W(cuMemAllocAsync_ptsz),
     W(cuMemFree_v2), W(cuMemFreeAsync), W(cuMemFreeAsync_ptsz), W(cuMemcpyHtoD_v2), W(cuMemcpyDtoH_v2),
     W(cuMemcpyHtoDAsync_v2), W(cuMemcpyDtoHAsync_v2), W(cuMemsetD8_v2), W(cuStreamSynchronize),
-    W(cuCtxSynchronize), W(cuMemCreate), W(cuMemRelease), W(cuMemMap), W(cuMemUnmap),
+    W(cuCtxSynchronize), W(cuModuleGetFunction), W(cuMemCreate), W(cuMemRelease), W(cuMemMap), W(cuMemUnmap),
 };
 #define NWRAPS (sizeof wraps / sizeof wraps[0])
 static void *reals[NWRAPS];

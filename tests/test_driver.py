@@ -301,3 +301,25 @@ def test_nested_driver_records_dropped_whatever_starts_between():
     assert sorted(calls) == ["cuLaunchKernel", "cudaLaunchKernel", "k"], sorted(calls)
     assert calls["cudaLaunchKernel"]["# of Calls"] == str(n) and calls["cuLaunchKernel"]["# of Calls"] == "1", calls
     assert calls["cudaLaunchKernel"]["Self CPU"] == calls["cudaLaunchKernel"]["CPU total"] == "40.000us", calls
+
+
+def test_function_of_a_module_loaded_after_an_unload_gets_its_own_name():
+    """A module unloaded frees its functions; one got from a module loaded later may have the same
+    address (the stand-in's heap, as NVIDIA's, hands it out again: drv_reload prints reused=1). That
+    function is named as the program gets it (cuModuleGetFunction), as a runtime stub is at its
+    registration: its launches are not drawn under the unloaded kernel's name, and a kernel: marker's
+    verdict on the old function ("never matches") is not kept for the new one."""
+    r = run([prog("drv_reload")], env={"PROF_CUPTI": 0})
+    assert r.returncode == 0 and "reused=1" in r.stdout and "launches=6" in r.stdout, (r.stdout, r.stderr)
+    launches = [e for e in load(r.trace())["traceEvents"] if e.get("name") == "cuLaunchKernel"]
+    assert len(launches) == 6, launches
+    assert [e["args"]["kernel"] for e in launches[3:]] == ["kernel_b(float*)"] * 3, launches
+    # A boundary per launch of kernel_b: after a warmup step, the window holds one launch.
+    r = run([prog("drv_reload")], env={"PROF_MARKER": "kernel:kernel_b*", "PROF_WAIT": 0, "PROF_WARMUP": 1,
+                                       "PROF_ACTIVE": 1})
+    assert r.returncode == 0 and "reused=1" in r.stdout, (r.stdout, r.stderr)
+    t = load(r.trace())
+    drawn = [e for e in t["traceEvents"] if e.get("name") == "cuLaunchKernel" and
+             e["args"].get("stepprof_source") != "cupti"]
+    assert [e["args"]["kernel"] for e in drawn] == ["kernel_b(float*)"], drawn
+    assert sorted(e["name"] for e in t["traceEvents"] if e.get("cat") == "kernel") == ["kernel_b(float*)"]

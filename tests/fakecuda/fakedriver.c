@@ -8,7 +8,7 @@
  * handle, so no interposer sees that inner call, and fakecuda_driver_call() makes the observer (and so
  * the CUPTI stand-in) see the driver entry point's name instead of the runtime's. Kernels come from
  * cuModuleLoadData (any image) + cuModuleGetFunction(name): each name is registered with the runtime
- * like nvcc's __cudaRegisterFunction, so the CUPTI stand-in names its kernels. cuGetProcAddress(_v2)
+ * like nvcc's __cudaRegisterFunction, so the CUPTI stand-in names its kernels; cuModuleUnload frees them. cuGetProcAddress(_v2)
  * hands out this library's own functions (the name as given, else with _v2 appended); its flags and
  * version are not looked at. Error codes: the runtime's, mapped to the driver's where they differ.
  * As NVIDIA's, the device queries (cuDeviceGetCount, cuDeviceGet, cuDeviceGetName, cuDeviceTotalMem_v2,
@@ -193,6 +193,8 @@ EXPORT CUresult cuStreamSynchronize(CUstream s) {
 
 struct fake_module {
   void **fatbin; /* the runtime's registration handle */
+  char **fns;    /* its functions (each a strdup'ed name), freed with it */
+  size_t nfns, capfns;
 };
 
 EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
@@ -215,12 +217,38 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
   reg_fn reg = (reg_fn)rt_fn("__cudaRegisterFunction");
   if (!f || !m || !name) return CUDA_ERROR_INVALID_VALUE;
   if (!reg) return CUDA_ERROR_NOT_INITIALIZED;
-  char *key = strdup(name); /* unique address, kept for the life of the process like a module's code */
+  struct fake_module *fm = (struct fake_module *)(void *)m;
+  for (size_t i = 0; i < fm->nfns; i++) /* as NVIDIA's: the same name, the same handle */
+    if (!strcmp(fm->fns[i], name)) return *f = (CUfunction)(void *)fm->fns[i], CUDA_SUCCESS;
+  if (fm->nfns == fm->capfns) {
+    size_t cap = fm->capfns ? 2 * fm->capfns : 8;
+    char **grown = realloc(fm->fns, cap * sizeof *grown);
+    if (!grown) return CUDA_ERROR_OUT_OF_MEMORY;
+    fm->fns = grown, fm->capfns = cap;
+  }
+  char *key = strdup(name); /* unique address while the module is loaded, like a module's code */
   if (!key) return CUDA_ERROR_OUT_OF_MEMORY;
+  fm->fns[fm->nfns++] = key;
   as_driver(__func__);
-  reg(((struct fake_module *)(void *)m)->fatbin, key, key, key, -1, NULL, NULL, NULL, NULL, NULL);
+  reg(fm->fatbin, key, key, key, -1, NULL, NULL, NULL, NULL, NULL);
   as_driver(NULL);
   *f = (CUfunction)(void *)key;
+  return CUDA_SUCCESS;
+}
+
+/* Its functions are unregistered and their memory freed, as NVIDIA's frees a module's: a function got
+ * from a module loaded later may have the address an unloaded one had. */
+EXPORT CUresult cuModuleUnload(CUmodule m) {
+  void (*unreg)(void **) = (void (*)(void **))rt_fn("__cudaUnregisterFatBinary");
+  if (!m) return CUDA_ERROR_INVALID_VALUE;
+  if (!unreg) return CUDA_ERROR_NOT_INITIALIZED;
+  struct fake_module *fm = (struct fake_module *)(void *)m;
+  as_driver(__func__);
+  unreg(fm->fatbin);
+  as_driver(NULL);
+  for (size_t i = 0; i < fm->nfns; i++) free(fm->fns[i]);
+  free(fm->fns);
+  free(fm);
   return CUDA_SUCCESS;
 }
 

@@ -29,8 +29,12 @@ $(LOAD_OUT)/plugin_host $(LOAD_OUT)/dlopen_lib: $(LOAD_OUT)/%: $(LOAD_SRC)/%.c $
 #   drv_linked      links libcuda (modes direct, proc, dlopen)
 #   drv_static      does not link libcuda: dlopen + cuGetProcAddress only, as static cudart
 #   libdrvblas.so   links libcuda; plugin_host drv dlopens it RTLD_LOCAL (cuBLAS-style launches)
+#   drv_reload      links libcuda: a module unloaded, another loaded (drv_reload.c)
 LOAD_DRV := -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl
-PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,drv_linked drv_static libdrvblas.so)
+PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,drv_linked drv_static libdrvblas.so drv_reload)
+$(LOAD_OUT)/drv_reload: $(LOAD_SRC)/drv_reload.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -o $@ $< $(LOAD_DRV)
 $(LOAD_OUT)/drv_linked: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
 	@mkdir -p $(@D)
 	$(CC) $(LOAD_CFLAGS) -DDRV_MAIN -DDRV_LINKED -o $@ $< $(LOAD_DRV)
