@@ -132,60 +132,117 @@ uint64_t sp_annot_range_at(const sp_gpu_view_t *v, const sp_event_ref_t *ev, con
     return id;
 }
 
+/* A range's extent on one GPU stream: the union's bounds of the GPU records
+ * under it there. Each range has one inline (most run on one stream); more
+ * are chained from the side list by index (1-based; 0 ends the chain). */
 typedef struct span {
-    uint64_t id;
-    uint32_t dev, stream;
     uint64_t a, b;
+    uint32_t dev, stream;
+    uint32_t next;
+    uint32_t used;
 } span_t;
 
-static int cmp_span(const void *a, const void *b)
+typedef struct spans {
+    span_t *head;          /* per External id (index id - 1) */
+    span_t *more;
+    size_t nmore, capmore;
+} spans_t;
+
+static int span_add(spans_t *s, uint64_t id, uint32_t dev, uint32_t stream, uint64_t a, uint64_t b)
 {
-    const span_t *x = a, *y = b;
-    if (x->id != y->id)
-        return x->id < y->id ? -1 : 1;
-    if (x->dev != y->dev)
-        return x->dev < y->dev ? -1 : 1;
-    return (x->stream > y->stream) - (x->stream < y->stream);
+    span_t *p = &s->head[id - 1];
+    if (!p->used) {
+        *p = (span_t){a, b, dev, stream, 0, 1};
+        return 0;
+    }
+    for (;;) {
+        if (p->dev == dev && p->stream == stream) {
+            p->a = a < p->a ? a : p->a;
+            p->b = b > p->b ? b : p->b;
+            return 0;
+        }
+        if (!p->next)
+            break;
+        p = &s->more[p->next - 1];
+    }
+    /* p is the chain's last: its link is set before the list may move. */
+    if (s->nmore == UINT32_MAX)
+        return -1;
+    p->next = (uint32_t)s->nmore + 1;
+    if (s->nmore == s->capmore) {
+        size_t nc = s->capmore ? 2 * s->capmore : 64;
+        span_t *grown = realloc(s->more, nc * sizeof *grown);
+        if (!grown) {
+            p->next = 0;
+            return -1;
+        }
+        s->more = grown;
+        s->capmore = nc;
+    }
+    s->more[s->nmore++] = (span_t){a, b, dev, stream, 0, 1};
+    return 0;
 }
 
-/* One entry per GPU record and enclosing NVTX range (the launching call's
- * innermost range and every range around it; steps are walked through, never
- * drawn), sorted once: O(n depth log n), where one pass per range over every
- * GPU record was O(ranges x records). */
+static int stream_before(const span_t *x, const span_t *y)
+{
+    return x->dev != y->dev ? x->dev < y->dev : x->stream < y->stream;
+}
+
+/* Each GPU record widens its span in every NVTX range enclosing its launch
+ * (the launching call's innermost range and every range around it; steps are
+ * walked through, never drawn): O(records x depth) with no sort, and memory
+ * per range, not per record and level. Written in External id order, each
+ * range's streams in (device, stream) order. */
 void sp_annot_write(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev, const uint64_t *gext, uint64_t base)
 {
-    size_t cap = 0, ns = 0;
-    span_t *sp = NULL;
+    spans_t s = {calloc(v->nranges ? v->nranges : 1, sizeof *s.head), NULL, 0, 0};
+    if (!s.head)
+        return;
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *g = &v->gpu[i];
         for (uint64_t id = gext[i]; id; id = v->range_parent[id - 1]) {
             const sp_event_t *re = ev[v->range_ev[id - 1]].ev;
             if (re->kind != SP_EV_RANGE || (re->flags & SP_RANGE_OP))
                 continue; /* steps are walked through; operators get no GPU span, as in Kineto */
-            if (ns == cap) {
-                size_t nc = cap ? cap * 2 : 256;
-                span_t *grown = realloc(sp, nc * sizeof *sp);
-                if (!grown)
-                    goto out;
-                sp = grown;
-                cap = nc;
-            }
-            sp[ns++] = (span_t){id, g->device, g->stream, g->start, sp_gpu_end(g)};
+            if (span_add(&s, id, g->device, g->stream, g->start, sp_gpu_end(g)) != 0)
+                goto out;
         }
     }
 out:
-    if (ns)
-        qsort(sp, ns, sizeof *sp, cmp_span);
-    for (size_t i = 0; i < ns;) {
-        span_t s = sp[i];
-        for (i++; i < ns && cmp_span(&sp[i], &s) == 0; i++) {
-            s.a = sp[i].a < s.a ? sp[i].a : s.a;
-            s.b = sp[i].b > s.b ? sp[i].b : s.b;
+    for (size_t k = 0; k < v->nranges; k++) {
+        if (!s.head[k].used)
+            continue;
+        /* The range's streams, in order: a short chain, sorted by insertion. */
+        span_t one[8], *order = one;
+        size_t n = 0, cap = 8;
+        for (const span_t *p = &s.head[k];; p = &s.more[p->next - 1]) {
+            if (n == cap) {
+                span_t *grown = malloc(2 * cap * sizeof *grown);
+                if (!grown)
+                    break;
+                for (size_t j = 0; j < n; j++)
+                    grown[j] = order[j];
+                if (order != one)
+                    free(order);
+                order = grown;
+                cap *= 2;
+            }
+            size_t j = n++;
+            for (; j > 0 && stream_before(p, &order[j - 1]); j--)
+                order[j] = order[j - 1];
+            order[j] = *p;
+            if (!p->next)
+                break;
         }
-        const sp_event_t *re = ev[v->range_ev[s.id - 1]].ev;
-        sp_gpuv_slice(w, "gpu_user_annotation", sp_str_get(re->name), s.dev, s.stream, (int64_t)(s.a - base),
-                      (int64_t)(s.b - s.a));
-        sp_jw_printf(w, ",\"args\":{\"External id\":%" PRIu64 "}},\n", s.id);
+        const sp_event_t *re = ev[v->range_ev[k]].ev;
+        for (size_t j = 0; j < n; j++) {
+            sp_gpuv_slice(w, "gpu_user_annotation", sp_str_get(re->name), order[j].dev, order[j].stream,
+                          (int64_t)(order[j].a - base), (int64_t)(order[j].b - order[j].a));
+            sp_jw_printf(w, ",\"args\":{\"External id\":%" PRIu64 "}},\n", (uint64_t)k + 1);
+        }
+        if (order != one)
+            free(order);
     }
-    free(sp);
+    free(s.head);
+    free(s.more);
 }
