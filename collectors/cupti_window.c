@@ -86,6 +86,42 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The correlation ids of the window's API records: a bitmap over their span
+ * when they are dense (CUPTI numbers calls from 1: the usual case), an O(1)
+ * test per GPU record; else sorted, and a binary search per record. */
+typedef struct corr_set {
+    uint32_t *ids;
+    size_t n;
+    uint64_t *bits;
+    uint32_t lo, hi;
+} corr_set_t;
+
+static void corr_set_build(corr_set_t *c)
+{
+    c->lo = UINT32_MAX;
+    c->hi = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        c->lo = c->ids[i] < c->lo ? c->ids[i] : c->lo;
+        c->hi = c->ids[i] > c->hi ? c->ids[i] : c->hi;
+    }
+    if (c->n && (uint64_t)(c->hi - c->lo) < 64 * (uint64_t)c->n + 65536 &&
+        (c->bits = calloc((size_t)(c->hi - c->lo) / 64 + 1, sizeof *c->bits))) {
+        for (size_t i = 0; i < c->n; i++) {
+            uint32_t k = c->ids[i] - c->lo;
+            c->bits[k / 64] |= 1ull << (k % 64);
+        }
+        return;
+    }
+    qsort(c->ids, c->n, sizeof *c->ids, cmp_u32);
+}
+
+static int corr_set_has(const corr_set_t *c, uint32_t id)
+{
+    if (c->bits)
+        return id >= c->lo && id <= c->hi && (c->bits[(id - c->lo) / 64] >> ((id - c->lo) % 64) & 1);
+    return bsearch(&id, c->ids, c->n, sizeof *c->ids, cmp_u32) != NULL;
+}
+
 size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin, uint64_t end,
                             sp_gpu_event_t **out)
 {
@@ -93,25 +129,25 @@ size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin,
     *out = NULL;
     for (size_t i = 0; i < nr; i++)
         napi += is_api(&recs[i]);
-    uint32_t *mine = malloc((napi ? napi : 1) * sizeof *mine);
+    corr_set_t mine = {malloc((napi ? napi : 1) * sizeof *mine.ids), 0, NULL, 0, 0};
     sp_gpu_event_t *v = malloc((nr ? nr : 1) * sizeof *v);
-    size_t nmine = 0, n = 0, keep = 0;
-    if (!mine || !v) {
-        free(mine);
+    size_t n = 0, keep = 0;
+    if (!mine.ids || !v) {
+        free(mine.ids);
         free(v);
         return 0;
     }
     for (size_t i = 0; i < nr; i++) {
         const sp_gpu_event_t *e = &recs[i];
         if (is_api(e) && e->start >= begin && e->start <= end)
-            mine[nmine++] = e->correlation;
+            mine.ids[mine.n++] = e->correlation;
     }
-    qsort(mine, nmine, sizeof *mine, cmp_u32);
+    corr_set_build(&mine);
     for (size_t i = 0; i < nr; i++) {
         const sp_gpu_event_t *e = &recs[i];
         int api = is_api(e);
         int ours = api ? (e->start >= begin && e->start <= end)
-                       : (e->correlation && bsearch(&e->correlation, mine, nmine, sizeof *mine, cmp_u32)) ||
+                       : (e->correlation && corr_set_has(&mine, e->correlation)) ||
                              (!e->correlation && e->start >= begin && e->start <= end);
         if (ours)
             v[n++] = *e;
@@ -119,7 +155,8 @@ size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin,
             recs[keep++] = *e;   /* a later window's */
     }
     *nrecs = keep;
-    free(mine);
+    free(mine.ids);
+    free(mine.bits);
     *out = v;
     return n;
 }

@@ -220,7 +220,11 @@ static int measure_busy(sp_rep_set_t *s, sp_summary_t *m)
         if (st && d >= 0)
             sp[n++] = (span_t){e->ts, e->ts + e->dur, st - m->steps, d};
     }
-    qsort(sp, n, sizeof *sp, cmp_span);
+    size_t sorted = 1;   /* GPU work comes in start order, steps in launch order: mostly sorted already */
+    while (sorted < n && cmp_span(&sp[sorted - 1], &sp[sorted]) <= 0)
+        sorted++;
+    if (sorted < n)
+        qsort(sp, n, sizeof *sp, cmp_span);
     for (size_t i = 0; i < n;) {
         span_t cur = sp[i++];
         while (i < n && sp[i].step == cur.step && sp[i].dev == cur.dev && sp[i].a <= cur.b) {
