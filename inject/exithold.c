@@ -9,8 +9,8 @@
  * with every signal blocked, unless the thread is inside one of stepprof's
  * interposers (it may hold a lock the exporter needs): then it returns and
  * the signal is sent again a millisecond later, by when it has left. Threads
- * that are not parked within HOLD_WAIT_MS are left running (a line at debug
- * level). sp_exit_release_others lets them all go; the exit then goes on as
+ * that are not parked within HOLD_WAIT_MS, or by the time the exports are
+ * written, are left running (a line at debug level). sp_exit_release_others lets them all go; the exit then goes on as
  * it would have bare. The handler stays installed (a no-op once released):
  * a signal still queued for a thread must not meet SIG_DFL, which for a
  * real-time signal ends the process. */
@@ -119,7 +119,7 @@ static int is_held(pid_t tid)
     return 0;
 }
 
-void sp_exit_hold_others(pid_t skip)
+void sp_exit_hold_others(pid_t skip, int (*done)(void))
 {
     if (hold_sig)
         return;
@@ -143,7 +143,7 @@ void sp_exit_hold_others(pid_t skip)
     hold_sig = sig;
     pid_t pid = getpid();
     int left = n;
-    for (int ms = 0; ms < HOLD_WAIT_MS && left > 0; ms++) {
+    for (int ms = 0; ms < HOLD_WAIT_MS && left > 0 && !(done && done()); ms++) {
         left = 0;
         for (int i = 0; i < n; i++) {
             if (!tids[i] || is_held(tids[i])) {
@@ -158,7 +158,10 @@ void sp_exit_hold_others(pid_t skip)
         struct timespec ms1 = {0, 1000000};
         nanosleep(&ms1, NULL);
     }
-    sp_log(SP_LOG_DEBUG, "exit: %d of %d other threads held while the last files are written", n - left, n);
+    if (left && done && done())
+        sp_log(SP_LOG_DEBUG, "exit: %d of %d other threads held: the files were written first", n - left, n);
+    else
+        sp_log(SP_LOG_DEBUG, "exit: %d of %d other threads held while the last files are written", n - left, n);
 }
 
 void sp_exit_release_others(void)

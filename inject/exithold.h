@@ -6,8 +6,11 @@
 #include <sys/types.h>
 
 /* Parks every other thread of the process (but skip, 0: none) that can take
- * a signal, once it is out of stepprof, waiting at most 200 ms for them. */
-void sp_exit_hold_others(pid_t skip);
+ * a signal, once it is out of stepprof, waiting at most 200 ms for them, and
+ * no longer once done (when not NULL) says the wait they are held for is
+ * over: a thread that keeps the signal blocked (a library's worker) must not
+ * keep a finished exit waiting. */
+void sp_exit_hold_others(pid_t skip, int (*done)(void));
 
 /* Lets them go. */
 void sp_exit_release_others(void);

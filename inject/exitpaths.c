@@ -157,7 +157,7 @@ static void *finisher_main(void *arg)
     /* Bare, the process would be gone: its other threads stay where they are
      * (the one waiting in a handler or in _exit is already still). */
     if (how != SP_FINISH_DRAIN)
-        sp_exit_hold_others(atomic_load(&asker));
+        sp_exit_hold_others(atomic_load(&asker), NULL);
     double left = (double)(atomic_load(&deadline_ns) - mono_ns()) * 1e-9;
     sp_sched_finish_bounded(how, left > 0 ? left : 0);
     atomic_store(&done, 1);
@@ -342,12 +342,17 @@ void sp_exit_report_lost(const char *key, double limit_s)
            key, limit_s, events, more, jobs > 1 ? " are" : " is", key);
 }
 
+static int exports_written(void)
+{
+    return sp_export_drain(0) == 0;
+}
+
 int sp_exit_wait_exports(double limit_s)
 {
     int64_t t0 = mono_ns(), note = t0 + PROGRESS_NS;
     atomic_store(&hurry_ns, 0);
     atomic_store(&exit_waiting, 1);
-    sp_exit_hold_others(0);
+    sp_exit_hold_others(0, exports_written);
     int rc = 0;
     for (;;) {
         double left = limit_s - (double)(mono_ns() - t0) * 1e-9;

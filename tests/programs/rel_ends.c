@@ -16,6 +16,8 @@
  *                the handler sets a flag, main prints "handled" and returns 3; else like wait
  *   ignore-int   SIGINT is SIG_IGN from the start; after "in cycle" it sleeps 300 ms, ends the
  *                cycle with cudaProfilerStop and returns 0
+ *   blocked-thread  a thread that blocks every signal sleeps throughout (as a library's worker
+ *                does); after "in cycle" main ends the cycle, sleeps 300 ms and returns 0
  * REL_FIRST_LAUNCHES (env), when set, is the number of launches of cycle 0 only (a cycle whose
  * trace is much bigger than the others).
  * Exit codes: as above; 2 on a bad MODE.
@@ -61,6 +63,17 @@ static void *exit_from_thread(void *arg)
     exit(5);
 }
 
+static void *blocked_sleeper(void *arg)
+{
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    for (;;)
+        sleep_ms(1000);
+    return NULL;
+}
+
 static void handler(void)
 {
     struct sigaction sa;
@@ -90,6 +103,10 @@ int main(int argc, char **argv)
         handler();
     if (!strcmp(mode, "ignore-int"))
         signal(SIGINT, SIG_IGN);
+    if (!strcmp(mode, "blocked-thread")) {
+        pthread_t th;
+        pthread_create(&th, NULL, blocked_sleeper, NULL);
+    }
     const char *first = getenv("REL_FIRST_LAUNCHES");
     for (long c = 0; c < cycles; c++) {
         CHECK(cudaProfilerStart());
@@ -129,6 +146,11 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "ignore-int")) {
         sleep_ms(300);
         CHECK(cudaProfilerStop());
+        return 0;
+    }
+    if (!strcmp(mode, "blocked-thread")) {
+        CHECK(cudaProfilerStop());
+        sleep_ms(300);
         return 0;
     }
     fprintf(stderr, "rel_ends: unknown mode %s\n", mode);
