@@ -109,6 +109,8 @@ def train(iters, on_step=None):
 
 
 def one_step(model, opt, x, y, on_step):
+    # train()'s loop body again, on purpose: the other tests need those calls made from train() itself
+    # (their parents and CallFrom lines), this one needs them one frame down.
     opt.zero_grad()
     loss = loss_of(model, x, y)
     loss.backward()
