@@ -191,11 +191,23 @@ EXPORT CUresult cuStreamSynchronize(CUstream s) {
 
 /* ---- modules and functions ---- */
 
+/* A CUfunction is a small block whose address the runtime registers as the host stub of its name. The
+ * blocks of unloaded modules go back to a pool that later functions are taken from, last freed first,
+ * as a heap hands out the block just freed (NVIDIA's handles are heap memory): the stand-in reuses them
+ * whatever allocator the process has (ASan's quarantine never hands a freed block back). */
+struct fake_fn {
+  struct fake_fn *next_free;
+  char *name;
+};
+
 struct fake_module {
   void **fatbin; /* the runtime's registration handle */
-  char **fns;    /* its functions (each a strdup'ed name), freed with it */
+  struct fake_fn **fns;
   size_t nfns, capfns;
 };
+
+static pthread_mutex_t fn_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fake_fn *fn_pool;
 
 EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
   void **(*reg)(void *) = (void **(*)(void *))rt_fn("__cudaRegisterFatBinary");
@@ -210,7 +222,6 @@ EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
   return CUDA_SUCCESS;
 }
 
-/* A CUfunction is a small block whose address the runtime registers as the host stub of `name`. */
 EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
   typedef void (*reg_fn)(void **, const char *, char *, const char *, int, uint3 *, uint3 *, dim3 *, dim3 *,
                          int *);
@@ -219,25 +230,34 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
   if (!reg) return CUDA_ERROR_NOT_INITIALIZED;
   struct fake_module *fm = (struct fake_module *)(void *)m;
   for (size_t i = 0; i < fm->nfns; i++) /* as NVIDIA's: the same name, the same handle */
-    if (!strcmp(fm->fns[i], name)) return *f = (CUfunction)(void *)fm->fns[i], CUDA_SUCCESS;
+    if (!strcmp(fm->fns[i]->name, name)) return *f = (CUfunction)(void *)fm->fns[i], CUDA_SUCCESS;
   if (fm->nfns == fm->capfns) {
     size_t cap = fm->capfns ? 2 * fm->capfns : 8;
-    char **grown = realloc(fm->fns, cap * sizeof *grown);
+    struct fake_fn **grown = realloc(fm->fns, cap * sizeof *grown);
     if (!grown) return CUDA_ERROR_OUT_OF_MEMORY;
     fm->fns = grown, fm->capfns = cap;
   }
-  char *key = strdup(name); /* unique address while the module is loaded, like a module's code */
-  if (!key) return CUDA_ERROR_OUT_OF_MEMORY;
-  fm->fns[fm->nfns++] = key;
+  char *copy = strdup(name);
+  if (!copy) return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&fn_pool_lock);
+  struct fake_fn *fn = fn_pool;
+  if (fn) fn_pool = fn->next_free;
+  pthread_mutex_unlock(&fn_pool_lock);
+  if (!fn && !(fn = malloc(sizeof *fn))) {
+    free(copy);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *fn = (struct fake_fn){NULL, copy};
+  fm->fns[fm->nfns++] = fn;
   as_driver(__func__);
-  reg(fm->fatbin, key, key, key, -1, NULL, NULL, NULL, NULL, NULL);
+  reg(fm->fatbin, (const char *)fn, copy, copy, -1, NULL, NULL, NULL, NULL, NULL);
   as_driver(NULL);
-  *f = (CUfunction)(void *)key;
+  *f = (CUfunction)(void *)fn;
   return CUDA_SUCCESS;
 }
 
-/* Its functions are unregistered and their memory freed, as NVIDIA's frees a module's: a function got
- * from a module loaded later may have the address an unloaded one had. */
+/* Its functions are unregistered and their blocks go back to the pool, as NVIDIA's frees a module's: a
+ * function got from a module loaded later may have the address an unloaded one had. */
 EXPORT CUresult cuModuleUnload(CUmodule m) {
   void (*unreg)(void **) = (void (*)(void **))rt_fn("__cudaUnregisterFatBinary");
   if (!m) return CUDA_ERROR_INVALID_VALUE;
@@ -246,7 +266,14 @@ EXPORT CUresult cuModuleUnload(CUmodule m) {
   as_driver(__func__);
   unreg(fm->fatbin);
   as_driver(NULL);
-  for (size_t i = 0; i < fm->nfns; i++) free(fm->fns[i]);
+  pthread_mutex_lock(&fn_pool_lock);
+  for (size_t i = 0; i < fm->nfns; i++) {
+    free(fm->fns[i]->name);
+    fm->fns[i]->name = NULL;
+    fm->fns[i]->next_free = fn_pool;
+    fn_pool = fm->fns[i];
+  }
+  pthread_mutex_unlock(&fn_pool_lock);
   free(fm->fns);
   free(fm);
   return CUDA_SUCCESS;
