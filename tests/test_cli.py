@@ -144,3 +144,33 @@ def test_merge_gzip_streams():
                              capture_output=True, text=True, check=True).stdout)
     size_kb = os.path.getsize(os.path.join(big, "w.1.pt.trace.json")) // 1024
     assert rss < 60 * 1024 and size_kb > 35 * 1024, (rss, size_kb)   # the whole file decoded would be ~10x its size
+
+
+def test_run_end_report_ignores_files_other_ranks_are_writing():
+    """Under mpirun every rank's `stepprof run` lists the shared output directory for its end report
+    while the other ranks write theirs: a `NAME.tmp.PID` being written is no file of this run, and
+    one renamed between the listing and its stat must not end the command (it once raised
+    FileNotFoundError, and the rank exited 1 instead of the program's 0)."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("stepprof_cmd", CMD)
+    spec = importlib.util.spec_from_loader("stepprof_cmd", loader)
+    cmd = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, BUILD)   # stepprof_keys.py and stepprof_trace.py beside it
+    try:
+        loader.exec_module(cmd)
+    finally:
+        sys.path.remove(BUILD)
+    out = tempfile.mkdtemp()
+    since = time.time() - 1
+    for name in ("rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.pt.trace.json.tmp.12", "rank1_vm_12.1.summary.txt"):
+        open(os.path.join(out, name), "w").close()
+    assert cmd.own_files(out, since, 11) == ["rank0_vm_11.1.pt.trace.json"]
+    assert cmd.own_files(out, since, 99) == ["rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.summary.txt"]
+    listed = os.listdir(out) + ["rank2_vm_13.1.pt.trace.json"]   # gone (renamed) before its stat
+    real = os.listdir
+    os.listdir = lambda path: listed
+    try:
+        assert cmd.own_files(out, since, 99) == ["rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.summary.txt"]
+    finally:
+        os.listdir = real
