@@ -73,9 +73,12 @@ static int grow(table_t *t)
 
 static void put(table_t *t, const void *key, const void *val)
 {
-    if ((t->used + 1) * 2 > t->cap && grow(t) != 0)
-        return;
-    slot_t *s = find(t, key);
+    slot_t *s = find(t, key);   /* a key already there is replaced in place: no growth, no failure */
+    if (!s || !s->key) {
+        if ((t->used + 1) * 2 > t->cap && grow(t) != 0)
+            return;
+        s = find(t, key);
+    }
     if (!s->key) {
         s->key = key;
         t->used++;
@@ -189,17 +192,18 @@ int sp_kern_register(const void *host_fun, const char *mangled)
 {
     if (!host_fun || !mangled)
         return 0;
-    char *copy = strdup(mangled);
-    if (!copy)
-        return 0;
     pthread_mutex_lock(&lock);
     slot_t *old = find(&names, host_fun);
+    if (old && old->key && strcmp(old->val, mangled) == 0) {   /* asked again: no copy */
+        pthread_mutex_unlock(&lock);
+        return 0;
+    }
+    char *copy = strdup(mangled);
+    if (!copy) {
+        pthread_mutex_unlock(&lock);
+        return 0;
+    }
     if (old && old->key) {
-        if (strcmp(old->val, copy) == 0) {
-            pthread_mutex_unlock(&lock);
-            free(copy);
-            return 0;
-        }
         forget_resolved();
         free((void *)old->val);
     }

@@ -161,16 +161,16 @@ def test_run_end_report_ignores_files_other_ranks_are_writing():
         loader.exec_module(cmd)
     finally:
         sys.path.remove(BUILD)
-    out = tempfile.mkdtemp()
-    since = time.time() - 1
-    for name in ("rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.pt.trace.json.tmp.12", "rank1_vm_12.1.summary.txt"):
-        open(os.path.join(out, name), "w").close()
-    assert cmd.own_files(out, since, 11) == ["rank0_vm_11.1.pt.trace.json"]
-    assert cmd.own_files(out, since, 99) == ["rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.summary.txt"]
-    listed = os.listdir(out) + ["rank2_vm_13.1.pt.trace.json"]   # gone (renamed) before its stat
-    real = os.listdir
-    os.listdir = lambda path: listed
-    try:
+    with tempfile.TemporaryDirectory() as out:
+        since = time.time() - 1
+        for name in ("rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.pt.trace.json.tmp.12", "rank1_vm_12.1.summary.txt"):
+            open(os.path.join(out, name), "w").close()
+        assert cmd.own_files(out, since, 11) == ["rank0_vm_11.1.pt.trace.json"]
         assert cmd.own_files(out, since, 99) == ["rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.summary.txt"]
-    finally:
-        os.listdir = real
+        listed = os.listdir(out) + ["rank2_vm_13.1.pt.trace.json"]   # gone (renamed) before its stat
+        real = os.listdir
+        os.listdir = lambda path: listed
+        try:
+            assert cmd.own_files(out, since, 99) == ["rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.summary.txt"]
+        finally:
+            os.listdir = real
