@@ -311,7 +311,7 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
         offset_measured = 1;
     if (collector)   /* its cudaSetDevice, and what the runtime did inside its calls */
         sp_cupti_drop_thread(sh.recs, &sh.nrecs, me);
-    size_t n = sp_cupti_take_window(sh.recs, &sh.nrecs, begin, end, out);
+    size_t n = sp_cupti_take_window(&sh.recs, &sh.nrecs, &sh.caprecs, begin, end, out);
     *filtered = sp_cupti_take_queries(sh.queries, &sh.nqueries, sh.clock_offset - offset_was, begin, end,
                                        collector ? me : 0) + sh.queries_unkept;
     sh.queries_unkept = 0;

@@ -36,7 +36,6 @@ static size_t buf_cap, buf_live;
 static void *free_bufs[8];
 static int nfree;
 static uint64_t dropped_total;
-static size_t caprecs;
 static size_t capqueries;
 static size_t rec_limit = SIZE_MAX; /* bound on nrecs: cupti_buffer_mb and the cycle cap */
 static size_t rec_by_bytes = SIZE_MAX; /* cupti_buffer_mb's part of it */
@@ -122,15 +121,15 @@ static sp_gpu_event_t *new_rec(uint64_t start_mono, int api_call, uint32_t corr)
         }
         return NULL;
     }
-    if (sh.nrecs == caprecs) {
-        size_t n = caprecs ? caprecs * 2 : 4096;
+    if (sh.nrecs == sh.caprecs) {
+        size_t n = sh.caprecs ? sh.caprecs * 2 : 4096;
         if (n > rec_limit)
             n = rec_limit;
         sp_gpu_event_t *v = realloc(sh.recs, n * sizeof *v);
         if (!v)
             return NULL;
         sh.recs = v;
-        caprecs = n;
+        sh.caprecs = n;
     }
     sp_gpu_event_t *e = &sh.recs[sh.nrecs++];
     memset(e, 0, sizeof *e);

@@ -122,41 +122,56 @@ static int corr_set_has(const corr_set_t *c, uint32_t id)
     return bsearch(&id, c->ids, c->n, sizeof *c->ids, cmp_u32) != NULL;
 }
 
-size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin, uint64_t end,
+/* 1: record e is the window's; 0: it is not (-1: a later window's, kept). */
+static int window_side(const sp_gpu_event_t *e, const corr_set_t *mine, uint64_t begin, uint64_t end)
+{
+    int ours = is_api(e) ? (e->start >= begin && e->start <= end)
+                         : (e->correlation && corr_set_has(mine, e->correlation)) ||
+                               (!e->correlation && e->start >= begin && e->start <= end);
+    return ours ? 1 : e->start > end ? -1 : 0;
+}
+
+size_t sp_cupti_take_window(sp_gpu_event_t **recsp, size_t *nrecs, size_t *cap, uint64_t begin, uint64_t end,
                             sp_gpu_event_t **out)
 {
-    size_t nr = *nrecs, napi = 0;
+    sp_gpu_event_t *recs = *recsp;
+    size_t nr = *nrecs, napi = 0, nlater = 0;
     *out = NULL;
     for (size_t i = 0; i < nr; i++)
         napi += is_api(&recs[i]);
     corr_set_t mine = {malloc((napi ? napi : 1) * sizeof *mine.ids), 0, NULL, 0, 0};
-    sp_gpu_event_t *v = malloc((nr ? nr : 1) * sizeof *v);
-    size_t n = 0, keep = 0;
-    if (!mine.ids || !v) {
-        free(mine.ids);
-        free(v);
+    if (!mine.ids)
         return 0;
-    }
     for (size_t i = 0; i < nr; i++) {
         const sp_gpu_event_t *e = &recs[i];
         if (is_api(e) && e->start >= begin && e->start <= end)
             mine.ids[mine.n++] = e->correlation;
     }
     corr_set_build(&mine);
-    for (size_t i = 0; i < nr; i++) {
-        const sp_gpu_event_t *e = &recs[i];
-        int api = is_api(e);
-        int ours = api ? (e->start >= begin && e->start <= end)
-                       : (e->correlation && corr_set_has(&mine, e->correlation)) ||
-                             (!e->correlation && e->start >= begin && e->start <= end);
-        if (ours)
-            v[n++] = *e;
-        else if (e->start > end)
-            recs[keep++] = *e;   /* a later window's */
+    for (size_t i = 0; i < nr; i++)
+        nlater += window_side(&recs[i], &mine, begin, end) < 0;
+    /* The window's records are nearly all of them: they stay where they are,
+     * moved to the front, and the array becomes the window's; the few of
+     * later windows move to a new one (a copy of the whole would be the
+     * export's largest allocation: 68 bytes per trace event). */
+    sp_gpu_event_t *later = nlater ? malloc(nlater * sizeof *later) : NULL;
+    if (nlater && !later) {
+        free(mine.ids);
+        free(mine.bits);
+        return 0;
     }
-    *nrecs = keep;
+    size_t n = 0, keep = 0;
+    for (size_t i = 0; i < nr; i++) {
+        int side = window_side(&recs[i], &mine, begin, end);
+        if (side > 0)
+            recs[n++] = recs[i];
+        else if (side < 0)
+            later[keep++] = recs[i];
+    }
     free(mine.ids);
     free(mine.bits);
-    *out = v;
+    *recsp = later;
+    *nrecs = *cap = keep;
+    *out = recs;
     return n;
 }

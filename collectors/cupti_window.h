@@ -26,9 +26,11 @@ int sp_cupti_marker_fix(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid, uint3
 /* Drops the runtime and driver records of thread tid (stepprof's collecting
  * thread: none of its calls are the program's). */
 void sp_cupti_drop_thread(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid);
-/* The records of the window [begin, end] (CLOCK_MONOTONIC ns) into a new
- * array *out (count returned); later windows' records stay in recs. */
-size_t sp_cupti_take_window(sp_gpu_event_t *recs, size_t *nrecs, uint64_t begin, uint64_t end,
+/* The records of the window [begin, end] (CLOCK_MONOTONIC ns) as *out (count
+ * returned; the caller frees it): the array *recs itself, compacted, and
+ * *recs (*nrecs records, *cap of room) becomes a new array of later windows'
+ * records, NULL when none. On failure 0, *out NULL and nothing changed. */
+size_t sp_cupti_take_window(sp_gpu_event_t **recs, size_t *nrecs, size_t *cap, uint64_t begin, uint64_t end,
                             sp_gpu_event_t **out);
 
 /* The window [begin, end]'s query records left out, counted; those of thread

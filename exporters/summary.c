@@ -184,55 +184,47 @@ static int device_index(sp_summary_t *m, long dev)
     return m->ndev++;
 }
 
-typedef struct span {
-    int64_t a, b;
-    long step;
-    int dev;
-} span_t;
-
-static int cmp_span(const void *pa, const void *pb)
-{
-    const span_t *x = pa, *y = pb;
-    if (x->step != y->step)
-        return (x->step > y->step) - (x->step < y->step);
-    if (x->dev != y->dev)
-        return x->dev - y->dev;
-    return (x->a > y->a) - (x->a < y->a);
-}
-
 /* The busy time of a step is the union, per device, of the GPU work the step
  * launched, wherever on the GPU timeline it ran. Clipping the GPU timeline to
  * the step's span instead would call the GPU idle whenever it was still
  * working on what earlier steps queued: work launched before the window is
- * not in the trace, so every window would start "idle". */
+ * not in the trace, so every window would start "idle". The events are in
+ * canonical order (sp_rep_analyze: by start), so each (step, device) sees its
+ * work in start order and one open span per pair makes the union: memory per
+ * step and device, none per GPU event. */
 static int measure_busy(sp_rep_set_t *s, sp_summary_t *m)
 {
-    span_t *sp = malloc((s->n ? s->n : 1) * sizeof *sp);
-    if (!sp)
+    for (size_t i = 0; i < s->n; i++)
+        if (sp_rep_is_gpu_work(s->ev[i].cat))
+            device_index(m, s->ev[i].pid);
+    size_t nopen = (size_t)m->nsteps * (size_t)m->ndev;
+    int64_t(*open)[2] = malloc((nopen ? nopen : 1) * sizeof *open);
+    if (!open)
         return -1;
-    size_t n = 0;
+    for (size_t k = 0; k < nopen; k++)
+        open[k][0] = INT64_MAX, open[k][1] = INT64_MIN;   /* none open: b < a */
     for (size_t i = 0; i < s->n; i++) {
         const sp_rep_event_t *e = &s->ev[i];
         if (!sp_rep_is_gpu_work(e->cat))
             continue;
         sum_step_t *st = step_at(m, e->launcher >= 0 ? s->ev[e->launcher].ts : e->ts);
         int d = device_index(m, e->pid);
-        if (st && d >= 0)
-            sp[n++] = (span_t){e->ts, e->ts + e->dur, st - m->steps, d};
-    }
-    size_t sorted = 1;   /* GPU work comes in start order, steps in launch order: mostly sorted already */
-    while (sorted < n && cmp_span(&sp[sorted - 1], &sp[sorted]) <= 0)
-        sorted++;
-    if (sorted < n)
-        qsort(sp, n, sizeof *sp, cmp_span);
-    for (size_t i = 0; i < n;) {
-        span_t cur = sp[i++];
-        while (i < n && sp[i].step == cur.step && sp[i].dev == cur.dev && sp[i].a <= cur.b) {
-            cur.b = sp[i].b > cur.b ? sp[i].b : cur.b;
-            i++;
+        if (!st || d < 0)
+            continue;
+        int64_t *o = open[(size_t)(st - m->steps) * (size_t)m->ndev + (size_t)d], a = e->ts, b = e->ts + e->dur;
+        if (o[1] >= o[0] && a <= o[1]) {
+            o[1] = b > o[1] ? b : o[1];
+            continue;
         }
-        m->steps[cur.step].busy[cur.dev] += cur.b - cur.a;
+        if (o[1] >= o[0])
+            st->busy[d] += o[1] - o[0];
+        o[0] = a;
+        o[1] = b;
     }
+    for (size_t k = 0; k < nopen; k++)
+        if (open[k][1] >= open[k][0])
+            m->steps[k / (size_t)m->ndev].busy[k % (size_t)m->ndev] += open[k][1] - open[k][0];
+    free(open);
     int64_t best = -1;
     for (int d = 0; d < m->ndev; d++) {
         int64_t tot = 0;
@@ -243,7 +235,6 @@ static int measure_busy(sp_rep_set_t *s, sp_summary_t *m)
             m->primary = d;
         }
     }
-    free(sp);
     return 0;
 }
 
