@@ -9,17 +9,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(sizeof(sp_rep_event_t) == 72, "a report event is 72 bytes: one per event of a window");
+
 /* ---- string interning -------------------------------------------------- */
 
 typedef struct sp_intern {
-    char **slot;              /* open addressing, NULL = empty */
+    uint32_t *slot;           /* open addressing: id + 1, 0 = empty */
     size_t cap, used;
+    size_t nstr_cap;          /* room in the set's id -> text array */
     char **chunks;            /* arena: strings never move once interned */
     size_t nchunks, chunk_used, chunk_cap;
     struct shape_memo {        /* launch shapes by value: a window has few */
         unsigned v[6];
         uint64_t shm;
-        const char *s;
+        sp_rep_str_t id;
+        int set;
     } memo[64];
 } intern_t;
 
@@ -54,16 +58,22 @@ static char *arena_copy(intern_t *t, const char *s, size_t n)
     return p;
 }
 
-static int intern_grow(intern_t *t)
+static int intern_grow(sp_rep_set_t *s, intern_t *t)
 {
     size_t cap = t->cap ? t->cap * 2 : 1024;
-    char **ns = calloc(cap, sizeof *ns);
-    if (!ns)
+    uint32_t *ns = calloc(cap, sizeof *ns);
+    const char **str = realloc(s->str, cap / 2 * sizeof *str);
+    if (str)
+        s->str = str;
+    if (!ns || !str) {
+        free(ns);
         return -1;
+    }
     for (size_t i = 0; i < t->cap; i++) {
         if (!t->slot[i])
             continue;
-        size_t j = hash_bytes(t->slot[i], strlen(t->slot[i])) & (cap - 1);
+        const char *text = s->str[t->slot[i] - 1];
+        size_t j = hash_bytes(text, strlen(text)) & (cap - 1);
         while (ns[j])
             j = (j + 1) & (cap - 1);
         ns[j] = t->slot[i];
@@ -71,28 +81,42 @@ static int intern_grow(intern_t *t)
     free(t->slot);
     t->slot = ns;
     t->cap = cap;
+    t->nstr_cap = cap / 2;
     return 0;
+}
+
+sp_rep_str_t sp_rep_intern_id_n(sp_rep_set_t *s, const char *str, size_t len)
+{
+    intern_t *t = s->strings;
+    if (!t || ((t->used + 1) * 2 > t->cap && intern_grow(s, t) != 0) || t->used >= UINT32_MAX - 1) {
+        s->oom = 1;
+        return 0;
+    }
+    size_t j = hash_bytes(str, len) & (t->cap - 1);
+    for (; t->slot[j]; j = (j + 1) & (t->cap - 1)) {
+        const char *text = s->str[t->slot[j] - 1];
+        if (strncmp(text, str, len) == 0 && text[len] == 0)
+            return t->slot[j] - 1;
+    }
+    char *copy = arena_copy(t, str, len);
+    if (!copy) {
+        s->oom = 1;
+        return 0;
+    }
+    s->str[t->used] = copy;
+    t->slot[j] = (uint32_t)++t->used;
+    return (sp_rep_str_t)(t->used - 1);
+}
+
+sp_rep_str_t sp_rep_intern_id(sp_rep_set_t *s, const char *str)
+{
+    return sp_rep_intern_id_n(s, str ? str : "", str ? strlen(str) : 0);
 }
 
 const char *sp_rep_intern_n(sp_rep_set_t *s, const char *str, size_t len)
 {
-    intern_t *t = s->strings;
-    if (!t || ((t->used + 1) * 2 > t->cap && intern_grow(t) != 0)) {
-        s->oom = 1;
-        return "";
-    }
-    size_t j = hash_bytes(str, len) & (t->cap - 1);
-    for (; t->slot[j]; j = (j + 1) & (t->cap - 1))
-        if (strncmp(t->slot[j], str, len) == 0 && t->slot[j][len] == 0)
-            return t->slot[j];
-    char *copy = arena_copy(t, str, len);
-    if (!copy) {
-        s->oom = 1;
-        return "";
-    }
-    t->slot[j] = copy;
-    t->used++;
-    return copy;
+    sp_rep_str_t id = sp_rep_intern_id_n(s, str, len);
+    return s->str ? s->str[id] : "";
 }
 
 const char *sp_rep_intern(sp_rep_set_t *s, const char *str)
@@ -106,8 +130,9 @@ void sp_rep_init(sp_rep_set_t *s)
     s->strings = calloc(1, sizeof *s->strings);
     if (!s->strings)
         s->oom = 1;
-    s->empty = sp_rep_intern(s, "");
+    s->empty = sp_rep_intern(s, "");   /* id 0 */
     s->no_shape = sp_rep_intern(s, "[]");
+    s->no_shape_id = sp_rep_intern_id(s, "[]");
 }
 
 void sp_rep_free(sp_rep_set_t *s)
@@ -120,6 +145,7 @@ void sp_rep_free(sp_rep_set_t *s)
         free(t->slot);
         free(t);
     }
+    free(s->str);
     free(s->ev);
     free(s->mem);
     free(s->time);
@@ -146,8 +172,7 @@ int sp_rep_reserve(sp_rep_set_t *s, size_t n)
 void sp_rep_reset(const sp_rep_set_t *s, sp_rep_event_t *e)
 {
     memset(e, 0, sizeof *e);
-    e->shape = s->no_shape;
-    e->name = s->empty;
+    e->shape = s->no_shape_id;
     e->bytes = -1;
     e->step = -1;
     e->parent = e->launcher = -1;
@@ -162,7 +187,7 @@ sp_rep_event_t *sp_rep_add(sp_rep_set_t *s)
     return e;
 }
 
-const char *sp_rep_shape_launch(sp_rep_set_t *s, const unsigned grid[3], const unsigned block[3], uint64_t shm)
+sp_rep_str_t sp_rep_shape_launch(sp_rep_set_t *s, const unsigned grid[3], const unsigned block[3], uint64_t shm)
 {
     struct shape_memo *m = NULL;
     if (s->strings) {
@@ -171,47 +196,50 @@ const char *sp_rep_shape_launch(sp_rep_set_t *s, const unsigned grid[3], const u
         for (int i = 0; i < 6; i++)
             h = (h ^ v[i]) * 0x100000001b3ull;
         m = &s->strings->memo[(h >> 32) & 63];
-        if (m->s && m->shm == shm && memcmp(m->v, v, sizeof v) == 0)
-            return m->s;
+        if (m->set && m->shm == shm && memcmp(m->v, v, sizeof v) == 0)
+            return m->id;
         memcpy(m->v, v, sizeof v);
         m->shm = shm;
-        m->s = NULL;
+        m->set = 0;
     }
     char buf[160];
     snprintf(buf, sizeof buf, "[[%u, %u, %u], [%u, %u, %u], [%" PRIu64 "]]", grid[0], grid[1], grid[2], block[0],
              block[1], block[2], shm);
-    const char *r = sp_rep_intern(s, buf);
-    if (m && !s->oom)
-        m->s = r;
+    sp_rep_str_t r = sp_rep_intern_id(s, buf);
+    if (m && !s->oom) {
+        m->id = r;
+        m->set = 1;
+    }
     return r;
 }
 
-const char *sp_rep_shape_bytes(sp_rep_set_t *s, int64_t bytes)
+sp_rep_str_t sp_rep_shape_bytes(sp_rep_set_t *s, int64_t bytes)
 {
     char buf[48];
     snprintf(buf, sizeof buf, "[[%" PRId64 "]]", bytes);
-    return sp_rep_intern(s, buf);
+    return sp_rep_intern_id(s, buf);
 }
 
 /* ---- canonical order and nesting ------------------------------------------ */
 
 static int cmp_i64(int64_t a, int64_t b) { return (a > b) - (a < b); }
 
-/* Pointers of interned strings are not ordered across runs; compare text. */
-static int cmp_str(const char *a, const char *b)
+/* Ids of interned strings depend on input order; compare text. */
+static int cmp_str(const sp_rep_set_t *s, sp_rep_str_t a, sp_rep_str_t b)
 {
-    return a == b ? 0 : strcmp(a ? a : "", b ? b : "");
+    return a == b ? 0 : strcmp(sp_rep_str(s, a), sp_rep_str(s, b));
 }
 
-int sp_rep_cmp(const sp_rep_event_t *a, const sp_rep_event_t *b)
+int sp_rep_cmp(const sp_rep_set_t *s, const sp_rep_event_t *a, const sp_rep_event_t *b)
 {
     int c;
     if ((c = cmp_i64(a->ts, b->ts)) || (c = cmp_i64(b->dur, a->dur)) || (c = cmp_i64(a->cat, b->cat)) ||
-        (c = cmp_i64(a->pid, b->pid)) || (c = cmp_i64(a->tid, b->tid)) || (c = cmp_str(a->name, b->name)))
+        (c = cmp_i64(a->pid, b->pid)) || (c = cmp_i64(a->tid, b->tid)) || (c = cmp_str(s, a->name, b->name)))
         return c;
     if (a->correlation != b->correlation)
         return a->correlation < b->correlation ? -1 : 1;
-    if ((c = cmp_i64(a->bytes, b->bytes)) || (c = cmp_str(a->shape, b->shape)) || (c = cmp_str(a->stack, b->stack)))
+    if ((c = cmp_i64(a->bytes, b->bytes)) || (c = cmp_str(s, a->shape, b->shape)) ||
+        (c = cmp_str(s, a->stack, b->stack)))
         return c;
     return cmp_i64(a->step, b->step);
 }
@@ -222,11 +250,12 @@ int sp_rep_cmp(const sp_rep_event_t *a, const sp_rep_event_t *b)
  * n log(runs) overall, then the events permuted in place along the
  * permutation's cycles. Extra memory: two indices per event, not a copy of
  * the events. */
-static void merge_runs(const sp_rep_event_t *ev, const uint32_t *a, size_t lo, size_t mid, size_t hi, uint32_t *out)
+static void merge_runs(const sp_rep_set_t *s, const uint32_t *a, size_t lo, size_t mid, size_t hi, uint32_t *out)
 {
+    const sp_rep_event_t *ev = s->ev;
     size_t i = lo, j = mid, k = lo;
     while (i < mid && j < hi)
-        out[k++] = sp_rep_cmp(&ev[a[j]], &ev[a[i]]) < 0 ? a[j++] : a[i++];
+        out[k++] = sp_rep_cmp(s, &ev[a[j]], &ev[a[i]]) < 0 ? a[j++] : a[i++];
     while (i < mid)
         out[k++] = a[i++];
     while (j < hi)
@@ -236,7 +265,7 @@ static void merge_runs(const sp_rep_event_t *ev, const uint32_t *a, size_t lo, s
 static int sort_canonical(sp_rep_set_t *s)
 {
     size_t n = s->n, sorted = 1;
-    while (sorted < n && sp_rep_cmp(&s->ev[sorted - 1], &s->ev[sorted]) <= 0)
+    while (sorted < n && sp_rep_cmp(s, &s->ev[sorted - 1], &s->ev[sorted]) <= 0)
         sorted++;
     if (sorted >= n)   /* the adapter merges its sources: usually in order already */
         return 0;
@@ -252,12 +281,12 @@ static int sort_canonical(sp_rep_set_t *s)
         size_t runs = 0;
         for (size_t lo = 0; lo < n;) {
             size_t mid = lo + 1;
-            while (mid < n && sp_rep_cmp(&s->ev[a[mid - 1]], &s->ev[a[mid]]) <= 0)
+            while (mid < n && sp_rep_cmp(s, &s->ev[a[mid - 1]], &s->ev[a[mid]]) <= 0)
                 mid++;
             size_t hi = mid < n ? mid + 1 : n;
-            while (hi < n && sp_rep_cmp(&s->ev[a[hi - 1]], &s->ev[a[hi]]) <= 0)
+            while (hi < n && sp_rep_cmp(s, &s->ev[a[hi - 1]], &s->ev[a[hi]]) <= 0)
                 hi++;
-            merge_runs(s->ev, a, lo, mid, hi, b);
+            merge_runs(s, a, lo, mid, hi, b);
             runs++;
             lo = hi;
         }

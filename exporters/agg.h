@@ -28,22 +28,28 @@ enum sp_rep_cat {
 static inline int sp_rep_is_host(int cat) { return cat <= SP_REP_ANNOTATION; }
 static inline int sp_rep_is_gpu_work(int cat) { return cat >= SP_REP_KERNEL && cat <= SP_REP_MEMSET; }
 
+/* An interned string of a set, by number: sp_rep_str(set, id). Id 0 is "",
+ * which a stack or copy direction uses for none. */
+typedef uint32_t sp_rep_str_t;
+
+/* 72 bytes: a window of millions of events holds one per event (strings by
+ * 32-bit id, lanes and steps in 32 bits). */
 typedef struct sp_rep_event {
-    const char *name;       /* interned */
     int64_t ts, dur;        /* ns from the trace base */
-    long pid, tid;
     uint64_t correlation;   /* links a GPU event to its launching API call; 0 = none */
     int64_t bytes;          /* copy / set / allocation size, memory event delta; -1 = none */
-    const char *kind;       /* runtime copy direction ("HtoD"...), else NULL */
-    const char *shape;      /* input shapes text, "[]" when none (interned) */
-    const char *stack;      /* "outermost;...;innermost" (interned), NULL when none */
-    long step;              /* ProfilerStep#N: N, else -1 */
-    int32_t device;         /* GPU events: device id; memory events: Device Type (0 CPU, 1 CUDA) */
-    uint8_t cat;            /* enum sp_rep_cat */
-    uint8_t launch;         /* a kernel launch API call (it has grid / block) */
+    sp_rep_str_t name;
+    sp_rep_str_t shape;     /* input shapes text, "[]" when none */
+    sp_rep_str_t stack;     /* "outermost;...;innermost", 0 when none */
+    sp_rep_str_t kind;      /* runtime copy direction ("HtoD"...), 0 when none */
+    int32_t pid, tid;
+    int32_t step;           /* ProfilerStep#N: N, else -1 */
     /* Filled by sp_rep_analyze. */
     int32_t parent;         /* enclosing host event on the same thread, -1 */
     int32_t launcher;       /* GPU events: the API call with the same correlation, -1 */
+    int16_t device;         /* GPU events: device id; memory events: Device Type (0 CPU, 1 CUDA) */
+    uint8_t cat;            /* enum sp_rep_cat */
+    uint8_t launch;         /* a kernel launch API call (it has grid / block) */
 } sp_rep_event_t;
 
 /* Times sp_rep_analyze charges to an event, kept beside the events (like
@@ -69,9 +75,11 @@ typedef struct sp_rep_set {
     sp_rep_mem_t *mem;      /* per event, after sp_rep_analyze; NULL unless has_memory */
     sp_rep_time_t *time;    /* per event, after sp_rep_analyze */
     struct sp_intern *strings;
+    const char **str;       /* id -> interned text */
     uint64_t dropped;       /* records lost in the window (stepprof_dropped_events) */
     int has_memory;         /* any SP_REP_MEMORY event */
     const char *empty, *no_shape;   /* interned "" and "[]", the defaults of every event */
+    sp_rep_str_t no_shape_id;
     int oom;                /* an allocation failed while building: reports are incomplete */
 } sp_rep_set_t;
 
@@ -79,6 +87,10 @@ void sp_rep_init(sp_rep_set_t *s);
 void sp_rep_free(sp_rep_set_t *s);
 const char *sp_rep_intern(sp_rep_set_t *s, const char *str);
 const char *sp_rep_intern_n(sp_rep_set_t *s, const char *str, size_t len);
+/* The same, as an id (0, "", when out of memory: s->oom set). */
+sp_rep_str_t sp_rep_intern_id(sp_rep_set_t *s, const char *str);
+sp_rep_str_t sp_rep_intern_id_n(sp_rep_set_t *s, const char *str, size_t len);
+static inline const char *sp_rep_str(const sp_rep_set_t *s, sp_rep_str_t id) { return s->str[id]; }
 /* A zeroed event (bytes -1, step -1, shape "[]") appended to the set; NULL
  * when out of memory (s->oom set). */
 sp_rep_event_t *sp_rep_add(sp_rep_set_t *s);
@@ -90,8 +102,8 @@ int sp_rep_reserve(sp_rep_set_t *s, size_t n);
 
 /* Input shapes as key_averages(group_by_input_shape=True) shows them: a launch
  * is [[grid], [block], [shared memory]], a copy / set / allocation [[bytes]]. */
-const char *sp_rep_shape_launch(sp_rep_set_t *s, const unsigned grid[3], const unsigned block[3], uint64_t shm);
-const char *sp_rep_shape_bytes(sp_rep_set_t *s, int64_t bytes);
+sp_rep_str_t sp_rep_shape_launch(sp_rep_set_t *s, const unsigned grid[3], const unsigned block[3], uint64_t shm);
+sp_rep_str_t sp_rep_shape_bytes(sp_rep_set_t *s, int64_t bytes);
 
 /* Sorts the events into the canonical order (start, longer first, then a
  * total order on the rest so the result does not depend on input order),
@@ -101,7 +113,7 @@ const char *sp_rep_shape_bytes(sp_rep_set_t *s, int64_t bytes);
  * attributes memory events. 0, or -1 when out of memory. */
 int sp_rep_analyze(sp_rep_set_t *s);
 /* The canonical order: < 0, 0 or > 0 as a sorts before, with or after b. */
-int sp_rep_cmp(const sp_rep_event_t *a, const sp_rep_event_t *b);
+int sp_rep_cmp(const sp_rep_set_t *s, const sp_rep_event_t *a, const sp_rep_event_t *b);
 
 /* ---- key averages ---------------------------------------------------- */
 

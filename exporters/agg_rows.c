@@ -187,16 +187,26 @@ long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
 {
     row_map_t m = {0};
     const char *step_name = sp_rep_intern(s, "ProfilerStep*"), *none = sp_rep_intern(s, "[]");
+    struct top_memo {
+        sp_rep_str_t stack;
+        int set;
+        const char *top;
+    } top[256] = {{0}};
     int oom = row_room(&m) != 0;
     for (size_t i = 0; i < s->n && !oom; i++) {
         const sp_rep_event_t *e = &s->ev[i];
         if (!sp_rep_is_host(e->cat) && !sp_rep_is_gpu_work(e->cat) && e->cat != SP_REP_SYNC)
             continue;
         sp_rep_row_t key = {0};
-        key.name = e->step >= 0 ? step_name : e->name;
+        key.name = e->step >= 0 ? step_name : sp_rep_str(s, e->name);
         key.cat = e->cat;
-        key.shape = o->group_by_input_shape ? e->shape : none;
-        key.stack = o->group_by_stack_n > 0 ? top_frames(s, e->stack, o->group_by_stack_n) : NULL;
+        key.shape = o->group_by_input_shape ? sp_rep_str(s, e->shape) : none;
+        if (o->group_by_stack_n > 0 && e->stack) {   /* a window has few stacks: cut each once */
+            struct top_memo *t = &top[e->stack & 255];
+            if (!t->set || t->stack != e->stack)
+                *t = (struct top_memo){e->stack, 1, top_frames(s, sp_rep_str(s, e->stack), o->group_by_stack_n)};
+            key.stack = t->top;
+        }
         size_t j = row_slot(&m, &key);
         long r = m.slot[j] - 1;
         if (r < 0) {

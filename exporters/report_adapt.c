@@ -24,20 +24,20 @@
 #include <unistd.h>
 
 /* The trace writer's name rules, so names compare equal after a round trip. */
-static const char *trace_name(sp_rep_set_t *s, const char *raw)
+static sp_rep_str_t trace_name(sp_rep_set_t *s, const char *raw)
 {
     if (!strpbrk(raw, "\\\n"))
-        return sp_rep_intern(s, raw);
+        return sp_rep_intern_id(s, raw);
     char *t = strdup(raw);
     if (!t) {
         s->oom = 1;
-        return "";
+        return 0;
     }
     size_t o = 0;
     for (const char *p = raw; *p; p++)
         if (*p != '\n')
             t[o++] = *p == '\\' ? '/' : *p;
-    const char *r = sp_rep_intern_n(s, t, o);
+    sp_rep_str_t r = sp_rep_intern_id_n(s, t, o);
     free(t);
     return r;
 }
@@ -48,10 +48,10 @@ static const char *trace_name(sp_rep_set_t *s, const char *raw)
  * room for a few thousand kernels: a clash only costs an intern. */
 typedef struct name_cache {
     const char *src[16384];
-    const char *name[16384];
+    sp_rep_str_t name[16384];
 } name_cache_t;
 
-static const char *cached_name(sp_rep_set_t *s, name_cache_t *c, const char *raw)
+static sp_rep_str_t cached_name(sp_rep_set_t *s, name_cache_t *c, const char *raw)
 {
     uintptr_t h = (uintptr_t)raw;
     h = (h ^ h >> 14 ^ h >> 28) & 16383;
@@ -76,7 +76,7 @@ static void api_fields(sp_rep_set_t *s, sp_rep_event_t *r, const sp_event_t *e)
         break;
     }
     case SP_SHAPE_COPY:
-        r->kind = sp_rep_intern(s, sp_api_copy_kind_name(e->a[2]));
+        r->kind = sp_rep_intern_id(s, sp_api_copy_kind_name(e->a[2]));
         __attribute__((fallthrough)); /* copies, sets and allocations all have bytes in a[1] */
     case SP_SHAPE_SET:
     case SP_SHAPE_ALLOC:
@@ -94,7 +94,11 @@ static void api_fields(sp_rep_set_t *s, sp_rep_event_t *r, const sp_event_t *e)
 typedef struct adapt {
     sp_rep_set_t *s;
     name_cache_t *c;
-    const char **api_names;   /* by API id */
+    sp_rep_str_t *api_names;  /* by API id, 0 = not yet interned */
+    struct stack_memo {       /* the last stack text interned per slot, by the collector's id */
+        uint32_t id;
+        sp_rep_str_t str;
+    } *stacks;
     const sp_event_ref_t *ev;
     size_t n;
     const sp_gpu_view_t *gpu;
@@ -172,7 +176,7 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
     if (e->kind == SP_EV_API) {
         r->cat = SP_REP_RUNTIME;
         if (!a->api_names[e->name])
-            a->api_names[e->name] = sp_rep_intern(s, sp_gpuv_api_name(sp_api_table[e->name].name, name, sizeof name));
+            a->api_names[e->name] = sp_rep_intern_id(s, sp_gpuv_api_name(sp_api_table[e->name].name, name, sizeof name));
         r->name = a->api_names[e->name];
         const sp_gpu_event_t *m = sp_gpuv_match(a->gpu, i);
         r->correlation = m ? m->correlation : sp_gpuv_host_corr(a->gpu, i);
@@ -180,16 +184,21 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
     } else if (e->kind == SP_EV_STEP) {
         r->cat = SP_REP_ANNOTATION;
         snprintf(name, sizeof name, "ProfilerStep#%" PRIu64, e->a[0]);
-        r->name = sp_rep_intern(s, name);
-        r->step = (long)e->a[0];
+        r->name = sp_rep_intern_id(s, name);
+        r->step = (int32_t)e->a[0];
     } else {
         r->cat = SP_REP_ANNOTATION;
         r->name = trace_name(s, sp_str_get(e->name));
         if ((e->flags & SP_RANGE_OP) && e->a[2])
-            r->shape = sp_rep_intern(s, sp_str_get((uint32_t)e->a[2])); /* operator's Input Dims */
+            r->shape = sp_rep_intern_id(s, sp_str_get((uint32_t)e->a[2])); /* operator's Input Dims */
     }
-    const char *st = sp_stacks_text(SP_EV_STACK(e)); /* API calls; operators: Python frames */
-    r->stack = st ? sp_rep_intern(s, st) : NULL;
+    uint32_t sid = SP_EV_STACK(e);   /* API calls; operators: Python frames */
+    struct stack_memo *m = &a->stacks[sid & 4095];
+    if (sid && m->id != sid) {
+        const char *st = sp_stacks_text(sid);
+        *m = (struct stack_memo){sid, st ? sp_rep_intern_id(s, st) : 0};
+    }
+    r->stack = sid ? m->str : 0;
     return 1;
 }
 
@@ -223,7 +232,7 @@ static int fill_gpu(adapt_t *a, const sp_gpu_event_t *g, sp_rep_event_t *r)
     r->name = name == buf ? trace_name(s, name) : cached_name(s, a->c, name);
     r->pid = g->kind == SP_GPU_SYNC ? 0 : g->device;
     r->tid = g->stream;
-    r->device = (int)g->device;
+    r->device = (int16_t)g->device;
     if (g->kind == SP_GPU_KERNEL) {
         unsigned grid[3] = {(unsigned)g->grid[0], (unsigned)g->grid[1], (unsigned)g->grid[2]};
         unsigned block[3] = {(unsigned)g->block[0], (unsigned)g->block[1], (unsigned)g->block[2]};
@@ -260,7 +269,7 @@ static int fill_memory(adapt_t *a, size_t i, sp_rep_event_t *r)
         return 0;
     uint64_t t = op->t < a->base_ns ? a->base_ns : op->t > a->end_ns ? a->end_ns : op->t;
     r->cat = SP_REP_MEMORY;
-    r->name = sp_rep_intern(a->s, "[memory]");
+    r->name = sp_rep_intern_id(a->s, "[memory]");
     r->ts = (int64_t)(t - a->base_ns);
     r->pid = a->pid;
     r->tid = op->tid ? op->tid : a->pid;
@@ -294,12 +303,13 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
 {
     if (sp_rep_reserve(s, n + gpu->n + (mem ? mem->nops : 0)) != 0)
         return -1;
-    adapt_t a = {s, calloc(1, sizeof *a.c), calloc(SP_API_COUNT, sizeof *a.api_names), ev, n, gpu, mem,
-                 (long)getpid(), base_ns, end_ns, NULL, 0, 0};
+    adapt_t a = {s, calloc(1, sizeof *a.c), calloc(SP_API_COUNT, sizeof *a.api_names), calloc(4096, sizeof *a.stacks),
+                 ev, n, gpu, mem, (long)getpid(), base_ns, end_ns, NULL, 0, 0};
     stream_t *st = calloc(4, sizeof *st);
-    if (!a.c || !a.api_names || !st) {
+    if (!a.c || !a.api_names || !a.stacks || !st) {
         free(a.c);
         free(a.api_names);
+        free(a.stacks);
         free(st);
         s->oom = 1;
         return -1;
@@ -314,7 +324,7 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
     while (!s->oom) {
         stream_t *best = NULL;
         for (int k = 0; k < 4; k++)
-            if (st[k].full && (!best || sp_rep_cmp(&st[k].head, &best->head) < 0))
+            if (st[k].full && (!best || sp_rep_cmp(s, &st[k].head, &best->head) < 0))
                 best = &st[k];
         sp_rep_event_t *r = best ? sp_rep_add(s) : NULL;
         if (!r)
@@ -324,6 +334,7 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
     }
     free(a.c);
     free(a.api_names);
+    free(a.stacks);
     free(a.call_tid);
     free(st);
     return s->oom ? -1 : 0;

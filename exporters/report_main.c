@@ -179,20 +179,21 @@ static uint64_t num_u64(double v)
     return v >= 1.8e19 ? UINT64_MAX : (uint64_t)v;
 }
 
-static long id_of(const cJSON *v)
+/* pids, tids and streams in 32 bits, as Linux and CUDA number them. */
+static int32_t id_of(const cJSON *v)
 {
     if (cJSON_IsNumber(v))
-        return (long)num_i64(v->valuedouble);
+        return (int32_t)num_i64(v->valuedouble);
     if (!cJSON_IsString(v))
         return 0;
     char *end;
     long n = strtol(v->valuestring, &end, 10);
     if (*v->valuestring && !*end)
-        return n;
-    unsigned long h = 5381;   /* a name ("stream 7"): any stable number keeps lanes apart */
+        return (int32_t)n;
+    uint32_t h = 5381;   /* a name ("stream 7"): any stable number keeps lanes apart */
     for (const char *p = v->valuestring; *p; p++)
         h = h * 33 + (unsigned char)*p;
-    return -(long)(h >> 1) - 1;
+    return -(int32_t)(h >> 1) - 1;
 }
 
 static int64_t ns_of(const cJSON *v)
@@ -209,10 +210,10 @@ static int dims(const cJSON *a, unsigned out[3])
     return 1;
 }
 
-static const char *str_arg(sp_rep_set_t *set, const cJSON *args, const char *key)
+static sp_rep_str_t str_arg(sp_rep_set_t *set, const cJSON *args, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, key);
-    return cJSON_IsString(v) ? sp_rep_intern(set, v->valuestring) : NULL;
+    return cJSON_IsString(v) ? sp_rep_intern_id(set, v->valuestring) : 0;
 }
 
 /* "Input Dims" as torch prints it (and stepprof stores it): [[16, 32], [64]]. */
@@ -238,7 +239,7 @@ static void add_args(sp_rep_set_t *set, sp_rep_event_t *r, const cJSON *args)
         sp_rb_t b;
         sp_rb_init(&b);
         dims_text(&b, in);
-        r->shape = b.oom ? r->shape : sp_rep_intern_n(set, b.s ? b.s : "", b.n);
+        r->shape = b.oom ? r->shape : sp_rep_intern_id_n(set, b.s ? b.s : "", b.n);
         sp_rb_free(&b);
     }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "correlation");
@@ -283,23 +284,23 @@ static void add_event(sp_rep_set_t *set, const cJSON *e)
     if (!r)
         return;
     r->cat = c;
-    r->name = sp_rep_intern(set, name->valuestring);
+    r->name = sp_rep_intern_id(set, name->valuestring);
     r->pid = id_of(cJSON_GetObjectItemCaseSensitive(e, "pid"));
     r->tid = id_of(cJSON_GetObjectItemCaseSensitive(e, "tid"));
     r->ts = ns_of(cJSON_GetObjectItemCaseSensitive(e, "ts"));
     r->dur = c == SP_REP_MEMORY ? 0 : ns_of(cJSON_GetObjectItemCaseSensitive(e, "dur"));
     if (sp_rep_is_gpu_work(c) || c == SP_REP_SYNC)
-        r->device = (int)r->pid;
-    if (c == SP_REP_ANNOTATION && strncmp(r->name, "ProfilerStep#", 13) == 0) {
+        r->device = (int16_t)r->pid;
+    if (c == SP_REP_ANNOTATION && strncmp(name->valuestring, "ProfilerStep#", 13) == 0) {
         char *end;
-        long n = strtol(r->name + 13, &end, 10);
-        r->step = *end || end == r->name + 13 ? -1 : n;
+        long n = strtol(name->valuestring + 13, &end, 10);
+        r->step = *end || end == name->valuestring + 13 || n < 0 || n > INT32_MAX ? -1 : (int32_t)n;
     }
     if (c == SP_REP_MEMORY) {
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(args, "Bytes"),
                     *d = cJSON_GetObjectItemCaseSensitive(args, "Device Type");
         r->bytes = cJSON_IsNumber(b) ? num_i64(b->valuedouble) : 0;
-        r->device = cJSON_IsNumber(d) ? (int)(num_i64(d->valuedouble) & 0x7fffffff) : 0;
+        r->device = cJSON_IsNumber(d) ? (int16_t)(num_i64(d->valuedouble) & 0x7fff) : 0;
     } else if (cJSON_IsObject(args)) {
         add_args(set, r, args);
     }

@@ -14,6 +14,7 @@
 
 typedef struct line {
     const char *stack, *name;
+    sp_rep_str_t stack_id, name_id;
     int64_t ns;
 } line_t;
 
@@ -22,6 +23,55 @@ static int cmp_line(const void *a, const void *b)
     const line_t *x = a, *y = b;
     int c = strcmp(x->stack, y->stack);
     return c ? c : strcmp(x->name, y->name);
+}
+
+/* One line per distinct (stack, name) pair, summed as the events are read:
+ * memory by pairs, not by events. Open addressing over the lines. */
+typedef struct line_map {
+    line_t *v;
+    size_t n, cap;    /* lines; the index has 2 * cap slots */
+    uint32_t *slot;   /* line + 1, 0 = empty */
+} line_map_t;
+
+static size_t line_hash(sp_rep_str_t stack, sp_rep_str_t name, size_t mask)
+{
+    uint64_t h = ((uint64_t)stack << 32 | name) * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 17) & mask;
+}
+
+static int line_add(line_map_t *m, const sp_rep_set_t *s, sp_rep_str_t stack, sp_rep_str_t name, int64_t ns)
+{
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 256;
+        line_t *v = realloc(m->v, cap * sizeof *v);
+        uint32_t *slot = calloc(cap * 2, sizeof *slot);
+        if (v)
+            m->v = v;
+        if (!v || !slot || cap > UINT32_MAX / 2) {
+            free(slot);
+            return -1;
+        }
+        free(m->slot);
+        m->slot = slot;
+        m->cap = cap;
+        for (size_t k = 0; k < m->n; k++) {
+            size_t j = line_hash(m->v[k].stack_id, m->v[k].name_id, cap * 2 - 1);
+            while (slot[j])
+                j = (j + 1) & (cap * 2 - 1);
+            slot[j] = (uint32_t)(k + 1);
+        }
+    }
+    size_t mask = m->cap * 2 - 1, j = line_hash(stack, name, mask);
+    for (; m->slot[j]; j = (j + 1) & mask) {
+        line_t *l = &m->v[m->slot[j] - 1];
+        if (l->stack_id == stack && l->name_id == name) {
+            l->ns += ns;
+            return 0;
+        }
+    }
+    m->v[m->n] = (line_t){sp_rep_str(s, stack), sp_rep_str(s, name), stack, name, ns};
+    m->slot[j] = (uint32_t)++m->n;
+    return 0;
 }
 
 static void frame(sp_rb_t *b, const char *s, size_t n)
@@ -42,17 +92,21 @@ int sp_rep_stacks(const sp_rep_set_t *s, const char *metric, sp_rb_t *out)
         cuda = 1;
     else
         return -1;
-    line_t *v = malloc((s->n ? s->n : 1) * sizeof *v);
-    if (!v)
-        return -1;
-    size_t n = 0;
+    line_map_t m = {0};
     for (size_t i = 0; i < s->n; i++) {
         const sp_rep_event_t *e = &s->ev[i];
         int64_t ns = cuda ? s->time[i].cuda_total : s->time[i].self_cpu;
-        if (e->stack && sp_rep_is_host(e->cat) && ns > 0)
-            v[n++] = (line_t){e->stack, e->name, ns};
+        if (e->stack && sp_rep_is_host(e->cat) && ns > 0 && line_add(&m, s, e->stack, e->name, ns) != 0) {
+            free(m.v);
+            free(m.slot);
+            return -1;
+        }
     }
-    qsort(v, n, sizeof *v, cmp_line);
+    free(m.slot);
+    line_t *v = m.v;
+    size_t n = m.n;
+    if (n)
+        qsort(v, n, sizeof *v, cmp_line);
     for (size_t i = 0; i < n;) {
         size_t j = i;
         int64_t ns = 0;

@@ -250,25 +250,26 @@ static int is_sync_call(const char *name)
 }
 
 /* cudaMemcpy / cudaMemcpy2D / cuMemcpyDtoH...: no "Async" in the name. */
-static int is_blocking_d2h(const sp_rep_event_t *e)
+static int is_blocking_d2h(const sp_rep_set_t *s, const sp_rep_event_t *e)
 {
-    if (!strstr(e->name, "Memcpy") || strstr(e->name, "Async"))
+    const char *name = sp_rep_str(s, e->name);
+    if (!strstr(name, "Memcpy") || strstr(name, "Async"))
         return 0;
-    return (e->kind && strcmp(e->kind, "DtoH") == 0) || strstr(e->name, "DtoH") != NULL;
+    return strcmp(sp_rep_str(s, e->kind), "DtoH") == 0 || strstr(name, "DtoH") != NULL;
 }
 
 enum { CALL_OTHER = 1, CALL_SYNC, CALL_BLOCKING_D2H };
 
 /* A call's kind by its interned name and copy direction: a window has few
  * distinct ones, each tested by text once (direct-mapped; a clash tests again). */
-static int call_class(sp_summary_t *m, const sp_rep_event_t *e)
+static int call_class(const sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t *e)
 {
-    uintptr_t h = (uintptr_t)e->name ^ (uintptr_t)e->kind * 31;
+    uint32_t h = e->name * 0x9e3779b1u ^ e->kind * 31;
     struct sum_call_memo *c = &m->call_memo[(h ^ h >> 7 ^ h >> 17) & (SUM_CALL_MEMO - 1)];
     if (c->name != e->name || c->kind != e->kind || !c->cls) {
         c->name = e->name;
         c->kind = e->kind;
-        c->cls = is_sync_call(e->name) ? CALL_SYNC : is_blocking_d2h(e) ? CALL_BLOCKING_D2H : CALL_OTHER;
+        c->cls = is_sync_call(sp_rep_str(s, e->name)) ? CALL_SYNC : is_blocking_d2h(s, e) ? CALL_BLOCKING_D2H : CALL_OTHER;
     }
     return c->cls;
 }
@@ -278,19 +279,19 @@ static void measure_host(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t 
     sum_step_t *st = step_at(m, e->ts);
     if (e->cat == SP_REP_ANNOTATION) {
         if (e->step < 0)
-            count(&m->ranges, e->name, 0, e->dur);
+            count(&m->ranges, sp_rep_str(s, e->name), 0, e->dur);
         return;
     }
     if (!st)
         return;
     st->launches += e->launch;
     if (e->kind)
-        count(&m->host_dirs, e->kind, e->bytes, e->dur);
-    int cls = call_class(m, e);
+        count(&m->host_dirs, sp_rep_str(s, e->kind), e->bytes, e->dur);
+    int cls = call_class(s, m, e);
     if (cls == CALL_SYNC) {
         st->host_syncs++;
         st->host_sync_time += e->dur;
-        count(&m->sync_calls, e->name, 0, e->dur);
+        count(&m->sync_calls, sp_rep_str(s, e->name), 0, e->dur);
     } else if (cls == CALL_BLOCKING_D2H) {
         st->blocking_d2h++;
         st->blocking_d2h_bytes += e->bytes > 0 ? e->bytes : 0;
@@ -299,16 +300,16 @@ static void measure_host(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t 
     }
 }
 
-static void per_direction(sum_step_t *st, const sp_rep_event_t *e)
+static void per_direction(sum_step_t *st, const sp_rep_event_t *e, const char *name)
 {
     int64_t bytes = e->bytes > 0 ? e->bytes : 0;
-    if (strncmp(e->name, "Memcpy HtoD", 11) == 0) {
+    if (strncmp(name, "Memcpy HtoD", 11) == 0) {
         st->h2d_time += e->dur;
         st->h2d_bytes += bytes;
-    } else if (strncmp(e->name, "Memcpy DtoH", 11) == 0) {
+    } else if (strncmp(name, "Memcpy DtoH", 11) == 0) {
         st->d2h_time += e->dur;
         st->d2h_bytes += bytes;
-    } else if (strncmp(e->name, "Memcpy DtoD", 11) == 0) {
+    } else if (strncmp(name, "Memcpy DtoD", 11) == 0) {
         st->d2d_time += e->dur;
         st->d2d_bytes += bytes;
     }
@@ -336,15 +337,15 @@ static void measure_gpu(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t *
         st->kernels++;
         st->kernel_time += e->dur;
         m->kernel_total += e->dur;
-        count(&m->kernels, e->name, 0, e->dur);
+        count(&m->kernels, sp_rep_str(s, e->name), 0, e->dur);
         break;
     case SP_REP_MEMCPY:
         st->copies++;
         st->copy_time += e->dur;
         st->copy_bytes += e->bytes > 0 ? e->bytes : 0;
-        count(&m->gpu_dirs, copy_direction(s, e->name), e->bytes, e->dur);
-        per_direction(st, e);
-        if (strstr(e->name, "Pageable")) {
+        count(&m->gpu_dirs, copy_direction(s, sp_rep_str(s, e->name)), e->bytes, e->dur);
+        per_direction(st, e, sp_rep_str(s, e->name));
+        if (strstr(sp_rep_str(s, e->name), "Pageable")) {
             st->pageable++;
             st->pageable_bytes += e->bytes > 0 ? e->bytes : 0;
             st->pageable_time += e->dur;

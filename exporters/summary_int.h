@@ -75,7 +75,7 @@ typedef struct sp_summary {
     int nf;
     int rules_skipped;            /* GPU rules not evaluated for want of GPU data */
     struct sum_call_memo {        /* measuring: host calls classified by name */
-        const char *name, *kind;
+        sp_rep_str_t name, kind;
         int cls;
     } call_memo[SUM_CALL_MEMO];
 } sp_summary_t;
