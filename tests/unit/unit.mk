@@ -7,7 +7,8 @@
 # A new test is tests/unit/test_NAME.c plus a line naming the sources it links.
 
 UNIT_OUT := $(BUILD)/unit
-UNIT_TESTS := $(UNIT_OUT)/test_config $(UNIT_OUT)/test_plan $(UNIT_OUT)/test_jsonw $(UNIT_OUT)/test_strings $(UNIT_OUT)/test_cupti_names $(UNIT_OUT)/test_kernels $(UNIT_OUT)/test_nvtx_glob $(UNIT_OUT)/test_radix $(UNIT_OUT)/test_events $(UNIT_OUT)/test_clock
+UNIT_TESTS := $(UNIT_OUT)/test_config $(UNIT_OUT)/test_plan $(UNIT_OUT)/test_jsonw $(UNIT_OUT)/test_strings $(UNIT_OUT)/test_cupti_names $(UNIT_OUT)/test_kernels $(UNIT_OUT)/test_nvtx_glob $(UNIT_OUT)/test_radix $(UNIT_OUT)/test_events $(UNIT_OUT)/test_clock \
+              $(UNIT_OUT)/test_agg
 UNIT_LIBYAML := $(or $(LIBYAML_A),/usr/lib/x86_64-linux-gnu/libyaml.a)
 # test_config reads profiling.example.yaml from the repository root.
 UNIT_CFLAGS := $(CFLAGS_COMMON) -DSP_REPO_ROOT='"$(CURDIR)"'
@@ -27,6 +28,8 @@ $(UNIT_OUT)/test_kernels: collectors/kernels.c
 $(UNIT_OUT)/test_nvtx_glob: inject/nvtx_glob.c
 $(UNIT_OUT)/test_radix: exporters/radix.c
 $(UNIT_OUT)/test_clock: collectors/clock.c collectors/clock.h
+$(UNIT_OUT)/test_agg: exporters/agg.c exporters/agg_lanes.c exporters/agg_rows.c exporters/stacks_out.c \
+                      exporters/report_buf.c collectors/cupti_window.c exporters/agg.h collectors/cupti_window.h
 $(UNIT_OUT)/test_events: collectors/events.c collectors/prefault.c collectors/threads.c collectors/strings.c \
                          collectors/strings_log.c collectors/log.c collectors/events.h collectors/prefault.h
 

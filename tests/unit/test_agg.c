@@ -1,0 +1,158 @@
+/* tests/unit/test_agg.c — the export's per-event structures: the report set's
+ * string ids (id 0 is "", equal text one id, a million distinct strings each
+ * back to its text, ids ordered by text where the canonical order compares
+ * them), the collapsed stacks summed per (stack, name) pair against a naive
+ * sum, and a window's CUPTI records taken in place (the window's in order in
+ * the old array, later windows' in a new one, earlier ones dropped). */
+#include "../../collectors/cupti_window.h"
+#include "../../exporters/agg.h"
+#include "../../exporters/stacks_out.h"
+#include "check.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rnd(void)
+{
+    static uint64_t s = 88172645463325252ull;
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+}
+
+static void check_ids(void)
+{
+    sp_rep_set_t s;
+    sp_rep_init(&s);
+    CHECK(sp_rep_intern_id(&s, "") == 0 && strcmp(sp_rep_str(&s, 0), "") == 0, "\"\" is id 0");
+    CHECK(sp_rep_intern_id(&s, NULL) == 0, "NULL interns as \"\"");
+    sp_rep_str_t a = sp_rep_intern_id(&s, "aten::mm"), b = sp_rep_intern_id(&s, "aten::add");
+    CHECK(a != b && a && b, "distinct texts, distinct ids");
+    CHECK(sp_rep_intern_id_n(&s, "aten::mm(x)", 8) == a, "a prefix by length is the same string");
+    CHECK(sp_rep_intern(&s, "aten::mm") == sp_rep_str(&s, a), "the pointer form is the id's text");
+    enum { N = 1000000 };
+    sp_rep_str_t *ids = malloc(N * sizeof *ids);
+    char buf[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(buf, sizeof buf, "name %d", i);
+        ids[i] = sp_rep_intern_id(&s, buf);
+    }
+    size_t bad = 0, again = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(buf, sizeof buf, "name %d", i);
+        bad += strcmp(sp_rep_str(&s, ids[i]), buf) != 0;
+        again += sp_rep_intern_id(&s, buf) != ids[i];
+    }
+    CHECK(!s.oom && bad == 0, "1M distinct strings: %zu not back to their text", bad);
+    CHECK(again == 0, "1M strings interned again: %zu got another id", again);
+    CHECK(sp_rep_intern_id(&s, "aten::mm") == a, "an early id survives the table's growth");
+    free(ids);
+
+    /* The canonical order compares text, not ids (ids follow input order). */
+    sp_rep_event_t x, y;
+    sp_rep_reset(&s, &x);
+    sp_rep_reset(&s, &y);
+    x.name = sp_rep_intern_id(&s, "zzz");
+    y.name = sp_rep_intern_id(&s, "aaa");
+    CHECK(x.name < y.name && sp_rep_cmp(&s, &x, &y) > 0 && sp_rep_cmp(&s, &y, &x) < 0,
+          "events equal but for the name order by its text");
+    CHECK(sizeof(sp_rep_event_t) == 72, "a report event is %zu bytes", sizeof(sp_rep_event_t));
+    sp_rep_free(&s);
+}
+
+/* Host calls one after another on one thread (no nesting: self time is the
+ * duration), 40 stacks x 7 names, some calls under 1 us. */
+static void check_stacks(void)
+{
+    enum { N = 20000, STACKS = 40, NAMES = 7 };
+    sp_rep_set_t s;
+    sp_rep_init(&s);
+    static int64_t want[STACKS][NAMES];
+    char buf[64];
+    int64_t t = 0;
+    for (int i = 0; i < N; i++) {
+        int k = (int)(rnd() % STACKS), m = (int)(rnd() % NAMES);
+        int64_t dur = (int64_t)(rnd() % 3000);
+        sp_rep_event_t *e = sp_rep_add(&s);
+        e->cat = SP_REP_RUNTIME;
+        e->ts = t;
+        e->dur = dur;
+        e->pid = 1;
+        e->tid = 1;
+        snprintf(buf, sizeof buf, "main;f%02d;g%d", k, k % 3);
+        e->stack = sp_rep_intern_id(&s, buf);
+        snprintf(buf, sizeof buf, "cudaCall%d", m);
+        e->name = sp_rep_intern_id(&s, buf);
+        want[k][m] += dur;
+        t += dur + 10;
+    }
+    CHECK(sp_rep_analyze(&s) == 0, "analyze");
+    sp_rb_t got, exp;
+    sp_rb_init(&got);
+    sp_rb_init(&exp);
+    CHECK(sp_rep_stacks(&s, "self_cpu_time_total", &got) == 0, "stacks written");
+    for (int k = 0; k < STACKS; k++)   /* "main;fKK;gN" sorts by KK: the stacks' text order */
+        for (int m = 0; m < NAMES; m++)
+            if (want[k][m] >= 1000)
+                sp_rb_printf(&exp, "main;f%02d;g%d;cudaCall%d %" PRId64 "\n", k, k % 3, m, want[k][m] / 1000);
+    CHECK(got.n == exp.n && memcmp(got.s, exp.s, got.n) == 0, "stacks summed per pair, sorted:\n%.*s\nwant\n%.*s",
+          (int)(got.n < 400 ? got.n : 400), got.s, (int)(exp.n < 400 ? exp.n : 400), exp.s);
+    sp_rb_free(&got);
+    sp_rb_free(&exp);
+    sp_rep_free(&s);
+}
+
+static sp_gpu_event_t rec(uint32_t kind, uint64_t start, uint32_t corr)
+{
+    sp_gpu_event_t e;
+    memset(&e, 0, sizeof e);
+    e.kind = kind;
+    e.start = start;
+    e.end = start + 5;
+    e.correlation = corr;
+    return e;
+}
+
+static void check_take(void)
+{
+    /* Window [1000, 2000]: calls 1..3 in it, call 4 after; a kernel of call 2
+     * that ran after the close is the window's; a record before it is no
+     * window's and goes. */
+    sp_gpu_event_t in[] = {
+        rec(SP_GPU_RUNTIME, 500, 9),    /* before: dropped */
+        rec(SP_GPU_RUNTIME, 1100, 1), rec(SP_GPU_KERNEL, 1200, 1), rec(SP_GPU_RUNTIME, 1300, 2),
+        rec(SP_GPU_RUNTIME, 1400, 3), rec(SP_GPU_RUNTIME, 2500, 4), rec(SP_GPU_KERNEL, 2600, 2),
+        rec(SP_GPU_KERNEL, 2700, 4),    /* the later window's */
+    };
+    size_t n = sizeof in / sizeof in[0], cap = n + 3;
+    sp_gpu_event_t *recs = malloc(cap * sizeof *recs), *old = recs, *out = NULL;
+    memcpy(recs, in, sizeof in);
+    size_t got = sp_cupti_take_window(&recs, &n, &cap, 1000, 2000, &out);
+    CHECK(got == 5 && out == old, "the window's 5 records, in the old array (%zu)", got);
+    uint64_t want_start[] = {1100, 1200, 1300, 1400, 2600};
+    for (size_t i = 0; i < 5 && got == 5; i++)
+        CHECK(out[i].start == want_start[i], "window record %zu starts at %" PRIu64, i, out[i].start);
+    CHECK(n == 2 && cap == 2 && recs && recs != old, "later records in a new array (%zu, cap %zu)", n, cap);
+    CHECK(n == 2 && recs[0].start == 2500 && recs[1].start == 2700, "later records kept in order");
+    free(out);
+    out = NULL;
+    got = sp_cupti_take_window(&recs, &n, &cap, 2001, 3000, &out);
+    CHECK(got == 2 && n == 0 && cap == 0 && !recs, "the next window takes them all; none left");
+    free(out);
+    out = (sp_gpu_event_t *)1;
+    got = sp_cupti_take_window(&recs, &n, &cap, 0, 10, &out);
+    CHECK(got == 0 && !out && n == 0, "an empty take");
+    free(out);
+}
+
+int main(void)
+{
+    check_ids();
+    check_stacks();
+    check_take();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
