@@ -254,20 +254,28 @@ const char *sp_kern_mangled(const void *ptr, int is_handle)
 
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
+static demangle_fn demangler;
+static pthread_once_t demangler_once = PTHREAD_ONCE_INIT;
+
+static void load_demangler(void)
+{
+    demangler = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    if (!demangler) {
+        void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+        if (h)
+            demangler = (demangle_fn)dlsym(h, "__cxa_demangle");
+    }
+}
+
 static demangle_fn find_demangler(void)
 {
-    static demangle_fn fn;
-    static int tried;
-    if (!tried) {
-        tried = 1;
-        fn = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
-        if (!fn) {
-            void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
-            if (h)
-                fn = (demangle_fn)dlsym(h, "__cxa_demangle");
-        }
-    }
-    return fn;
+    pthread_once(&demangler_once, load_demangler);
+    return demangler;
+}
+
+void sp_kern_demangler_load(void)
+{
+    find_demangler();
 }
 
 static uint64_t hash_str(const char *s)
