@@ -254,6 +254,10 @@ const char *sp_kern_mangled(const void *ptr, int is_handle)
 
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
+/* Once, under pthread_once: the two export threads may ask first together.
+ * Not warmed ahead of an export: loading libstdc++ beside a running window
+ * (a C program has none) held the loader lock the program's dlsym needs and
+ * made a recorded step 1 ms slow (test_reports' step_variance finding). */
 static demangle_fn demangler;
 static pthread_once_t demangler_once = PTHREAD_ONCE_INIT;
 
@@ -273,10 +277,6 @@ static demangle_fn find_demangler(void)
     return demangler;
 }
 
-void sp_kern_demangler_load(void)
-{
-    find_demangler();
-}
 
 static uint64_t hash_str(const char *s)
 {

@@ -24,9 +24,6 @@ const char *sp_kern_name(const void *ptr, int is_handle);
 /* Demangled form of a mangled name, NULL if it is not a mangled C++ name.
  * Demangled once per distinct name; valid for the life of the process. */
 const char *sp_kern_demangle(const char *mangled);
-/* Finds __cxa_demangle now, loading libstdc++ when the process has none (a
- * C program: 2-10 ms of dlopen), so that an export does not pay for it. */
-void sp_kern_demangler_load(void);
 
 /* Raw (mangled) name, for matching by the kernel marker; NULL when unknown. */
 const char *sp_kern_mangled(const void *ptr, int is_handle);

@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { U_TIME, U_COUNT, U_PCT, U_BYTES, U_GBPS };
@@ -136,23 +137,61 @@ static void text_tallies(sp_rb_t *b, const char *title, const sum_list_t *l, int
     }
 }
 
+/* The text lists the ranges that took the most CPU time, as Nsight Systems'
+ * NVTX summary orders them, and counts the rest in one line: a run with a
+ * range name per step or per item has 100k distinct names, which belong in
+ * the JSON (every range, first-seen order), not in a page meant to be read.
+ * A name past the column's cap overflows it rather than being cut. */
+#define TEXT_RANGES 30
+#define RANGE_NAME_W 80
+
+static int by_total(const void *pa, const void *pb)
+{
+    const sum_tally_t *x = *(const sum_tally_t *const *)pa, *y = *(const sum_tally_t *const *)pb;
+    if (x->total != y->total)
+        return x->total > y->total ? -1 : 1;
+    return x < y ? -1 : x > y;   /* first seen first */
+}
+
 static void text_ranges(const sp_summary_t *m, sp_rb_t *b)
 {
     if (!m->ranges.n)
         return;
-    int w = 4;
+    const sum_tally_t **top = malloc(m->ranges.n * sizeof *top);
+    if (!top) {
+        b->oom = 1;
+        return;
+    }
     for (size_t i = 0; i < m->ranges.n; i++)
-        w = (int)strlen(m->ranges.t[i].name) > w ? (int)strlen(m->ranges.t[i].name) : w;
+        top[i] = &m->ranges.t[i];
+    qsort(top, m->ranges.n, sizeof *top, by_total);
+    size_t shown = m->ranges.n < TEXT_RANGES ? m->ranges.n : TEXT_RANGES;
+    int w = 4;
+    for (size_t i = 0; i < shown; i++) {
+        int len = (int)strlen(top[i]->name);
+        w = len > w ? (len < RANGE_NAME_W ? len : RANGE_NAME_W) : w;
+    }
     sp_rb_printf(b, "\nNVTX ranges (CPU time, whole cycle)\n  %-*s  %8s  %12s  %12s  %12s\n", w, "Name", "Count", "Avg",
                  "Max", "Total");
-    for (size_t i = 0; i < m->ranges.n; i++) {
-        const sum_tally_t *t = &m->ranges.t[i];
-        char avg[32], mx[32], tot[32];
+    char avg[32], mx[32], tot[32];
+    for (size_t i = 0; i < shown; i++) {
+        const sum_tally_t *t = top[i];
         sp_rep_fmt_time(avg, sizeof avg, t->count ? t->total / t->count : 0);
         sp_rep_fmt_time(mx, sizeof mx, t->max);
         sp_rep_fmt_time(tot, sizeof tot, t->total);
         sp_rb_printf(b, "  %-*s  %8" PRId64 "  %12s  %12s  %12s\n", w, t->name, t->count, avg, mx, tot);
     }
+    if (shown < m->ranges.n) {
+        int64_t count = 0, total = 0;
+        for (size_t i = shown; i < m->ranges.n; i++) {
+            count += top[i]->count;
+            total += top[i]->total;
+        }
+        sp_rep_fmt_time(tot, sizeof tot, total);
+        sp_rb_printf(b, "  ... %zu more ranges: count %" PRId64 ", total %s (summary.json.txt lists every range)\n",
+                     m->ranges.n - shown, count, tot);
+    }
+    free(top);
 }
 
 /* What the summary cannot know, as sentences; shared by text and JSON. */

@@ -15,7 +15,6 @@
 #include "export.h"
 
 #include "../collectors/cupti.h"
-#include "../collectors/kernels.h"
 #include "../collectors/threads.h"
 
 #include <errno.h>
@@ -146,7 +145,6 @@ static void *worker_main(void *arg)
 {
     (void)arg;
     background();
-    sp_kern_demangler_load();   /* started as a window opens: the close does not wait for a dlopen */
     pthread_mutex_lock(&lock);
     for (;;) {
         node_t *n = pop_wait(&exports);

@@ -35,6 +35,8 @@ def window(launches, distinct=None, **env):
         summary = json.load(f)
     with open(one(".key_averages.txt")) as f:
         table = f.read()
+    with open(one(".summary.txt")) as f:
+        window.summary_text = f.read()
     return int(out["ranges"]), trace, summary, table
 
 
@@ -72,6 +74,20 @@ def test_every_distinct_range_name_is_kept():
     assert {"range_0", "range_%d" % (distinct - 1)} <= set(names)
     tallied = [r for r in summary["ranges"] if r["name"].startswith("range_")]
     assert sum(r["count"] for r in tallied) == ranges == distinct
+    # The text summary lists the 30 ranges with the most CPU time, longest first, and counts the rest
+    # in one line (the JSON above keeps every range, in first-seen order).
+    text = window.summary_text
+    section = text[text.index("NVTX ranges (CPU time"):].split("\n\n")[0].splitlines()
+    rows, more = section[2:-1], section[-1]
+    assert len(rows) == 30, section[:5]
+    by_name = {r["name"]: r["total_us"] for r in summary["ranges"]}
+    shown = [by_name[row.split()[0]] for row in rows]
+    assert shown == sorted(by_name.values(), reverse=True)[:30], shown
+    hidden = len(summary["ranges"]) - 30
+    assert more.startswith("  ... %d more ranges: count %d, total " % (
+        hidden, sum(r["count"] for r in summary["ranges"]) - sum(
+            r["count"] for r in summary["ranges"] if r["name"] in {row.split()[0] for row in rows}))), more
+    assert len(text) < 10000, len(text)
 
 
 def test_dropped_overlapping_ranges_give_their_text_back():
