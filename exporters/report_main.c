@@ -179,21 +179,36 @@ static uint64_t num_u64(double v)
     return v >= 1.8e19 ? UINT64_MAX : (uint64_t)v;
 }
 
-/* pids, tids and streams in 32 bits, as Linux and CUDA number them. */
+/* pids, tids and streams in 32 bits, as Linux and CUDA number them. A name
+ * ("stream 7") or a number past 32 bits (another OS's thread ids) becomes a
+ * negative number hashed from it: any stable number keeps lanes apart, and
+ * only another such id can meet it (1 in 2^31 per pair). */
+static int32_t away(uint64_t h)
+{
+    h ^= h >> 31;
+    h *= 0x9e3779b97f4a7c15ull;
+    return -(int32_t)(h >> 33) - 1;
+}
+
 static int32_t id_of(const cJSON *v)
 {
-    if (cJSON_IsNumber(v))
-        return (int32_t)num_i64(v->valuedouble);
-    if (!cJSON_IsString(v))
+    int64_t n;
+    if (cJSON_IsNumber(v)) {
+        n = num_i64(v->valuedouble);
+    } else if (cJSON_IsString(v)) {
+        char *end;
+        errno = 0;
+        n = strtoll(v->valuestring, &end, 10);
+        if (!*v->valuestring || *end || errno) {
+            uint64_t h = 5381;
+            for (const char *p = v->valuestring; *p; p++)
+                h = h * 33 + (unsigned char)*p;
+            return away(h);
+        }
+    } else {
         return 0;
-    char *end;
-    long n = strtol(v->valuestring, &end, 10);
-    if (*v->valuestring && !*end)
-        return (int32_t)n;
-    uint32_t h = 5381;   /* a name ("stream 7"): any stable number keeps lanes apart */
-    for (const char *p = v->valuestring; *p; p++)
-        h = h * 33 + (unsigned char)*p;
-    return -(int32_t)(h >> 1) - 1;
+    }
+    return n >= INT32_MIN && n <= INT32_MAX ? (int32_t)n : away((uint64_t)n ^ 0x5bd1e995u);
 }
 
 static int64_t ns_of(const cJSON *v)
@@ -300,7 +315,8 @@ static void add_event(sp_rep_set_t *set, const cJSON *e)
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(args, "Bytes"),
                     *d = cJSON_GetObjectItemCaseSensitive(args, "Device Type");
         r->bytes = cJSON_IsNumber(b) ? num_i64(b->valuedouble) : 0;
-        r->device = cJSON_IsNumber(d) ? (int16_t)(num_i64(d->valuedouble) & 0x7fff) : 0;
+        int64_t type = cJSON_IsNumber(d) ? num_i64(d->valuedouble) : 0;
+        r->device = (int16_t)(type < 0 ? 0 : type > INT16_MAX ? INT16_MAX : type);
     } else if (cJSON_IsObject(args)) {
         add_args(set, r, args);
     }

@@ -198,11 +198,12 @@ static int measure_busy(sp_rep_set_t *s, sp_summary_t *m)
         if (sp_rep_is_gpu_work(s->ev[i].cat))
             device_index(m, s->ev[i].pid);
     size_t nopen = (size_t)m->nsteps * (size_t)m->ndev;
-    int64_t(*open)[2] = malloc((nopen ? nopen : 1) * sizeof *open);
+    struct open_span {
+        int64_t a, b;
+        int open;
+    } *open = calloc(nopen ? nopen : 1, sizeof *open);
     if (!open)
         return -1;
-    for (size_t k = 0; k < nopen; k++)
-        open[k][0] = INT64_MAX, open[k][1] = INT64_MIN;   /* none open: b < a */
     for (size_t i = 0; i < s->n; i++) {
         const sp_rep_event_t *e = &s->ev[i];
         if (!sp_rep_is_gpu_work(e->cat))
@@ -211,19 +212,19 @@ static int measure_busy(sp_rep_set_t *s, sp_summary_t *m)
         int d = device_index(m, e->pid);
         if (!st || d < 0)
             continue;
-        int64_t *o = open[(size_t)(st - m->steps) * (size_t)m->ndev + (size_t)d], a = e->ts, b = e->ts + e->dur;
-        if (o[1] >= o[0] && a <= o[1]) {
-            o[1] = b > o[1] ? b : o[1];
+        struct open_span *o = &open[(size_t)(st - m->steps) * (size_t)m->ndev + (size_t)d];
+        int64_t a = e->ts, b = e->ts + e->dur;
+        if (o->open && a <= o->b) {
+            o->b = b > o->b ? b : o->b;
             continue;
         }
-        if (o[1] >= o[0])
-            st->busy[d] += o[1] - o[0];
-        o[0] = a;
-        o[1] = b;
+        if (o->open)
+            st->busy[d] += o->b - o->a;
+        *o = (struct open_span){a, b, 1};
     }
     for (size_t k = 0; k < nopen; k++)
-        if (open[k][1] >= open[k][0])
-            m->steps[k / (size_t)m->ndev].busy[k % (size_t)m->ndev] += open[k][1] - open[k][0];
+        if (open[k].open)
+            m->steps[k / (size_t)m->ndev].busy[k % (size_t)m->ndev] += open[k].b - open[k].a;
     free(open);
     int64_t best = -1;
     for (int d = 0; d < m->ndev; d++) {

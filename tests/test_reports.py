@@ -484,5 +484,38 @@ def test_gpu_only_findings_from_hand_written_traces():
     assert s["dropped_events"] == 7
 
 
+def test_thread_ids_past_32_bits_keep_their_own_lanes():
+    """Events keep 32-bit pids and tids: an id past 32 bits (another OS's thread ids, a name such as
+    "stream 7") is hashed away from the small ones, never cut to them. tid 2^32 + 1 cut to 32 bits
+    would be tid 1, nesting `inner` under `outer` (outer's Self CPU 400 us instead of 500)."""
+    d = tempfile.mkdtemp(prefix="sp-test-")
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "outer", "pid": 1, "tid": 1, "ts": 10.0, "dur": 500.0},
+          {"ph": "X", "cat": "user_annotation", "name": "inner", "pid": 1, "tid": 2 ** 32 + 1, "ts": 20.0, "dur": 100.0},
+          {"ph": "X", "cat": "user_annotation", "name": "named", "pid": 1, "tid": "thread 1", "ts": 30.0, "dur": 50.0}]
+    path = os.path.join(d, "lanes.json")
+    with open(path, "w") as f:
+        json.dump({"traceEvents": ev}, f)
+    _, rows = parse_table(tool(path).stdout)
+    self_cpu = {r["Name"]: ns(r["Self CPU"]) for r in rows}
+    assert self_cpu == {"outer": 500e3, "inner": 100e3, "named": 50e3}, self_cpu
+
+
+def test_gpu_busy_counts_a_negative_duration_as_written():
+    """A hand-written trace may hold a negative duration; the busy union adds its length as it did
+    when it sorted spans (-50 + 30 us), the summary computed per (step, device) in start order."""
+    d = tempfile.mkdtemp(prefix="sp-test-")
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1000.0}]
+    for c, (ts, dur) in enumerate([(100.0, -50.0), (200.0, 30.0)], 1):
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts - 50,
+                   "dur": 1.0, "args": {"correlation": c}})
+        ev.append({"ph": "X", "cat": "kernel", "name": "k%d" % c, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+                   "args": {"correlation": c}})
+    path = os.path.join(d, "neg.json")
+    with open(path, "w") as f:
+        json.dump({"traceEvents": ev}, f)
+    s = json.loads(tool(path, "--summary-json").stdout)
+    assert s["steps"][0]["gpu_busy_us"] == -20.0, s["steps"][0]
+
+
 # --------------------------------------------------------------------------------------------
 # Call stacks
