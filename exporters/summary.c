@@ -365,6 +365,46 @@ static void measure_gpu(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t *
     }
 }
 
+/* Ranges by CPU time, most first; equal totals keep first-seen order. The
+ * index by name is not used after measuring and is dropped. */
+typedef struct ranked {
+    int64_t total;
+    size_t pos;
+} ranked_t;
+
+static int by_total(const void *pa, const void *pb)
+{
+    const ranked_t *x = pa, *y = pb;
+    if (x->total != y->total)
+        return x->total > y->total ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static int rank_ranges(sum_list_t *l)
+{
+    if (l->n < 2)
+        return 0;
+    ranked_t *r = malloc(l->n * sizeof *r);
+    sum_tally_t *t = malloc(l->n * sizeof *t);
+    if (!r || !t) {
+        free(r);
+        free(t);
+        return -1;
+    }
+    for (size_t i = 0; i < l->n; i++)
+        r[i] = (ranked_t){l->t[i].total, i};
+    qsort(r, l->n, sizeof *r, by_total);
+    for (size_t i = 0; i < l->n; i++)
+        t[i] = l->t[r[i].pos];
+    free(r);
+    free(l->t);
+    free(l->idx);
+    l->idx = NULL;
+    l->t = t;
+    l->cap = l->n;
+    return 0;
+}
+
 int sum_measure(sp_rep_set_t *s, sp_summary_t *m)
 {
     memset(m, 0, sizeof *m);
@@ -388,6 +428,8 @@ int sum_measure(sp_rep_set_t *s, sp_summary_t *m)
         st->d2h_gbps_m = gbps_milli(st->d2h_bytes, st->d2h_time);
         st->d2d_gbps_m = gbps_milli(st->d2d_bytes, st->d2d_time);
     }
+    if (rank_ranges(&m->ranges) != 0)
+        return -1;
     return s->oom ? -1 : 0;
 }
 

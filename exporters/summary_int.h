@@ -16,6 +16,11 @@
 #define SUM_MAX_EVIDENCE 6
 
 #define SUM_CALL_MEMO 256
+/* NVTX ranges are ranked by CPU time; the text lists this many, the JSON
+ * this many (a program that names a range per step or per item has 100k+
+ * distinct names: 1M of them made a 107 MB summary.json.txt). */
+#define SUM_TEXT_RANGES 30
+#define SUM_JSON_RANGES 1000
 
 typedef struct sum_step {
     int64_t step;                 /* -1: the whole window (no step marker) */

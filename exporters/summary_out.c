@@ -7,7 +7,6 @@
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 enum { U_TIME, U_COUNT, U_PCT, U_BYTES, U_GBPS };
@@ -137,61 +136,47 @@ static void text_tallies(sp_rb_t *b, const char *title, const sum_list_t *l, int
     }
 }
 
-/* The text lists the ranges that took the most CPU time, as Nsight Systems'
- * NVTX summary orders them, and counts the rest in one line: a run with a
- * range name per step or per item has 100k distinct names, which belong in
- * the JSON (every range, first-seen order), not in a page meant to be read.
- * A name past the column's cap overflows it rather than being cut. */
-#define TEXT_RANGES 30
+/* Ranges come ranked by CPU time (sum_measure). The text lists the first
+ * SUM_TEXT_RANGES and counts the rest in one line; a name past the column's
+ * cap overflows it rather than being cut. */
 #define RANGE_NAME_W 80
 
-static int by_total(const void *pa, const void *pb)
+/* Count and total of the ranges from `from` on. */
+static void rest_of(const sum_list_t *l, size_t from, int64_t *count, int64_t *total)
 {
-    const sum_tally_t *x = *(const sum_tally_t *const *)pa, *y = *(const sum_tally_t *const *)pb;
-    if (x->total != y->total)
-        return x->total > y->total ? -1 : 1;
-    return x < y ? -1 : x > y;   /* first seen first */
+    *count = *total = 0;
+    for (size_t i = from; i < l->n; i++) {
+        *count += l->t[i].count;
+        *total += l->t[i].total;
+    }
 }
 
 static void text_ranges(const sp_summary_t *m, sp_rb_t *b)
 {
     if (!m->ranges.n)
         return;
-    const sum_tally_t **top = malloc(m->ranges.n * sizeof *top);
-    if (!top) {
-        b->oom = 1;
-        return;
-    }
-    for (size_t i = 0; i < m->ranges.n; i++)
-        top[i] = &m->ranges.t[i];
-    qsort(top, m->ranges.n, sizeof *top, by_total);
-    size_t shown = m->ranges.n < TEXT_RANGES ? m->ranges.n : TEXT_RANGES;
+    size_t shown = m->ranges.n < SUM_TEXT_RANGES ? m->ranges.n : SUM_TEXT_RANGES;
     int w = 4;
     for (size_t i = 0; i < shown; i++) {
-        int len = (int)strlen(top[i]->name);
+        int len = (int)strlen(m->ranges.t[i].name);
         w = len > w ? (len < RANGE_NAME_W ? len : RANGE_NAME_W) : w;
     }
     sp_rb_printf(b, "\nNVTX ranges (CPU time, whole cycle)\n  %-*s  %8s  %12s  %12s  %12s\n", w, "Name", "Count", "Avg",
                  "Max", "Total");
     char avg[32], mx[32], tot[32];
     for (size_t i = 0; i < shown; i++) {
-        const sum_tally_t *t = top[i];
+        const sum_tally_t *t = &m->ranges.t[i];
         sp_rep_fmt_time(avg, sizeof avg, t->count ? t->total / t->count : 0);
         sp_rep_fmt_time(mx, sizeof mx, t->max);
         sp_rep_fmt_time(tot, sizeof tot, t->total);
         sp_rb_printf(b, "  %-*s  %8" PRId64 "  %12s  %12s  %12s\n", w, t->name, t->count, avg, mx, tot);
     }
     if (shown < m->ranges.n) {
-        int64_t count = 0, total = 0;
-        for (size_t i = shown; i < m->ranges.n; i++) {
-            count += top[i]->count;
-            total += top[i]->total;
-        }
+        int64_t count, total;
+        rest_of(&m->ranges, shown, &count, &total);
         sp_rep_fmt_time(tot, sizeof tot, total);
-        sp_rb_printf(b, "  ... %zu more ranges: count %" PRId64 ", total %s (summary.json.txt lists every range)\n",
-                     m->ranges.n - shown, count, tot);
+        sp_rb_printf(b, "  ... %zu more ranges: count %" PRId64 ", total %s\n", m->ranges.n - shown, count, tot);
     }
-    free(top);
 }
 
 /* What the summary cannot know, as sentences; shared by text and JSON. */
@@ -246,10 +231,11 @@ void sum_print_text(const sp_summary_t *m, sp_rb_t *b)
         sp_rb_printf(b, "  - %s\n", u[i]);
 }
 
-static void json_tallies(sp_rb_t *b, const char *key, const sum_list_t *l, const char *name_key)
+static void json_tallies(sp_rb_t *b, const char *key, const sum_list_t *l, const char *name_key, size_t max)
 {
     sp_rb_printf(b, ",\n  \"%s\": [", key);
-    for (size_t i = 0; i < l->n; i++) {
+    size_t n = l->n < max ? l->n : max;
+    for (size_t i = 0; i < n; i++) {
         const sum_tally_t *t = &l->t[i];
         sp_rb_printf(b, "%s\n    {\"%s\": ", i ? "," : "", name_key);
         sp_rb_json_str(b, t->name);
@@ -257,7 +243,7 @@ static void json_tallies(sp_rb_t *b, const char *key, const sum_list_t *l, const
                      "\"max_us\": %.3f}", t->count, t->bytes, (double)t->total / 1e3,
                      t->count ? (double)t->total / 1e3 / (double)t->count : 0.0, (double)t->max / 1e3);
     }
-    sp_rb_puts(b, l->n ? "\n  ]" : "]");
+    sp_rb_puts(b, n ? "\n  ]" : "]");
 }
 
 static void json_metrics(sp_rb_t *b, const sp_summary_t *m, const sum_step_t *st)
@@ -304,10 +290,15 @@ void sum_print_json(const sp_summary_t *m, sp_rb_t *b)
     if (m->nsteps)
         json_metrics(b, m, NULL);
     sp_rb_puts(b, "}");
-    json_tallies(b, "gpu_copies", &m->gpu_dirs, "direction");
-    json_tallies(b, "host_copies", &m->host_dirs, "direction");
-    json_tallies(b, "blocking_calls", &m->sync_calls, "name");
-    json_tallies(b, "ranges", &m->ranges, "name");
+    json_tallies(b, "gpu_copies", &m->gpu_dirs, "direction", SIZE_MAX);
+    json_tallies(b, "host_copies", &m->host_dirs, "direction", SIZE_MAX);
+    json_tallies(b, "blocking_calls", &m->sync_calls, "name", SIZE_MAX);
+    json_tallies(b, "ranges", &m->ranges, "name", SUM_JSON_RANGES);
+    size_t listed = m->ranges.n < SUM_JSON_RANGES ? m->ranges.n : SUM_JSON_RANGES;
+    int64_t count, total;
+    rest_of(&m->ranges, listed, &count, &total);
+    sp_rb_printf(b, ",\n  \"ranges_not_listed\": {\"ranges\": %zu, \"count\": %" PRId64 ", \"total_us\": %.3f}",
+                 m->ranges.n - listed, count, (double)total / 1e3);
     sp_rb_puts(b, ",\n  \"findings\": [");
     for (int i = 0; i < m->nf; i++) {
         const sum_finding_t *f = &m->f[i];

@@ -2,12 +2,12 @@
  * export_bench.c — one recorded window of a chosen size, for `make bench`'s export benchmark
  * (scripts/bench_export.py) and tests/test_scale.py.
  *
- * Usage: export_bench LAUNCHES [DISTINCT_RANGE_NAMES]
+ * Usage: export_bench LAUNCHES [DISTINCT_RANGE_NAMES [LAUNCHES_PER_RANGE]]
  * Registers 4096 kernels the way nvcc's constructors do (__cudaRegisterFatBinary +
  * __cudaRegisterFunction, distinct mangled names), then: NVTX range "step" (the marker; stepprof
  * is run with nvtx:step, wait 0, warmup 1, active 1, repeat 1: a first empty "step" is the warmup), LAUNCHES cudaLaunchKernel calls
- * cycling through the kernels, one NVTX range per 8 launches (named "layer_<i mod 16>", or with
- * DISTINCT_RANGE_NAMES > 0 "range_<i mod DISTINCT_RANGE_NAMES>"), a cudaMalloc/cudaFree pair per
+ * cycling through the kernels, one NVTX range per 8 launches (LAUNCHES_PER_RANGE; named
+ * "layer_<i mod 16>", or with DISTINCT_RANGE_NAMES > 0 "range_<i mod DISTINCT_RANGE_NAMES>"), a cudaMalloc/cudaFree pair per
  * 1024 launches; then the push of the next "step", which closes the window, timed.
  * Stdout: `launches N`, `ranges N`, `rss_before_close_kb N`, `close_stall_ns N`,
  * `close_realtime_ns N` (CLOCK_REALTIME at the close), `cpu_before_close_ns N` (the process's CPU
@@ -59,8 +59,9 @@ int main(int argc, char **argv)
     char *end = NULL;
     long launches = argc > 1 ? strtol(argv[1], &end, 10) : -1;
     long distinct = argc > 2 ? strtol(argv[2], NULL, 10) : 0;
-    if (launches < 1 || (end && *end) || distinct < 0) {
-        fprintf(stderr, "usage: export_bench LAUNCHES [DISTINCT_RANGE_NAMES]\n");
+    long per_range = argc > 3 ? strtol(argv[3], NULL, 10) : 8;
+    if (launches < 1 || (end && *end) || distinct < 0 || per_range < 1) {
+        fprintf(stderr, "usage: export_bench LAUNCHES [DISTINCT_RANGE_NAMES [LAUNCHES_PER_RANGE]]\n");
         return 2;
     }
     void **h = __cudaRegisterFatBinary(fake_fatbin);
@@ -77,13 +78,13 @@ int main(int argc, char **argv)
     nvtxRangePop();
     nvtxRangePushA("step"); /* step 1: recorded */
     for (long i = 0; i < launches; i++) {
-        if (i % 8 == 0) {
+        if (i % per_range == 0) {
             if (i)
                 nvtxRangePop();
             if (distinct)
-                snprintf(name, sizeof name, "range_%ld", (i / 8) % distinct);
+                snprintf(name, sizeof name, "range_%ld", (i / per_range) % distinct);
             else
-                snprintf(name, sizeof name, "layer_%ld", (i / 8) % 16);
+                snprintf(name, sizeof name, "layer_%ld", (i / per_range) % 16);
             nvtxRangePushA(name);
             ranges++;
         }
