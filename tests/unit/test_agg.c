@@ -14,15 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rnd(void)
-{
-    static uint64_t s = 88172645463325252ull;
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return s;
-}
-
 static void check_ids(void)
 {
     sp_rep_set_t s;
@@ -74,8 +65,8 @@ static void check_stacks(void)
     char buf[64];
     int64_t t = 0;
     for (int i = 0; i < N; i++) {
-        int k = (int)(rnd() % STACKS), m = (int)(rnd() % NAMES);
-        int64_t dur = (int64_t)(rnd() % 3000);
+        int k = (int)(check_rnd() % STACKS), m = (int)(check_rnd() % NAMES);
+        int64_t dur = (int64_t)(check_rnd() % 3000);
         sp_rep_event_t *e = sp_rep_add(&s);
         e->cat = SP_REP_RUNTIME;
         e->ts = t;

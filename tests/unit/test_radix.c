@@ -14,22 +14,13 @@ static int cmp_stable(const void *a, const void *b)
     return (x->val > y->val) - (x->val < y->val);
 }
 
-static uint64_t rnd(void)
-{
-    static uint64_t s = 88172645463325252ull;
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return s;
-}
-
 /* n keys masked to `mask` (few distinct values give long runs of equal keys). */
 static void check_sort(size_t n, uint64_t mask, uint64_t offset)
 {
     sp_kv_t *a = malloc((n + 1) * sizeof *a), *tmp = malloc((n + 1) * sizeof *tmp);
     sp_kv_t *want = malloc((n + 1) * sizeof *want);
     for (size_t i = 0; i < n; i++)
-        want[i] = a[i] = (sp_kv_t){offset + (rnd() & mask), i};
+        want[i] = a[i] = (sp_kv_t){offset + (check_rnd() & mask), i};
     qsort(want, n, sizeof *want, cmp_stable);
     sp_kv_t *got = sp_radix_sort(a, tmp, n);
     CHECK(got == a || got == tmp, "n %zu: the result is in one of the two arrays", n);
