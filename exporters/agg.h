@@ -139,9 +139,10 @@ typedef struct sp_rep_opts {
  * the row keys it builds into s. */
 long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out);
 
-/* Orders rows by sort_by, descending; equal values keep their order. 0, or
- * -1 for an unknown name or when out of memory. */
-int sp_rep_sort_rows(sp_rep_row_t *rows, long n, const char *sort_by);
+/* Orders rows by sort_by, descending; equal values keep their order. With
+ * limit >= 0 only the first `limit` rows are those, in that order (the rest
+ * follow in no order). 0, or -1 for an unknown name or when out of memory. */
+int sp_rep_sort_rows(sp_rep_row_t *rows, long n, const char *sort_by, long limit);
 
 /* 0 when name is one of torch's sort_by names. */
 int sp_rep_sort_key_valid(const char *name);

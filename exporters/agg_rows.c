@@ -54,7 +54,48 @@ static int cmp_keyed(const void *pa, const void *pb)
     return (a->i > b->i) - (a->i < b->i);
 }
 
-int sp_rep_sort_rows(sp_rep_row_t *rows, long n, const char *sort_by)
+static void swap_keyed(keyed_t *a, keyed_t *b)
+{
+    keyed_t t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Moves the `top` first keys (in cmp_keyed's order) to k[0..top), in no
+ * order: quickselect on median-of-three pivots, O(n) on average; past a
+ * depth bound (an input that keeps picking bad pivots) it sorts the rest. */
+static void select_top(keyed_t *k, size_t n, size_t top)
+{
+    size_t lo = 0, hi = n, depth = 0;
+    while (hi - lo > 16 && lo < top && top < hi) {
+        if (++depth > 64) {
+            qsort(k + lo, hi - lo, sizeof *k, cmp_keyed);
+            return;
+        }
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_keyed(&k[mid], &k[lo]) < 0)
+            swap_keyed(&k[mid], &k[lo]);
+        if (cmp_keyed(&k[hi - 1], &k[lo]) < 0)
+            swap_keyed(&k[hi - 1], &k[lo]);
+        if (cmp_keyed(&k[hi - 1], &k[mid]) < 0)
+            swap_keyed(&k[hi - 1], &k[mid]);
+        keyed_t pivot = k[mid];
+        swap_keyed(&k[mid], &k[hi - 1]);
+        size_t store = lo;
+        for (size_t i = lo; i < hi - 1; i++)
+            if (cmp_keyed(&k[i], &pivot) < 0)
+                swap_keyed(&k[i], &k[store++]);
+        swap_keyed(&k[store], &k[hi - 1]);   /* the pivot, in its final place */
+        if (store < top)
+            lo = store + 1;
+        else
+            hi = store;
+    }
+    if (lo < top && top < hi)
+        qsort(k + lo, hi - lo, sizeof *k, cmp_keyed);
+}
+
+int sp_rep_sort_rows(sp_rep_row_t *rows, long n, const char *sort_by, long limit)
 {
     int key = 0;
     while (key < NSORT && strcmp(sort_by, sort_names[key]) != 0)
@@ -70,7 +111,10 @@ int sp_rep_sort_rows(sp_rep_row_t *rows, long n, const char *sort_by)
     }
     for (long i = 0; i < n; i++)
         k[i] = (keyed_t){sort_value(&rows[i], key), i};
-    qsort(k, (size_t)n, sizeof *k, cmp_keyed);
+    size_t sorted = limit >= 0 && limit < n ? (size_t)limit : (size_t)n;
+    if (sorted < (size_t)n)   /* a table of a million distinct names printing its top 10 sorts 10 */
+        select_top(k, (size_t)n, sorted);
+    qsort(k, sorted, sizeof *k, cmp_keyed);
     for (long i = 0; i < n; i++)
         tmp[i] = rows[k[i].i];
     memcpy(rows, tmp, (size_t)n * sizeof *rows);

@@ -273,7 +273,7 @@ int sp_rep_table(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rb_t *out)
     const char *sort_by = o->sort_by && *o->sort_by ? o->sort_by
                           : f.gpu                   ? "self_cuda_time_total"
                                                     : "self_cpu_time_total";
-    if (sp_rep_sort_rows(rows, n, sort_by) != 0) {
+    if (sp_rep_sort_rows(rows, n, sort_by, o->row_limit) != 0) {
         free(rows);
         return -1;
     }

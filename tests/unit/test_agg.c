@@ -3,7 +3,8 @@
  * back to its text, ids ordered by text where the canonical order compares
  * them), the collapsed stacks summed per (stack, name) pair against a naive
  * sum, and a window's CUPTI records taken in place (the window's in order in
- * the old array, later windows' in a new one, earlier ones dropped). */
+ * the old array, later windows' in a new one, earlier ones dropped), and the
+ * key-average rows' top-k order against a full sort (ties included). */
 #include "../../collectors/cupti_window.h"
 #include "../../exporters/agg.h"
 #include "../../exporters/stacks_out.h"
@@ -139,9 +140,39 @@ static void check_take(void)
     free(out);
 }
 
+/* Rows with few distinct values (long runs of ties, whose order is first-seen). */
+static void check_row_limit(void)
+{
+    enum { N = 5000 };
+    static sp_rep_row_t full[N], part[N];
+    static const char *names[N];
+    static char text[N][16];
+    for (int i = 0; i < N; i++) {
+        snprintf(text[i], sizeof text[i], "row%d", i);
+        names[i] = text[i];
+        full[i] = (sp_rep_row_t){.name = names[i], .self_cpu = (int64_t)(check_rnd() % 37), .count = 1};
+    }
+    CHECK(sp_rep_sort_rows(full, N, "self_cpu_time_total", -1) == 0, "full sort");
+    long limits[] = {0, 1, 10, 17, 100, N - 1, N, N + 5};
+    for (size_t l = 0; l < sizeof limits / sizeof limits[0]; l++) {
+        for (int i = 0; i < N; i++)
+            part[i] = (sp_rep_row_t){.name = names[i], .self_cpu = 0, .count = 1};
+        for (int i = 0; i < N; i++) {   /* the same rows, in their first-seen order */
+            int k = atoi(full[i].name + 3);
+            part[k].self_cpu = full[i].self_cpu;
+        }
+        CHECK(sp_rep_sort_rows(part, N, "self_cpu_time_total", limits[l]) == 0, "limited sort");
+        long top = limits[l] < N ? limits[l] : N, bad = 0;
+        for (long i = 0; i < top; i++)
+            bad += part[i].name != full[i].name;
+        CHECK(bad == 0, "limit %ld: %ld of the first rows differ from the full sort's", limits[l], bad);
+    }
+}
+
 int main(void)
 {
     check_ids();
+    check_row_limit();
     check_stacks();
     check_take();
     printf("%d passed, %d failed\n", passed, failed);
