@@ -28,6 +28,8 @@
 #define BUF_BYTES (4u << 20)
 
 #define api sp_cupti_api   /* collectors/cupti_load.c */
+_Static_assert(sizeof(sp_gpu_event_t) == 88, "a parsed CUPTI record is 88 bytes");
+
 #define sh sp_cupti_shared
 
 sp_cupti_shared_t sp_cupti_shared = {.lock = PTHREAD_MUTEX_INITIALIZER, .window_end = UINT64_MAX};

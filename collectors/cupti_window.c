@@ -46,7 +46,7 @@ int sp_cupti_marker_fix(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid, uint3
             e->start = (uint64_t)((int64_t)e->start + fix);
         if (e->end)
             e->end = (uint64_t)((int64_t)e->end + fix);
-        if (e->queued)
+        if (e->kind == SP_GPU_KERNEL && e->queued)
             e->queued = (uint64_t)((int64_t)e->queued + fix);
     }
     *offset += fix;

@@ -16,24 +16,35 @@ enum sp_gpu_kind {
     SP_GPU_DRIVER,    /* API record from CUPTI's DRIVER kind */
 };
 
+/* 88 bytes (a window of a million launches holds ~4M): the fields of one
+ * kind of record share their room with the other kinds'. Read a field only
+ * for the kinds its comment names; the rest of the record is zero as parsed. */
 typedef struct sp_gpu_event {
     uint64_t start, end;       /* CLOCK_MONOTONIC ns */
-    uint64_t queued;           /* kernels: when queued, 0 if unknown */
-    uint64_t bytes;            /* copies and sets */
     uint32_t kind;
     uint32_t correlation;
-    uint32_t device, context, stream;
-    uint32_t name;             /* kernels: interned mangled name (collectors/strings.h) */
-    uint32_t cbid;             /* API records */
-    uint32_t tid;              /* API records: OS thread id */
-    int32_t result;            /* API records */
-    uint32_t graph_id;
-    int32_t grid[3], block[3];
-    int32_t static_smem, dynamic_smem;
-    uint16_t registers;
-    uint8_t copy_kind, src_kind, dst_kind;  /* CUPTI memcpy / memory kinds */
-    uint8_t sync_type;
-    uint32_t value;            /* memset value, memory kind for sets */
+    uint32_t device, context, stream;   /* GPU work (0 in API records) */
+    uint32_t graph_id;         /* kernels, copies, sets */
+    union {
+        struct {               /* SP_GPU_KERNEL */
+            uint64_t queued;   /* when queued, 0 if unknown */
+            uint32_t name;     /* interned mangled name (collectors/strings.h) */
+            int32_t grid[3], block[3];
+            int32_t static_smem, dynamic_smem;
+            uint16_t registers;
+        };
+        struct {               /* SP_GPU_MEMCPY, SP_GPU_MEMSET */
+            uint64_t bytes;
+            uint32_t value;    /* memsets: the memory kind */
+            uint8_t copy_kind, src_kind, dst_kind;  /* copies: CUPTI memcpy / memory kinds */
+        };
+        struct {               /* SP_GPU_RUNTIME, SP_GPU_DRIVER */
+            uint32_t cbid;
+            uint32_t tid;      /* OS thread id */
+            int32_t result;
+        };
+        uint8_t sync_type;     /* SP_GPU_SYNC */
+    };
 } sp_gpu_event_t;
 
 #endif
