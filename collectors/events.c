@@ -27,6 +27,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+_Static_assert(sizeof(sp_event_t) == 80, "a host record is 80 bytes");
+
 _Atomic uint32_t sp_ev_gate = SP_GATE_UNINIT;
 __thread sp_thread_t *sp_ev_self;
 

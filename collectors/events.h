@@ -32,15 +32,13 @@ typedef struct sp_event {
     uint64_t t0, t1;   /* clock ticks (collectors/clock.h) */
     uint64_t a[5];     /* payload; meaning by kind and API shape */
     uint32_t name;
-    uint32_t spare;    /* unused (was a per-thread sequence no exporter reads any more) */
     uint32_t window;
     int32_t result;
     uint16_t kind;
     uint16_t flags;
     uint32_t aux;
     uint32_t stack;    /* with_stack: id from collectors/stacks.h, 0 = none */
-    uint32_t pad;
-} sp_event_t;
+} sp_event_t;   /* 80 bytes: a 64 KiB chunk holds 818 */
 #define SP_EVENT_HAS_STACK 1
 
 struct sp_thread;

@@ -451,8 +451,10 @@ const char *sp_gpuv_name(const sp_gpu_view_t *v, int reader, const sp_gpu_event_
     case SP_GPU_MEMSET:
         snprintf(buf, len, "Memset (%s)", mem_kind(e->value));
         return buf;
-    default:
+    case SP_GPU_SYNC:
         return sync_name(e->sync_type);
+    default:   /* API records are named by their cbid (sp_cupti_api_name): sync_type is not theirs */
+        return sync_name(0);
     }
 }
 
