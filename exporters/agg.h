@@ -4,9 +4,11 @@
  * from a trace file, exporters/report_main.c). Nothing here knows where the
  * events came from, so both paths produce byte-identical reports.
  *
- * Strings are interned per set: equal strings are the same pointer, which
- * makes grouping a pointer compare. Times are integer nanoseconds relative to
- * the trace base, exactly what the trace's three-decimal microseconds hold. */
+ * Strings are interned per set: equal strings are the same 32-bit id in an
+ * event and the same pointer in a row, which makes grouping an integer or
+ * pointer compare; ordering compares their text (ids follow input order).
+ * Times are integer nanoseconds relative to the trace base, exactly what the
+ * trace's three-decimal microseconds hold. */
 #ifndef SP_AGG_H
 #define SP_AGG_H
 
