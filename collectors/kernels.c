@@ -254,29 +254,25 @@ const char *sp_kern_mangled(const void *ptr, int is_handle)
 
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
-/* Once, under pthread_once: the two export threads may ask first together.
- * Not warmed ahead of an export: loading libstdc++ beside a running window
- * (a C program has none) held the loader lock the program's dlsym needs and
- * made a recorded step 1 ms slow (test_reports' step_variance finding). */
-static demangle_fn demangler;
-static pthread_once_t demangler_once = PTHREAD_ONCE_INIT;
-
-static void load_demangler(void)
-{
-    demangler = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
-    if (!demangler) {
-        void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
-        if (h)
-            demangler = (demangle_fn)dlsym(h, "__cxa_demangle");
-    }
-}
-
+/* Looked up once; caller holds lock (demangle_now is reached only from
+ * pretty_locked). Not ahead of an export: loading libstdc++ beside a running
+ * window (a C program has none) held the loader lock the program's dlsym
+ * needs and made a recorded step 1 ms slow. */
 static demangle_fn find_demangler(void)
 {
-    pthread_once(&demangler_once, load_demangler);
-    return demangler;
+    static demangle_fn fn;
+    static int tried;
+    if (!tried) {
+        tried = 1;
+        fn = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+        if (!fn) {
+            void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+            if (h)
+                fn = (demangle_fn)dlsym(h, "__cxa_demangle");
+        }
+    }
+    return fn;
 }
-
 
 static uint64_t hash_str(const char *s)
 {

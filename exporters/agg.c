@@ -16,14 +16,12 @@ _Static_assert(sizeof(sp_rep_event_t) == 72, "a report event is 72 bytes: one pe
 typedef struct sp_intern {
     uint32_t *slot;           /* open addressing: id + 1, 0 = empty */
     size_t cap, used;
-    size_t nstr_cap;          /* room in the set's id -> text array */
     char **chunks;            /* arena: strings never move once interned */
     size_t nchunks, chunk_used, chunk_cap;
     struct shape_memo {        /* launch shapes by value: a window has few */
         unsigned v[6];
         uint64_t shm;
-        sp_rep_str_t id;
-        int set;
+        sp_rep_str_t id;      /* 0 ("", never a shape): none yet */
     } memo[64];
 } intern_t;
 
@@ -81,7 +79,6 @@ static int intern_grow(sp_rep_set_t *s, intern_t *t)
     free(t->slot);
     t->slot = ns;
     t->cap = cap;
-    t->nstr_cap = cap / 2;
     return 0;
 }
 
@@ -130,8 +127,7 @@ void sp_rep_init(sp_rep_set_t *s)
     s->strings = calloc(1, sizeof *s->strings);
     if (!s->strings)
         s->oom = 1;
-    s->empty = sp_rep_intern(s, "");   /* id 0 */
-    s->no_shape = sp_rep_intern(s, "[]");
+    sp_rep_intern_id(s, "");   /* id 0 */
     s->no_shape_id = sp_rep_intern_id(s, "[]");
 }
 
@@ -196,20 +192,18 @@ sp_rep_str_t sp_rep_shape_launch(sp_rep_set_t *s, const unsigned grid[3], const 
         for (int i = 0; i < 6; i++)
             h = (h ^ v[i]) * 0x100000001b3ull;
         m = &s->strings->memo[(h >> 32) & 63];
-        if (m->set && m->shm == shm && memcmp(m->v, v, sizeof v) == 0)
+        if (m->id && m->shm == shm && memcmp(m->v, v, sizeof v) == 0)
             return m->id;
         memcpy(m->v, v, sizeof v);
         m->shm = shm;
-        m->set = 0;
+        m->id = 0;
     }
     char buf[160];
     snprintf(buf, sizeof buf, "[[%u, %u, %u], [%u, %u, %u], [%" PRIu64 "]]", grid[0], grid[1], grid[2], block[0],
              block[1], block[2], shm);
     sp_rep_str_t r = sp_rep_intern_id(s, buf);
-    if (m && !s->oom) {
+    if (m && !s->oom)
         m->id = r;
-        m->set = 1;
-    }
     return r;
 }
 

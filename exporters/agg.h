@@ -80,8 +80,7 @@ typedef struct sp_rep_set {
     const char **str;       /* id -> interned text */
     uint64_t dropped;       /* records lost in the window (stepprof_dropped_events) */
     int has_memory;         /* any SP_REP_MEMORY event */
-    const char *empty, *no_shape;   /* interned "" and "[]", the defaults of every event */
-    sp_rep_str_t no_shape_id;
+    sp_rep_str_t no_shape_id;       /* interned "[]", every event's default shape ("" is id 0) */
     int oom;                /* an allocation failed while building: reports are incomplete */
 } sp_rep_set_t;
 

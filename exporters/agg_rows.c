@@ -232,8 +232,7 @@ long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
     row_map_t m = {0};
     const char *step_name = sp_rep_intern(s, "ProfilerStep*"), *none = sp_rep_intern(s, "[]");
     struct top_memo {
-        sp_rep_str_t stack;
-        int set;
+        sp_rep_str_t stack;   /* 0: none yet (an event's stack here is never 0) */
         const char *top;
     } top[256] = {{0}};
     int oom = row_room(&m) != 0;
@@ -247,8 +246,8 @@ long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
         key.shape = o->group_by_input_shape ? sp_rep_str(s, e->shape) : none;
         if (o->group_by_stack_n > 0 && e->stack) {   /* a window has few stacks: cut each once */
             struct top_memo *t = &top[e->stack & 255];
-            if (!t->set || t->stack != e->stack)
-                *t = (struct top_memo){e->stack, 1, top_frames(s, sp_rep_str(s, e->stack), o->group_by_stack_n)};
+            if (t->stack != e->stack)
+                *t = (struct top_memo){e->stack, top_frames(s, sp_rep_str(s, e->stack), o->group_by_stack_n)};
             key.stack = t->top;
         }
         size_t j = row_slot(&m, &key);

@@ -13,8 +13,7 @@
 #include <string.h>
 
 typedef struct line {
-    const char *stack, *name;
-    sp_rep_str_t stack_id, name_id;
+    const char *stack, *name;   /* interned: one pointer per text */
     int64_t ns;
 } line_t;
 
@@ -33,13 +32,13 @@ typedef struct line_map {
     uint32_t *slot;   /* line + 1, 0 = empty */
 } line_map_t;
 
-static size_t line_hash(sp_rep_str_t stack, sp_rep_str_t name, size_t mask)
+static size_t line_hash(const char *stack, const char *name, size_t mask)
 {
-    uint64_t h = ((uint64_t)stack << 32 | name) * 0x9e3779b97f4a7c15ull;
+    uint64_t h = ((uint64_t)(uintptr_t)stack * 31 ^ (uint64_t)(uintptr_t)name) * 0x9e3779b97f4a7c15ull;
     return (size_t)(h >> 17) & mask;
 }
 
-static int line_add(line_map_t *m, const sp_rep_set_t *s, sp_rep_str_t stack, sp_rep_str_t name, int64_t ns)
+static int line_add(line_map_t *m, const char *stack, const char *name, int64_t ns)
 {
     if (m->n == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 256;
@@ -55,7 +54,7 @@ static int line_add(line_map_t *m, const sp_rep_set_t *s, sp_rep_str_t stack, sp
         m->slot = slot;
         m->cap = cap;
         for (size_t k = 0; k < m->n; k++) {
-            size_t j = line_hash(m->v[k].stack_id, m->v[k].name_id, cap * 2 - 1);
+            size_t j = line_hash(m->v[k].stack, m->v[k].name, cap * 2 - 1);
             while (slot[j])
                 j = (j + 1) & (cap * 2 - 1);
             slot[j] = (uint32_t)(k + 1);
@@ -64,12 +63,12 @@ static int line_add(line_map_t *m, const sp_rep_set_t *s, sp_rep_str_t stack, sp
     size_t mask = m->cap * 2 - 1, j = line_hash(stack, name, mask);
     for (; m->slot[j]; j = (j + 1) & mask) {
         line_t *l = &m->v[m->slot[j] - 1];
-        if (l->stack_id == stack && l->name_id == name) {
+        if (l->stack == stack && l->name == name) {
             l->ns += ns;
             return 0;
         }
     }
-    m->v[m->n] = (line_t){sp_rep_str(s, stack), sp_rep_str(s, name), stack, name, ns};
+    m->v[m->n] = (line_t){stack, name, ns};
     m->slot[j] = (uint32_t)++m->n;
     return 0;
 }
@@ -96,7 +95,7 @@ int sp_rep_stacks(const sp_rep_set_t *s, const char *metric, sp_rb_t *out)
     for (size_t i = 0; i < s->n; i++) {
         const sp_rep_event_t *e = &s->ev[i];
         int64_t ns = cuda ? s->time[i].cuda_total : s->time[i].self_cpu;
-        if (e->stack && sp_rep_is_host(e->cat) && ns > 0 && line_add(&m, s, e->stack, e->name, ns) != 0) {
+        if (e->stack && sp_rep_is_host(e->cat) && ns > 0 && line_add(&m, sp_rep_str(s, e->stack), sp_rep_str(s, e->name), ns) != 0) {
             free(m.v);
             free(m.slot);
             return -1;
