@@ -145,6 +145,18 @@ long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out);
  * follow in no order). 0, or -1 for an unknown name or when out of memory. */
 int sp_rep_sort_rows(sp_rep_row_t *rows, long n, const char *sort_by, long limit);
 
+/* A value to rank and its first-seen position. */
+typedef struct sp_rank {
+    double v;
+    size_t i;
+} sp_rank_t;
+
+/* Ranks k[0..n) largest v first, equal v by i: the first `top` (all when
+ * top >= n) in that order, the rest after them in no order. O(n) to find
+ * the top and O(top log top) to order it: rows and summary lists show a few
+ * of a million names. */
+void sp_rep_rank(sp_rank_t *k, size_t n, size_t top);
+
 /* 0 when name is one of torch's sort_by names. */
 int sp_rep_sort_key_valid(const char *name);
 

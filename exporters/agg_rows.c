@@ -41,10 +41,7 @@ static double sort_value(const sp_rep_row_t *r, int key)
     }
 }
 
-typedef struct keyed {
-    double v;
-    long i;
-} keyed_t;
+typedef sp_rank_t keyed_t;
 
 static int cmp_keyed(const void *pa, const void *pb)
 {
@@ -95,6 +92,13 @@ static void select_top(keyed_t *k, size_t n, size_t top)
         qsort(k + lo, hi - lo, sizeof *k, cmp_keyed);
 }
 
+void sp_rep_rank(sp_rank_t *k, size_t n, size_t top)
+{
+    if (top < n)   /* a table of a million distinct names printing its top 10 sorts 10 */
+        select_top(k, n, top);
+    qsort(k, top < n ? top : n, sizeof *k, cmp_keyed);
+}
+
 int sp_rep_sort_rows(sp_rep_row_t *rows, long n, const char *sort_by, long limit)
 {
     int key = 0;
@@ -110,11 +114,8 @@ int sp_rep_sort_rows(sp_rep_row_t *rows, long n, const char *sort_by, long limit
         return -1;
     }
     for (long i = 0; i < n; i++)
-        k[i] = (keyed_t){sort_value(&rows[i], key), i};
-    size_t sorted = limit >= 0 && limit < n ? (size_t)limit : (size_t)n;
-    if (sorted < (size_t)n)   /* a table of a million distinct names printing its top 10 sorts 10 */
-        select_top(k, (size_t)n, sorted);
-    qsort(k, sorted, sizeof *k, cmp_keyed);
+        k[i] = (keyed_t){sort_value(&rows[i], key), (size_t)i};
+    sp_rep_rank(k, (size_t)n, limit >= 0 ? (size_t)limit : (size_t)n);
     for (long i = 0; i < n; i++)
         tmp[i] = rows[k[i].i];
     memcpy(rows, tmp, (size_t)n * sizeof *rows);

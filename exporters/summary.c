@@ -365,26 +365,15 @@ static void measure_gpu(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t *
     }
 }
 
-/* Ranges by CPU time, most first; equal totals keep first-seen order. The
- * index by name is not used after measuring and is dropped. */
-typedef struct ranked {
-    int64_t total;
-    size_t pos;
-} ranked_t;
-
-static int by_total(const void *pa, const void *pb)
-{
-    const ranked_t *x = pa, *y = pb;
-    if (x->total != y->total)
-        return x->total > y->total ? -1 : 1;
-    return (x->pos > y->pos) - (x->pos < y->pos);
-}
-
+/* Ranges by CPU time, most first; equal totals keep first-seen order. Only
+ * the SUM_JSON_RANGES the summary lists are ordered; the rest are counted
+ * (summary_out.c). Totals rank as doubles: exact below 2^53 ns (104 days).
+ * The index by name is not used after measuring and is dropped. */
 static int rank_ranges(sum_list_t *l)
 {
     if (l->n < 2)
         return 0;
-    ranked_t *r = malloc(l->n * sizeof *r);
+    sp_rank_t *r = malloc(l->n * sizeof *r);
     sum_tally_t *t = malloc(l->n * sizeof *t);
     if (!r || !t) {
         free(r);
@@ -392,10 +381,10 @@ static int rank_ranges(sum_list_t *l)
         return -1;
     }
     for (size_t i = 0; i < l->n; i++)
-        r[i] = (ranked_t){l->t[i].total, i};
-    qsort(r, l->n, sizeof *r, by_total);
+        r[i] = (sp_rank_t){(double)l->t[i].total, i};
+    sp_rep_rank(r, l->n, SUM_JSON_RANGES);
     for (size_t i = 0; i < l->n; i++)
-        t[i] = l->t[r[i].pos];
+        t[i] = l->t[r[i].i];
     free(r);
     free(l->t);
     free(l->idx);
