@@ -14,7 +14,7 @@ _Static_assert(sizeof(sp_rep_event_t) == 72, "a report event is 72 bytes: one pe
 /* ---- string interning -------------------------------------------------- */
 
 typedef struct sp_intern {
-    uint32_t *slot;           /* open addressing: id + 1, 0 = empty */
+    uint64_t *slot;           /* open addressing: the hash's high 32 bits, then id + 1; 0 = empty */
     size_t cap, used;
     char **chunks;            /* arena: strings never move once interned */
     size_t nchunks, chunk_used, chunk_cap;
@@ -56,10 +56,16 @@ static char *arena_copy(intern_t *t, const char *s, size_t n)
     return p;
 }
 
+/* A slot keeps the upper half of its string's hash beside the id: a probe
+ * passes other strings, and a grow moves every slot, without reading text
+ * (a million names are a cache miss each). */
+#define SLOT_ID(v) ((uint32_t)(v))
+#define SLOT_HASH(v) ((v) >> 32)
+
 static int intern_grow(sp_rep_set_t *s, intern_t *t)
 {
     size_t cap = t->cap ? t->cap * 2 : 1024;
-    uint32_t *ns = calloc(cap, sizeof *ns);
+    uint64_t *ns = calloc(cap, sizeof *ns);
     const char **str = realloc(s->str, cap / 2 * sizeof *str);
     if (str)
         s->str = str;
@@ -67,11 +73,12 @@ static int intern_grow(sp_rep_set_t *s, intern_t *t)
         free(ns);
         return -1;
     }
+    /* The low bits that pick a slot: the hash's low half is not kept, so
+     * the slot index comes from the upper half (tables stay under 2^32). */
     for (size_t i = 0; i < t->cap; i++) {
         if (!t->slot[i])
             continue;
-        const char *text = s->str[t->slot[i] - 1];
-        size_t j = hash_bytes(text, strlen(text)) & (cap - 1);
+        size_t j = SLOT_HASH(t->slot[i]) & (cap - 1);
         while (ns[j])
             j = (j + 1) & (cap - 1);
         ns[j] = t->slot[i];
@@ -89,11 +96,14 @@ sp_rep_str_t sp_rep_intern_id_n(sp_rep_set_t *s, const char *str, size_t len)
         s->oom = 1;
         return 0;
     }
-    size_t j = hash_bytes(str, len) & (t->cap - 1);
+    uint64_t h = hash_bytes(str, len) >> 32;
+    size_t j = h & (t->cap - 1);
     for (; t->slot[j]; j = (j + 1) & (t->cap - 1)) {
-        const char *text = s->str[t->slot[j] - 1];
+        if (SLOT_HASH(t->slot[j]) != h)
+            continue;
+        const char *text = s->str[SLOT_ID(t->slot[j]) - 1];
         if (strncmp(text, str, len) == 0 && text[len] == 0)
-            return t->slot[j] - 1;
+            return SLOT_ID(t->slot[j]) - 1;
     }
     char *copy = arena_copy(t, str, len);
     if (!copy) {
@@ -101,7 +111,7 @@ sp_rep_str_t sp_rep_intern_id_n(sp_rep_set_t *s, const char *str, size_t len)
         return 0;
     }
     s->str[t->used] = copy;
-    t->slot[j] = (uint32_t)++t->used;
+    t->slot[j] = h << 32 | (uint32_t)++t->used;
     return (sp_rep_str_t)(t->used - 1);
 }
 
@@ -119,6 +129,34 @@ const char *sp_rep_intern_n(sp_rep_set_t *s, const char *str, size_t len)
 const char *sp_rep_intern(sp_rep_set_t *s, const char *str)
 {
     return sp_rep_intern_n(s, str ? str : "", str ? strlen(str) : 0);
+}
+
+#define IDMAP_BITS 10u
+
+uint32_t *sp_rep_idmap_at(sp_rep_idmap_t *m, sp_rep_str_t id)
+{
+    size_t p = id >> IDMAP_BITS;
+    if (p >= m->npages) {
+        size_t n = m->npages * 2 > p + 1 ? m->npages * 2 : p + 1;
+        uint32_t **pg = realloc(m->page, n * sizeof *pg);
+        if (!pg)
+            return NULL;
+        memset(pg + m->npages, 0, (n - m->npages) * sizeof *pg);
+        m->page = pg;
+        m->npages = n;
+    }
+    if (!m->page[p] && !(m->page[p] = calloc(1u << IDMAP_BITS, sizeof **m->page)))
+        return NULL;
+    return &m->page[p][id & ((1u << IDMAP_BITS) - 1)];
+}
+
+void sp_rep_idmap_free(sp_rep_idmap_t *m)
+{
+    for (size_t p = 0; p < m->npages; p++)
+        free(m->page[p]);
+    free(m->page);
+    m->page = NULL;
+    m->npages = 0;
 }
 
 void sp_rep_init(sp_rep_set_t *s)

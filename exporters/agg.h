@@ -116,6 +116,20 @@ int sp_rep_analyze(sp_rep_set_t *s);
 /* The canonical order: < 0, 0 or > 0 as a sorts before, with or after b. */
 int sp_rep_cmp(const sp_rep_set_t *s, const sp_rep_event_t *a, const sp_rep_event_t *b);
 
+/* From a set's string id to a position + 1 (0: none yet): what groups by
+ * name index instead of hashing, since ids are dense and, in a window of many
+ * distinct names, mostly rising. Pages of 1024 ids are allocated as ids in
+ * them are asked for, so a list of a few names costs a page or two however
+ * many strings the set has. */
+typedef struct sp_rep_idmap {
+    uint32_t **page;
+    size_t npages;
+} sp_rep_idmap_t;
+
+/* The entry of id; NULL when out of memory. */
+uint32_t *sp_rep_idmap_at(sp_rep_idmap_t *m, sp_rep_str_t id);
+void sp_rep_idmap_free(sp_rep_idmap_t *m);
+
 /* ---- key averages ---------------------------------------------------- */
 
 typedef struct sp_rep_row {

@@ -107,20 +107,28 @@ int sp_rep_sort_rows(sp_rep_row_t *rows, long n, const char *sort_by, long limit
     if (key == NSORT)
         return -1;
     keyed_t *k = malloc((n ? (size_t)n : 1) * sizeof *k);
-    sp_rep_row_t *tmp = malloc((n ? (size_t)n : 1) * sizeof *tmp);
-    if (!k || !tmp) {
-        free(k);
-        free(tmp);
+    if (!k)
         return -1;
-    }
     for (long i = 0; i < n; i++)
         k[i] = (keyed_t){sort_value(&rows[i], key), (size_t)i};
     sp_rep_rank(k, (size_t)n, limit >= 0 ? (size_t)limit : (size_t)n);
-    for (long i = 0; i < n; i++)
-        tmp[i] = rows[k[i].i];
-    memcpy(rows, tmp, (size_t)n * sizeof *rows);
+    /* rows[i] = the old rows[k[i].i], in place along the permutation's
+     * cycles (a copy of a million rows was 112 bytes a row at the peak). */
+    for (size_t i = 0; i < (size_t)n; i++) {
+        if (k[i].i == SIZE_MAX)
+            continue;
+        sp_rep_row_t first = rows[i];
+        size_t j = i;
+        while (k[j].i != i) {
+            size_t from = k[j].i;
+            rows[j] = rows[from];
+            k[j].i = SIZE_MAX;
+            j = from;
+        }
+        rows[j] = first;
+        k[j].i = SIZE_MAX;
+    }
     free(k);
-    free(tmp);
     return 0;
 }
 
@@ -153,12 +161,19 @@ static const char *top_frames(sp_rep_set_t *s, const char *stack, long n)
 
 /* Rows and their index by key, both grown as rows appear: a window has
  * few distinct keys, and an index sized by its events (touched all over by
- * the hashing) was 16 bytes per event at the export's peak. */
+ * the hashing) was 16 bytes per event at the export's peak. Keyed by name
+ * and category alone (no shape, no stack: the default table), a name's rows
+ * are chained from its string id instead, which needs no hashing and reads
+ * the index in order when a window's names are mostly new (a million
+ * distinct range names). */
 typedef struct row_map {
     long *slot;   /* row index + 1, 0 = empty */
     size_t cap;
     sp_rep_row_t *rows;
     size_t n, room;
+    int by_id;
+    sp_rep_idmap_t first;   /* by_id: a name's last row + 1 */
+    uint32_t *next;         /* by_id: the name's row before it + 1, 0 = none */
 } row_map_t;
 
 static size_t row_hash(const sp_rep_row_t *r, size_t cap)
@@ -194,9 +209,13 @@ static int row_room(row_map_t *m)
         if (!rows)
             return -1;
         m->rows = rows;
+        uint32_t *next = m->by_id ? realloc(m->next, room * sizeof *next) : NULL;
+        if (m->by_id && !next)
+            return -1;
+        m->next = next;
         m->room = room;
     }
-    if ((m->n + 1) * 2 <= m->cap)
+    if (m->by_id || (m->n + 1) * 2 <= m->cap)
         return 0;
     size_t cap = m->cap ? m->cap * 2 : 128;
     long *slot = calloc(cap, sizeof *slot);
@@ -208,6 +227,31 @@ static int row_room(row_map_t *m)
     for (size_t k = 0; k < m->n; k++)
         m->slot[row_slot(m, &m->rows[k])] = (long)k + 1;
     return 0;
+}
+
+/* The row of key (whose name is the string id name), added when new;
+ * -1 when out of memory. There is always room for one more row. */
+static long row_of(row_map_t *m, const sp_rep_row_t *key, sp_rep_str_t name)
+{
+    long r;
+    if (m->by_id) {
+        uint32_t *at = sp_rep_idmap_at(&m->first, name);
+        if (!at)
+            return -1;
+        for (r = (long)*at - 1; r >= 0 && m->rows[r].cat != key->cat; r = (long)m->next[r] - 1)
+            ;
+        if (r >= 0)
+            return r;
+        m->next[m->n] = *at;
+        *at = (uint32_t)m->n + 1;
+    } else {
+        size_t j = row_slot(m, key);
+        if ((r = m->slot[j] - 1) >= 0)
+            return r;
+        m->slot[j] = (long)m->n + 1;
+    }
+    m->rows[r = (long)m->n++] = *key;
+    return row_room(m) == 0 ? r : -1;
 }
 
 static void add_to_row(sp_rep_row_t *r, const sp_rep_event_t *e, const sp_rep_time_t *t, const sp_rep_mem_t *m)
@@ -230,8 +274,9 @@ static void add_to_row(sp_rep_row_t *r, const sp_rep_event_t *e, const sp_rep_ti
 
 long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
 {
-    row_map_t m = {0};
-    const char *step_name = sp_rep_intern(s, "ProfilerStep*"), *none = sp_rep_intern(s, "[]");
+    row_map_t m = {.by_id = !o->group_by_input_shape && o->group_by_stack_n <= 0};
+    sp_rep_str_t step_id = sp_rep_intern_id(s, "ProfilerStep*");
+    const char *none = sp_rep_intern(s, "[]");
     struct top_memo {
         sp_rep_str_t stack;   /* 0: none yet (an event's stack here is never 0) */
         const char *top;
@@ -242,7 +287,8 @@ long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
         if (!sp_rep_is_host(e->cat) && !sp_rep_is_gpu_work(e->cat) && e->cat != SP_REP_SYNC)
             continue;
         sp_rep_row_t key = {0};
-        key.name = e->step >= 0 ? step_name : sp_rep_str(s, e->name);
+        sp_rep_str_t name = e->step >= 0 ? step_id : e->name;
+        key.name = sp_rep_str(s, name);
         key.cat = e->cat;
         key.shape = o->group_by_input_shape ? sp_rep_str(s, e->shape) : none;
         if (o->group_by_stack_n > 0 && e->stack) {   /* a window has few stacks: cut each once */
@@ -251,16 +297,13 @@ long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
                 *t = (struct top_memo){e->stack, top_frames(s, sp_rep_str(s, e->stack), o->group_by_stack_n)};
             key.stack = t->top;
         }
-        size_t j = row_slot(&m, &key);
-        long r = m.slot[j] - 1;
-        if (r < 0) {
-            m.rows[r = (long)m.n] = key;
-            m.slot[j] = (long)++m.n;
-        }
-        add_to_row(&m.rows[r], e, &s->time[i], s->mem ? &s->mem[i] : NULL);
-        oom = row_room(&m) != 0;
+        long r = row_of(&m, &key, name);
+        if ((oom = r < 0) == 0)
+            add_to_row(&m.rows[r], e, &s->time[i], s->mem ? &s->mem[i] : NULL);
     }
     free(m.slot);
+    free(m.next);
+    sp_rep_idmap_free(&m.first);
     if (oom || s->oom) {
         free(m.rows);
         return -1;

@@ -95,10 +95,10 @@ typedef struct adapt {
     sp_rep_set_t *s;
     name_cache_t *c;
     sp_rep_str_t *api_names;  /* by API id, 0 = not yet interned */
-    struct stack_memo {       /* the last stack text interned per slot, by the collector's id */
+    struct id_memo {          /* the last text interned per slot, by the collector's id */
         uint32_t id;
         sp_rep_str_t str;
-    } *stacks;
+    } *stacks, *ranges;       /* stack texts; NVTX range and operator names */
     const sp_event_ref_t *ev;
     size_t n;
     const sp_gpu_view_t *gpu;
@@ -188,15 +188,18 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
         r->step = e->a[0] <= INT32_MAX ? (int32_t)e->a[0] : -1;   /* as stepprof-report reads it */
     } else {
         r->cat = SP_REP_ANNOTATION;
-        r->name = trace_name(s, sp_str_get(e->name));
+        struct id_memo *m = &a->ranges[e->name & 4095];
+        if (m->id != e->name || !m->id)
+            *m = (struct id_memo){e->name, trace_name(s, sp_str_get(e->name))};
+        r->name = m->str;
         if ((e->flags & SP_RANGE_OP) && e->a[2])
             r->shape = sp_rep_intern_id(s, sp_str_get((uint32_t)e->a[2])); /* operator's Input Dims */
     }
     uint32_t sid = SP_EV_STACK(e);   /* API calls; operators: Python frames */
-    struct stack_memo *m = &a->stacks[sid & 4095];
+    struct id_memo *m = &a->stacks[sid & 4095];
     if (sid && m->id != sid) {
         const char *st = sp_stacks_text(sid);
-        *m = (struct stack_memo){sid, st ? sp_rep_intern_id(s, st) : 0};
+        *m = (struct id_memo){sid, st ? sp_rep_intern_id(s, st) : 0};
     }
     r->stack = sid ? m->str : 0;
     return 1;
@@ -304,15 +307,11 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
     if (sp_rep_reserve(s, n + gpu->n + (mem ? mem->nops : 0)) != 0)
         return -1;
     adapt_t a = {s, calloc(1, sizeof *a.c), calloc(SP_API_COUNT, sizeof *a.api_names), calloc(4096, sizeof *a.stacks),
-                 ev, n, gpu, mem, (long)getpid(), base_ns, end_ns, NULL, 0, 0};
+                 calloc(4096, sizeof *a.ranges), ev, n, gpu, mem, (long)getpid(), base_ns, end_ns, NULL, 0, 0};
     stream_t *st = calloc(4, sizeof *st);
-    if (!a.c || !a.api_names || !a.stacks || !st) {
-        free(a.c);
-        free(a.api_names);
-        free(a.stacks);
-        free(st);
+    if (!a.c || !a.api_names || !a.stacks || !a.ranges || !st) {
         s->oom = 1;
-        return -1;
+        goto out;
     }
     st[0] = (stream_t){.fill = fill_host, .n = n};
     st[1] = (stream_t){.fill = fill_gpu_work, .n = gpu->n};
@@ -332,9 +331,11 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
         *r = best->head;
         pull(&a, best);
     }
+out:
     free(a.c);
     free(a.api_names);
     free(a.stacks);
+    free(a.ranges);
     free(a.call_tid);
     free(st);
     return s->oom ? -1 : 0;

@@ -59,40 +59,14 @@ double sum_idle_pct(const sum_step_t *st, int d)
     return 100.0 * (double)(st->wall - st->busy[d]) / (double)st->wall;
 }
 
-static size_t name_slot(const sum_list_t *l, const char *name)
+/* O(1): the set's string id indexes the list (names are interned). */
+static sum_tally_t *tally(sum_list_t *l, const sp_rep_set_t *s, sp_rep_str_t name)
 {
-    uint64_t x = (uint64_t)(uintptr_t)name;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    size_t i = (size_t)x & (l->icap - 1);
-    while (l->idx[i] && l->t[l->idx[i] - 1].name != name)
-        i = (i + 1) & (l->icap - 1);
-    return i;
-}
-
-static int index_grow(sum_list_t *l)
-{
-    size_t ncap = l->icap ? l->icap * 2 : 64;
-    uint32_t *nidx = calloc(ncap, sizeof *nidx);
-    if (!nidx)
-        return -1;
-    free(l->idx);
-    l->idx = nidx;
-    l->icap = ncap;
-    for (size_t k = 0; k < l->n; k++)
-        l->idx[name_slot(l, l->t[k].name)] = (uint32_t)(k + 1);
-    return 0;
-}
-
-/* O(1): an index by name pointer instead of a scan of every distinct name. */
-static sum_tally_t *tally(sum_list_t *l, const char *name)
-{
-    if ((l->n + 1) * 2 > l->icap && index_grow(l) != 0)
+    uint32_t *at = sp_rep_idmap_at(&l->idx, name);
+    if (!at)
         return NULL;
-    size_t slot = name_slot(l, name);
-    if (l->idx[slot])
-        return &l->t[l->idx[slot] - 1];
+    if (*at)
+        return &l->t[*at - 1];
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 16;
         sum_tally_t *t = realloc(l->t, cap * sizeof *t);
@@ -102,14 +76,14 @@ static sum_tally_t *tally(sum_list_t *l, const char *name)
         l->cap = cap;
     }
     memset(&l->t[l->n], 0, sizeof l->t[l->n]);
-    l->t[l->n].name = name;
-    l->idx[slot] = (uint32_t)(l->n + 1);
+    l->t[l->n].name = sp_rep_str(s, name);
+    *at = (uint32_t)(l->n + 1);
     return &l->t[l->n++];
 }
 
-static void count(sum_list_t *l, const char *name, int64_t bytes, int64_t dur)
+static void count(sum_list_t *l, const sp_rep_set_t *s, sp_rep_str_t name, int64_t bytes, int64_t dur)
 {
-    sum_tally_t *t = tally(l, name);
+    sum_tally_t *t = tally(l, s, name);
     if (!t)
         return;
     t->count++;
@@ -280,24 +254,24 @@ static void measure_host(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t 
     sum_step_t *st = step_at(m, e->ts);
     if (e->cat == SP_REP_ANNOTATION) {
         if (e->step < 0)
-            count(&m->ranges, sp_rep_str(s, e->name), 0, e->dur);
+            count(&m->ranges, s, e->name, 0, e->dur);
         return;
     }
     if (!st)
         return;
     st->launches += e->launch;
     if (e->kind)
-        count(&m->host_dirs, sp_rep_str(s, e->kind), e->bytes, e->dur);
+        count(&m->host_dirs, s, e->kind, e->bytes, e->dur);
     int cls = call_class(s, m, e);
     if (cls == CALL_SYNC) {
         st->host_syncs++;
         st->host_sync_time += e->dur;
-        count(&m->sync_calls, sp_rep_str(s, e->name), 0, e->dur);
+        count(&m->sync_calls, s, e->name, 0, e->dur);
     } else if (cls == CALL_BLOCKING_D2H) {
         st->blocking_d2h++;
         st->blocking_d2h_bytes += e->bytes > 0 ? e->bytes : 0;
         st->blocking_d2h_time += e->dur;
-        count(&m->sync_calls, sp_rep_intern(s, "cudaMemcpy DtoH (blocking)"), e->bytes, e->dur);
+        count(&m->sync_calls, s, sp_rep_intern_id(s, "cudaMemcpy DtoH (blocking)"), e->bytes, e->dur);
     }
 }
 
@@ -322,10 +296,10 @@ static int64_t gbps_milli(int64_t bytes, int64_t ns)
 }
 
 /* "Memcpy HtoD (Pageable -> Device)" -> "HtoD" */
-static const char *copy_direction(sp_rep_set_t *s, const char *name)
+static sp_rep_str_t copy_direction(sp_rep_set_t *s, const char *name)
 {
     const char *p = strncmp(name, "Memcpy ", 7) == 0 ? name + 7 : "Unknown";
-    return sp_rep_intern_n(s, p, strcspn(p, " "));
+    return sp_rep_intern_id_n(s, p, strcspn(p, " "));
 }
 
 static void measure_gpu(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t *e)
@@ -338,13 +312,13 @@ static void measure_gpu(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t *
         st->kernels++;
         st->kernel_time += e->dur;
         m->kernel_total += e->dur;
-        count(&m->kernels, sp_rep_str(s, e->name), 0, e->dur);
+        count(&m->kernels, s, e->name, 0, e->dur);
         break;
     case SP_REP_MEMCPY:
         st->copies++;
         st->copy_time += e->dur;
         st->copy_bytes += e->bytes > 0 ? e->bytes : 0;
-        count(&m->gpu_dirs, copy_direction(s, sp_rep_str(s, e->name)), e->bytes, e->dur);
+        count(&m->gpu_dirs, s, copy_direction(s, sp_rep_str(s, e->name)), e->bytes, e->dur);
         per_direction(st, e, sp_rep_str(s, e->name));
         if (strstr(sp_rep_str(s, e->name), "Pageable")) {
             st->pageable++;
@@ -387,8 +361,7 @@ static int rank_ranges(sum_list_t *l)
         t[i] = l->t[r[i].i];
     free(r);
     free(l->t);
-    free(l->idx);
-    l->idx = NULL;
+    sp_rep_idmap_free(&l->idx);
     l->t = t;
     l->cap = l->n;
     return 0;
@@ -426,15 +399,15 @@ void sum_free(sp_summary_t *m)
 {
     free(m->steps);
     free(m->gpu_dirs.t);
-    free(m->gpu_dirs.idx);
+    sp_rep_idmap_free(&m->gpu_dirs.idx);
     free(m->host_dirs.t);
-    free(m->host_dirs.idx);
+    sp_rep_idmap_free(&m->host_dirs.idx);
     free(m->sync_calls.t);
-    free(m->sync_calls.idx);
+    sp_rep_idmap_free(&m->sync_calls.idx);
     free(m->kernels.t);
-    free(m->kernels.idx);
+    sp_rep_idmap_free(&m->kernels.idx);
     free(m->ranges.t);
-    free(m->ranges.idx);
+    sp_rep_idmap_free(&m->ranges.idx);
 }
 
 int sp_rep_summary(sp_rep_set_t *s, sp_rb_t *text, sp_rb_t *json)

@@ -47,13 +47,11 @@ typedef struct sum_tally {
     int64_t count, bytes, total, max;
 } sum_tally_t;
 
-/* t in first-seen order; idx: an open-addressing index by name pointer (names
- * are interned, so a pointer is the name), 0 = empty, else position + 1. */
+/* t in first-seen order; idx: each name's position + 1 by its string id. */
 typedef struct sum_list {
     sum_tally_t *t;
     size_t n, cap;
-    uint32_t *idx;
-    size_t icap;
+    sp_rep_idmap_t idx;
 } sum_list_t;
 
 typedef struct sum_finding {
