@@ -5,6 +5,7 @@
 #include "agg_int.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@ _Static_assert(sizeof(sp_rep_event_t) == 72, "a report event is 72 bytes: one pe
 /* ---- string interning -------------------------------------------------- */
 
 typedef struct sp_intern {
+    pthread_mutex_t lock;     /* taken once shared (sp_rep_share) */
+    int shared;
     uint64_t *slot;           /* open addressing: the hash's high 32 bits, then id + 1; 0 = empty */
     size_t cap, used;
     char **chunks;            /* arena: strings never move once interned */
@@ -62,17 +65,12 @@ static char *arena_copy(intern_t *t, const char *s, size_t n)
 #define SLOT_ID(v) ((uint32_t)(v))
 #define SLOT_HASH(v) ((v) >> 32)
 
-static int intern_grow(sp_rep_set_t *s, intern_t *t)
+static int intern_grow(intern_t *t)
 {
     size_t cap = t->cap ? t->cap * 2 : 1024;
     uint64_t *ns = calloc(cap, sizeof *ns);
-    const char **str = realloc(s->str, cap / 2 * sizeof *str);
-    if (str)
-        s->str = str;
-    if (!ns || !str) {
-        free(ns);
+    if (!ns)
         return -1;
-    }
     /* The low bits that pick a slot: the hash's low half is not kept, so
      * the slot index comes from the upper half (tables stay under 2^32). */
     for (size_t i = 0; i < t->cap; i++) {
@@ -89,10 +87,9 @@ static int intern_grow(sp_rep_set_t *s, intern_t *t)
     return 0;
 }
 
-sp_rep_str_t sp_rep_intern_id_n(sp_rep_set_t *s, const char *str, size_t len)
+static sp_rep_str_t intern_locked(sp_rep_set_t *s, intern_t *t, const char *str, size_t len)
 {
-    intern_t *t = s->strings;
-    if (!t || ((t->used + 1) * 2 > t->cap && intern_grow(s, t) != 0) || t->used >= UINT32_MAX - 1) {
+    if (((t->used + 1) * 2 > t->cap && intern_grow(t) != 0) || t->used >= UINT32_MAX - 1) {
         s->oom = 1;
         return 0;
     }
@@ -101,18 +98,44 @@ sp_rep_str_t sp_rep_intern_id_n(sp_rep_set_t *s, const char *str, size_t len)
     for (; t->slot[j]; j = (j + 1) & (t->cap - 1)) {
         if (SLOT_HASH(t->slot[j]) != h)
             continue;
-        const char *text = s->str[SLOT_ID(t->slot[j]) - 1];
+        const char *text = sp_rep_str(s, SLOT_ID(t->slot[j]) - 1);
         if (strncmp(text, str, len) == 0 && text[len] == 0)
             return SLOT_ID(t->slot[j]) - 1;
+    }
+    const char **page = s->str[t->used >> SP_REP_STR_PAGE_BITS];
+    if (!page && !(page = s->str[t->used >> SP_REP_STR_PAGE_BITS] = calloc(SP_REP_STR_PAGE, sizeof *page))) {
+        s->oom = 1;
+        return 0;
     }
     char *copy = arena_copy(t, str, len);
     if (!copy) {
         s->oom = 1;
         return 0;
     }
-    s->str[t->used] = copy;
+    page[t->used & (SP_REP_STR_PAGE - 1)] = copy;
     t->slot[j] = h << 32 | (uint32_t)++t->used;
     return (sp_rep_str_t)(t->used - 1);
+}
+
+sp_rep_str_t sp_rep_intern_id_n(sp_rep_set_t *s, const char *str, size_t len)
+{
+    intern_t *t = s->strings;
+    if (!t) {
+        s->oom = 1;
+        return 0;
+    }
+    if (!t->shared)
+        return intern_locked(s, t, str, len);
+    pthread_mutex_lock(&t->lock);
+    sp_rep_str_t id = intern_locked(s, t, str, len);
+    pthread_mutex_unlock(&t->lock);
+    return id;
+}
+
+void sp_rep_share(sp_rep_set_t *s)
+{
+    if (s->strings)
+        s->strings->shared = 1;
 }
 
 sp_rep_str_t sp_rep_intern_id(sp_rep_set_t *s, const char *str)
@@ -123,7 +146,7 @@ sp_rep_str_t sp_rep_intern_id(sp_rep_set_t *s, const char *str)
 const char *sp_rep_intern_n(sp_rep_set_t *s, const char *str, size_t len)
 {
     sp_rep_str_t id = sp_rep_intern_id_n(s, str, len);
-    return s->str ? s->str[id] : "";
+    return s->str && s->str[0] ? sp_rep_str(s, id) : "";
 }
 
 const char *sp_rep_intern(sp_rep_set_t *s, const char *str)
@@ -163,8 +186,16 @@ void sp_rep_init(sp_rep_set_t *s)
 {
     memset(s, 0, sizeof *s);
     s->strings = calloc(1, sizeof *s->strings);
-    if (!s->strings)
+    /* Room for every id a set can have (2^32 / 2^14 pages): the pages
+     * themselves come as ids reach them. */
+    s->str = calloc((size_t)1 << (32 - SP_REP_STR_PAGE_BITS), sizeof *s->str);
+    if (!s->strings || !s->str) {
+        free(s->strings);
+        s->strings = NULL;
         s->oom = 1;
+    } else {
+        pthread_mutex_init(&s->strings->lock, NULL);
+    }
     sp_rep_intern_id(s, "");   /* id 0 */
     s->no_shape_id = sp_rep_intern_id(s, "[]");
 }
@@ -177,8 +208,11 @@ void sp_rep_free(sp_rep_set_t *s)
             free(t->chunks[i]);
         free(t->chunks);
         free(t->slot);
+        pthread_mutex_destroy(&t->lock);
         free(t);
     }
+    for (size_t p = 0; s->str && p < ((size_t)1 << (32 - SP_REP_STR_PAGE_BITS)) && s->str[p]; p++)
+        free(s->str[p]);
     free(s->str);
     free(s->ev);
     free(s->mem);

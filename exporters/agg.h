@@ -71,13 +71,17 @@ typedef struct sp_rep_mem {
 
 struct sp_intern;
 
+#define SP_REP_STR_PAGE_BITS 14u
+#define SP_REP_STR_PAGE (1u << SP_REP_STR_PAGE_BITS)
+
 typedef struct sp_rep_set {
     sp_rep_event_t *ev;
     size_t n, cap;
     sp_rep_mem_t *mem;      /* per event, after sp_rep_analyze; NULL unless has_memory */
     sp_rep_time_t *time;    /* per event, after sp_rep_analyze */
     struct sp_intern *strings;
-    const char **str;       /* id -> interned text */
+    const char ***str;      /* id -> interned text, in pages of SP_REP_STR_PAGE ids that never
+                             * move: a thread reads texts while another interns (sp_rep_share) */
     uint64_t dropped;       /* records lost in the window (stepprof_dropped_events) */
     int has_memory;         /* any SP_REP_MEMORY event */
     sp_rep_str_t no_shape_id;       /* interned "[]", every event's default shape ("" is id 0) */
@@ -91,7 +95,14 @@ const char *sp_rep_intern_n(sp_rep_set_t *s, const char *str, size_t len);
 /* The same, as an id (0, "", when out of memory: s->oom set). */
 sp_rep_str_t sp_rep_intern_id(sp_rep_set_t *s, const char *str);
 sp_rep_str_t sp_rep_intern_id_n(sp_rep_set_t *s, const char *str, size_t len);
-static inline const char *sp_rep_str(const sp_rep_set_t *s, sp_rep_str_t id) { return s->str[id]; }
+static inline const char *sp_rep_str(const sp_rep_set_t *s, sp_rep_str_t id)
+{
+    return s->str[id >> SP_REP_STR_PAGE_BITS][id & (SP_REP_STR_PAGE - 1)];
+}
+/* From on, interning takes a lock: two threads render reports from one
+ * analysed set, and either may intern a string (a copy direction, a stack's
+ * top frames). Reading texts and events needs none (they never move). */
+void sp_rep_share(sp_rep_set_t *s);
 /* A zeroed event (bytes -1, step -1, shape "[]") appended to the set; NULL
  * when out of memory (s->oom set). */
 sp_rep_event_t *sp_rep_add(sp_rep_set_t *s);
@@ -170,6 +181,10 @@ typedef struct sp_rank {
  * the top and O(top log top) to order it: rows and summary lists show a few
  * of a million names. */
 void sp_rep_rank(sp_rank_t *k, size_t n, size_t top);
+/* base[j] = the old base[k[j].i] for every j < n, in place along the
+ * permutation's cycles (a sorted copy of a million rows was their size again
+ * at the export's peak); k's indices are spent. 0, or -1 when out of memory. */
+int sp_rep_permute(void *base, size_t n, size_t size, sp_rank_t *k);
 
 /* 0 when name is one of torch's sort_by names. */
 int sp_rep_sort_key_valid(const char *name);

@@ -180,13 +180,14 @@ typedef struct report_task {
     const sp_mem_cycle_t *mem;
     uint64_t base, end;
     sp_reports_t rep;
+    sp_report_share_t share;   /* the summary goes to whichever thread is free first */
     int rc;
 } report_task_t;
 
 static void report_main(void *arg)
 {
     report_task_t *t = arg;
-    t->rc = sp_report_render(&t->rep, t->job, t->ev, t->n, t->gpu, t->mem, t->base, t->end);
+    t->rc = sp_report_render(&t->rep, &t->share, t->job, t->ev, t->n, t->gpu, t->mem, t->base, t->end);
 }
 
 void sp_export_collect_gpu(sp_export_job_t *job)
@@ -243,6 +244,7 @@ int sp_export_run(const sp_export_job_t *job_in)
     /* The reports beside the trace, on a second thread: both only read the
      * records, the GPU view and the memory operations. */
     report_task_t rt = {.job = job, .ev = ev, .n = n, .gpu = &gpu, .mem = mem, .base = base, .end = end};
+    sp_report_share_init(&rt.share);
     unsigned long beside = sp_export_beside(report_main, &rt);
     sp_gpuv_build_ranges(&gpu, ev, n);   /* the reports do not read them */
     int rc = sp_trace_write(job, stem, ev, n, &gpu, base, end, mem);
@@ -251,10 +253,13 @@ int sp_export_run(const sp_export_job_t *job_in)
         rc = -1;
     /* Reports sit beside the trace: where it could not be written (its error
      * said why), they would fail the same way and only repeat the message. */
-    if (beside)
+    if (beside) {
+        sp_report_help(&rt.share);
         sp_export_beside_wait(beside);
-    else if (rc == 0)
-        rt.rc = sp_report_render(&rt.rep, job, ev, n, &gpu, mem, base, end);
+    } else if (rc == 0) {
+        rt.rc = sp_report_render(&rt.rep, NULL, job, ev, n, &gpu, mem, base, end);
+    }
+    sp_report_share_destroy(&rt.share);
     sp_mem_cycle_free(mem);
     sp_gpuv_free(&gpu);
     free(ev);

@@ -22,8 +22,64 @@ static const struct {
     const char *metric, *suffix;
 } stack_files[] = {{"self_cpu_time_total", ".stacks.txt"}, {"self_cuda_time_total", ".stacks_cuda.txt"}};
 
-static void render(sp_reports_t *r, const sp_export_job_t *job, sp_rep_set_t *s)
+enum { SHARE_BUILDING, SHARE_READY, SHARE_TAKEN, SHARE_DONE };
+
+void sp_report_share_init(sp_report_share_t *sh)
 {
+    memset(sh, 0, sizeof *sh);
+    pthread_mutex_init(&sh->lock, NULL);
+    pthread_cond_init(&sh->cond, NULL);
+}
+
+void sp_report_share_destroy(sp_report_share_t *sh)
+{
+    pthread_mutex_destroy(&sh->lock);
+    pthread_cond_destroy(&sh->cond);
+}
+
+static void share_set(sp_report_share_t *sh, int state)
+{
+    pthread_mutex_lock(&sh->lock);
+    sh->state = state;
+    pthread_cond_broadcast(&sh->cond);
+    pthread_mutex_unlock(&sh->lock);
+}
+
+/* Waits while the state is `while_in` (-1: not at all), then takes the
+ * summary if it is free: 1 when this thread has it. */
+static int take_summary(sp_report_share_t *sh, int while_in)
+{
+    pthread_mutex_lock(&sh->lock);
+    while (sh->state == while_in)
+        pthread_cond_wait(&sh->cond, &sh->lock);
+    int mine = sh->state == SHARE_READY;
+    if (mine)
+        sh->state = SHARE_TAKEN;
+    pthread_mutex_unlock(&sh->lock);
+    return mine;
+}
+
+static void summary(sp_reports_t *r, sp_rep_set_t *s)
+{
+    r->summary_rc = sp_rep_summary(s, &r->text, &r->json);
+}
+
+void sp_report_help(sp_report_share_t *sh)
+{
+    if (take_summary(sh, SHARE_BUILDING)) {
+        summary(sh->r, sh->set);
+        share_set(sh, SHARE_DONE);
+    }
+}
+
+static void render(sp_reports_t *r, sp_report_share_t *sh, const sp_export_job_t *job, sp_rep_set_t *s)
+{
+    if (sh) {
+        sp_rep_share(s);
+        sh->set = s;
+        sh->r = r;
+        share_set(sh, SHARE_READY);
+    }
     if (job->table.print & (SP_JOB_TABLE_STDERR | SP_JOB_TABLE_FILE)) {
         sp_rep_opts_t o = {job->table.sort_by, job->table.row_limit, job->table.group_by_input_shape,
                            job->table.group_by_stack_n};
@@ -31,11 +87,17 @@ static void render(sp_reports_t *r, const sp_export_job_t *job, sp_rep_set_t *s)
     }
     for (int i = 0; job->with_stack && i < 2 && (i == 0 || sp_rep_has_gpu_time(s)); i++)
         r->stacks_rc[r->nstacks++] = sp_rep_stacks(s, stack_files[i].metric, &r->stacks[i]);
-    r->summary_rc = sp_rep_summary(s, &r->text, &r->json);
+    if (!sh || take_summary(sh, -1)) {
+        summary(r, s);
+        if (sh)
+            share_set(sh, SHARE_DONE);
+    } else {   /* the trace's thread has it: the set lives until it is done */
+        take_summary(sh, SHARE_TAKEN);
+    }
 }
 
-int sp_report_render(sp_reports_t *r, const sp_export_job_t *job, const sp_event_ref_t *ev, size_t n,
-                     const sp_gpu_view_t *gpu, const sp_mem_cycle_t *mem, uint64_t base_ns, uint64_t end_ns)
+int sp_report_render(sp_reports_t *r, sp_report_share_t *sh, const sp_export_job_t *job, const sp_event_ref_t *ev,
+                     size_t n, const sp_gpu_view_t *gpu, const sp_mem_cycle_t *mem, uint64_t base_ns, uint64_t end_ns)
 {
     memset(r, 0, sizeof *r);
     sp_rep_set_t s;
@@ -44,9 +106,11 @@ int sp_report_render(sp_reports_t *r, const sp_export_job_t *job, const sp_event
     if (sp_report_adapt(&s, ev, n, gpu, mem, base_ns, end_ns) != 0 || sp_rep_analyze(&s) != 0) {
         sp_log(SP_LOG_ERROR, "out of memory analysing cycle %ld; its reports are dropped", job->cycle);
         sp_rep_free(&s);
+        if (sh)
+            share_set(sh, SHARE_DONE);
         return -1;
     }
-    render(r, job, &s);
+    render(r, sh, job, &s);
     sp_rep_free(&s);
     return 0;
 }

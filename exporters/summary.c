@@ -347,24 +347,16 @@ static int rank_ranges(sum_list_t *l)
 {
     if (l->n < 2)
         return 0;
+    sp_rep_idmap_free(&l->idx);
     sp_rank_t *r = malloc(l->n * sizeof *r);
-    sum_tally_t *t = malloc(l->n * sizeof *t);
-    if (!r || !t) {
-        free(r);
-        free(t);
+    if (!r)
         return -1;
-    }
     for (size_t i = 0; i < l->n; i++)
         r[i] = (sp_rank_t){(double)l->t[i].total, i};
     sp_rep_rank(r, l->n, SUM_JSON_RANGES);
-    for (size_t i = 0; i < l->n; i++)
-        t[i] = l->t[r[i].i];
+    int rc = sp_rep_permute(l->t, l->n, sizeof *l->t, r);
     free(r);
-    free(l->t);
-    sp_rep_idmap_free(&l->idx);
-    l->t = t;
-    l->cap = l->n;
-    return 0;
+    return rc;
 }
 
 int sum_measure(sp_rep_set_t *s, sp_summary_t *m)

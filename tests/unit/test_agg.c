@@ -4,13 +4,16 @@
  * them), the collapsed stacks summed per (stack, name) pair against a naive
  * sum, and a window's CUPTI records taken in place (the window's in order in
  * the old array, later windows' in a new one, earlier ones dropped), and the
- * key-average rows' top-k order against a full sort (ties included). */
+ * key-average rows' top-k order against a full sort (ties included), the
+ * in-place permutation, the id-indexed map, and two threads interning into one
+ * shared set while reading texts. */
 #include "../../collectors/cupti_window.h"
 #include "../../exporters/agg.h"
 #include "../../exporters/stacks_out.h"
 #include "check.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,9 +171,111 @@ static void check_row_limit(void)
     }
 }
 
+/* sp_rep_permute against a copy made the plain way, on 100k 24-byte items. */
+static void check_permute(void)
+{
+    enum { N = 100000 };
+    typedef struct { uint64_t a, b, c; } item_t;
+    item_t *v = malloc(N * sizeof *v), *want = malloc(N * sizeof *want);
+    sp_rank_t *k = malloc(N * sizeof *k);
+    size_t *p = malloc(N * sizeof *p);
+    for (size_t i = 0; i < N; i++) {
+        v[i] = (item_t){i, i * 3, ~i};
+        p[i] = i;
+    }
+    for (size_t i = N - 1; i > 0; i--) {   /* a random permutation, with its fixed points */
+        size_t j = check_rnd() % (i + 1), t = p[i];
+        p[i] = p[j];
+        p[j] = t;
+    }
+    for (size_t i = 0; i < N; i++) {
+        want[i] = v[p[i]];
+        k[i] = (sp_rank_t){0, p[i]};
+    }
+    CHECK(sp_rep_permute(v, N, sizeof *v, k) == 0, "permute");
+    CHECK(memcmp(v, want, N * sizeof *v) == 0, "in-place permutation equals the copy");
+    free(v);
+    free(want);
+    free(k);
+    free(p);
+}
+
+/* Ids asked for out of order, sparse and dense, against a plain array. */
+static void check_idmap(void)
+{
+    enum { N = 3000000 };
+    sp_rep_idmap_t m = {0};
+    uint32_t *want = calloc(N, sizeof *want);
+    size_t bad = 0;
+    for (int i = 0; i < 200000; i++) {
+        uint32_t id = (uint32_t)(check_rnd() % N);
+        uint32_t *at = sp_rep_idmap_at(&m, id);
+        bad += !at || *at != want[id];
+        if (at)
+            *at = want[id] = (uint32_t)i + 1;
+    }
+    for (uint32_t id = 0; id < N; id += 7) {
+        uint32_t *at = sp_rep_idmap_at(&m, id);
+        bad += !at || *at != want[id];
+    }
+    CHECK(bad == 0, "id map: %zu entries differ from a plain array", bad);
+    sp_rep_idmap_free(&m);
+    CHECK(m.page == NULL && m.npages == 0, "freed map is empty");
+    free(want);
+}
+
+/* Two threads intern into a shared set (half the names in common) while one
+ * reads back texts it interned before: every name one id, every id its text. */
+typedef struct {
+    sp_rep_set_t *s;
+    int from;
+    sp_rep_str_t ids[60000];
+    size_t bad;
+} intern_arg_t;
+
+static void *intern_thread(void *p)
+{
+    intern_arg_t *a = p;
+    char buf[32];
+    for (int i = 0; i < 60000; i++) {
+        snprintf(buf, sizeof buf, "shared %d", a->from + i);
+        a->ids[i] = sp_rep_intern_id(a->s, buf);
+        if (i % 3 == 0) {   /* a text interned earlier, read while the other thread interns */
+            int j = i / 2;
+            snprintf(buf, sizeof buf, "shared %d", a->from + j);
+            a->bad += strcmp(sp_rep_str(a->s, a->ids[j]), buf) != 0;
+        }
+    }
+    return NULL;
+}
+
+static void check_shared_intern(void)
+{
+    sp_rep_set_t s;
+    sp_rep_init(&s);
+    sp_rep_share(&s);
+    static intern_arg_t a[2];
+    a[0] = (intern_arg_t){.s = &s, .from = 0};
+    a[1] = (intern_arg_t){.s = &s, .from = 30000};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, intern_thread, &a[i]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    size_t differ = 0;
+    for (int i = 0; i < 30000; i++)   /* "shared 30000".. "shared 59999": interned by both */
+        differ += a[0].ids[30000 + i] != a[1].ids[i];
+    CHECK(!s.oom && a[0].bad == 0 && a[1].bad == 0, "texts read while interning: %zu, %zu wrong", a[0].bad, a[1].bad);
+    CHECK(differ == 0, "a name both threads interned: %zu got two ids", differ);
+    sp_rep_free(&s);
+}
+
 int main(void)
 {
     check_ids();
+    check_permute();
+    check_idmap();
+    check_shared_intern();
     check_row_limit();
     check_stacks();
     check_take();
