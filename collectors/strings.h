@@ -19,6 +19,7 @@
 uint32_t sp_str_intern(const char *s);          /* 0 on allocation failure */
 uint32_t sp_str_intern_cached(const char *s);   /* pointer cache, verified by content */
 const char *sp_str_get(uint32_t id);            /* "" for unknown ids */
+uint32_t sp_str_count(void);                    /* ids handed out so far, + 1 (id 0 is none) */
 /* ids[i] = sp_str_intern(s[i]) for n strings, their cache misses overlapped. */
 void sp_str_intern_many(const char *const *s, uint32_t *ids, size_t n);
 

@@ -65,9 +65,10 @@ static char *arena_copy(intern_t *t, const char *s, size_t n)
 #define SLOT_ID(v) ((uint32_t)(v))
 #define SLOT_HASH(v) ((v) >> 32)
 
-static int intern_grow(intern_t *t)
+/* To cap slots (a power of two), or to twice the slots when cap is 0. */
+static int intern_grow_to(intern_t *t, size_t cap)
 {
-    size_t cap = t->cap ? t->cap * 2 : 1024;
+    cap = cap ? cap : t->cap ? t->cap * 2 : 1024;
     uint64_t *ns = calloc(cap, sizeof *ns);
     if (!ns)
         return -1;
@@ -89,7 +90,7 @@ static int intern_grow(intern_t *t)
 
 static sp_rep_str_t intern_locked(sp_rep_set_t *s, intern_t *t, const char *str, size_t len)
 {
-    if (((t->used + 1) * 2 > t->cap && intern_grow(t) != 0) || t->used >= UINT32_MAX - 1) {
+    if (((t->used + 1) * 2 > t->cap && intern_grow_to(t, 0) != 0) || t->used >= UINT32_MAX - 1) {
         s->oom = 1;
         return 0;
     }
@@ -130,6 +131,19 @@ sp_rep_str_t sp_rep_intern_id_n(sp_rep_set_t *s, const char *str, size_t len)
     sp_rep_str_t id = intern_locked(s, t, str, len);
     pthread_mutex_unlock(&t->lock);
     return id;
+}
+
+int sp_rep_reserve_strings(sp_rep_set_t *s, size_t n)
+{
+    intern_t *t = s->strings;
+    size_t cap = 1024;
+    while (cap < (t ? t->used + n : 0) * 2 && cap < ((size_t)1 << 33))
+        cap *= 2;
+    if (!t || (cap > t->cap && intern_grow_to(t, cap) != 0)) {
+        s->oom = 1;
+        return -1;
+    }
+    return 0;
 }
 
 void sp_rep_share(sp_rep_set_t *s)

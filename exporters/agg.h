@@ -111,6 +111,10 @@ void sp_rep_reset(const sp_rep_set_t *s, sp_rep_event_t *e);
 /* Room for n more events without growing (a builder that knows its count
  * allocates once, not up to twice the events); 0, or -1 (s->oom set). */
 int sp_rep_reserve(sp_rep_set_t *s, size_t n);
+/* Room for n more distinct strings without growing the intern table (a
+ * builder that can count its distinct names: a table grown from small moves
+ * every slot again at each doubling); 0, or -1 (s->oom set). */
+int sp_rep_reserve_strings(sp_rep_set_t *s, size_t n);
 
 /* Input shapes as key_averages(group_by_input_shape=True) shows them: a launch
  * is [[grid], [block], [shared memory]], a copy / set / allocation [[bytes]]. */

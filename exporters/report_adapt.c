@@ -296,6 +296,26 @@ static void pull(adapt_t *a, stream_t *st)
     }
 }
 
+/* Room in the set's strings for the window's distinct range names, counted
+ * by their collector ids in a bitmap (a million distinct names otherwise
+ * grew the intern table eleven times, each move a cache miss). */
+static int reserve_range_names(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n)
+{
+    size_t ids = sp_str_count(), distinct = 0;
+    uint64_t *seen = calloc(ids / 64 + 1, sizeof *seen);
+    if (!seen)
+        return 0;   /* only a hint */
+    for (size_t i = 0; i < n; i++) {
+        const sp_event_t *e = ev[i].ev;
+        if (e->kind != SP_EV_RANGE || e->name >= ids || (seen[e->name / 64] >> (e->name % 64) & 1))
+            continue;
+        seen[e->name / 64] |= 1ull << (e->name % 64);
+        distinct++;
+    }
+    free(seen);
+    return sp_rep_reserve_strings(s, distinct);
+}
+
 /* The streams merged by sp_rep_cmp as they are read (ties: the earlier
  * stream first, as a stable sort of them one after the other): the events
  * arrive in canonical order, or nearly, and sp_rep_analyze's sort then has
@@ -304,7 +324,7 @@ static void pull(adapt_t *a, stream_t *st)
 int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const sp_gpu_view_t *gpu,
                     const sp_mem_cycle_t *mem, uint64_t base_ns, uint64_t end_ns)
 {
-    if (sp_rep_reserve(s, n + gpu->n + (mem ? mem->nops : 0)) != 0)
+    if (sp_rep_reserve(s, n + gpu->n + (mem ? mem->nops : 0)) != 0 || reserve_range_names(s, ev, n) != 0)
         return -1;
     adapt_t a = {s, calloc(1, sizeof *a.c), calloc(SP_API_COUNT, sizeof *a.api_names), calloc(4096, sizeof *a.stacks),
                  calloc(4096, sizeof *a.ranges), ev, n, gpu, mem, (long)getpid(), base_ns, end_ns, NULL, 0, 0};
