@@ -9,8 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
-_Static_assert(sizeof(sp_rep_event_t) == 72, "a report event is 72 bytes: one per event of a window");
+_Static_assert(sizeof(sp_rep_event_t) == 64, "a report event is 64 bytes: one per event of a window");
 
 /* ---- string interning -------------------------------------------------- */
 
@@ -29,6 +30,7 @@ typedef struct sp_intern {
 } intern_t;
 
 #define ARENA_CHUNK (256u * 1024u)
+#define STR_TOP_BYTES (((size_t)1 << (32 - SP_REP_STR_PAGE_BITS)) * sizeof(const char **))
 
 static uint64_t hash_bytes(const char *s, size_t n)
 {
@@ -201,8 +203,11 @@ void sp_rep_init(sp_rep_set_t *s)
     memset(s, 0, sizeof *s);
     s->strings = calloc(1, sizeof *s->strings);
     /* Room for every id a set can have (2^32 / 2^14 pages): the pages
-     * themselves come as ids reach them. */
-    s->str = calloc((size_t)1 << (32 - SP_REP_STR_PAGE_BITS), sizeof *s->str);
+     * themselves come as ids reach them. Mapped, not calloc'ed: from recycled
+     * heap memory calloc would clear all 2 MiB, and only the first few
+     * entries are ever touched. */
+    void *pages = mmap(NULL, STR_TOP_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    s->str = pages == MAP_FAILED ? NULL : pages;
     if (!s->strings || !s->str) {
         free(s->strings);
         s->strings = NULL;
@@ -227,7 +232,8 @@ void sp_rep_free(sp_rep_set_t *s)
     }
     for (size_t p = 0; s->str && p < ((size_t)1 << (32 - SP_REP_STR_PAGE_BITS)) && s->str[p]; p++)
         free(s->str[p]);
-    free(s->str);
+    if (s->str)
+        munmap(s->str, STR_TOP_BYTES);
     free(s->ev);
     free(s->mem);
     free(s->time);
@@ -256,8 +262,7 @@ void sp_rep_reset(const sp_rep_set_t *s, sp_rep_event_t *e)
     memset(e, 0, sizeof *e);
     e->shape = s->no_shape_id;
     e->bytes = -1;
-    e->step = -1;
-    e->parent = e->launcher = -1;
+    e->parent = -1;   /* and launcher */
 }
 
 sp_rep_event_t *sp_rep_add(sp_rep_set_t *s)
@@ -321,7 +326,7 @@ int sp_rep_cmp(const sp_rep_set_t *s, const sp_rep_event_t *a, const sp_rep_even
     if ((c = cmp_i64(a->bytes, b->bytes)) || (c = cmp_str(s, a->shape, b->shape)) ||
         (c = cmp_str(s, a->stack, b->stack)))
         return c;
-    return cmp_i64(a->step, b->step);
+    return 0;
 }
 
 /* The canonical sort, for input that is mostly runs already in order (the
@@ -627,7 +632,7 @@ int sp_rep_analyze(sp_rep_set_t *s)
     s->has_memory = 0;
     for (size_t i = 0; i < s->n; i++) {
         sp_rep_event_t *e = &s->ev[i];
-        e->parent = e->launcher = -1;
+        e->parent = -1;   /* and launcher */
         s->time[i].self_cpu = sp_rep_is_host(e->cat) ? e->dur : 0;
         s->time[i].cuda_total = sp_rep_is_gpu_work(e->cat) || e->cat == SP_REP_SYNC ? e->dur : 0;
         s->has_memory |= e->cat == SP_REP_MEMORY;

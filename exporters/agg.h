@@ -34,25 +34,38 @@ static inline int sp_rep_is_gpu_work(int cat) { return cat >= SP_REP_KERNEL && c
  * which a stack or copy direction uses for none. */
 typedef uint32_t sp_rep_str_t;
 
-/* 72 bytes: a window of millions of events holds one per event (strings by
- * 32-bit id, lanes and steps in 32 bits). */
+/* 64 bytes: a window of millions of events holds one per event (strings by
+ * 32-bit id, lanes in 32 bits; a field only one kind of event has shares its
+ * room with another's). */
 typedef struct sp_rep_event {
     int64_t ts, dur;        /* ns from the trace base */
     uint64_t correlation;   /* links a GPU event to its launching API call; 0 = none */
-    int64_t bytes;          /* copy / set / allocation size, memory event delta; -1 = none */
+    int64_t bytes;          /* copy / set / allocation size, memory event delta; -1 = none;
+                             * annotations: ProfilerStep#N's N (sp_rep_step), else -1 */
     sp_rep_str_t name;
     sp_rep_str_t shape;     /* input shapes text, "[]" when none */
     sp_rep_str_t stack;     /* "outermost;...;innermost", 0 when none */
     sp_rep_str_t kind;      /* runtime copy direction ("HtoD"...), 0 when none */
     int32_t pid, tid;
-    int32_t step;           /* ProfilerStep#N: N, else -1 */
-    /* Filled by sp_rep_analyze. */
-    int32_t parent;         /* enclosing host event on the same thread, -1 */
-    int32_t launcher;       /* GPU events: the API call with the same correlation, -1 */
+    union {                 /* filled by sp_rep_analyze */
+        int32_t parent;     /* host events: the enclosing host event on the same thread, -1 */
+        int32_t launcher;   /* GPU work: the API call with the same correlation, -1 */
+    };
     int16_t device;         /* GPU events: device id; memory events: Device Type (0 CPU, 1 CUDA) */
     uint8_t cat;            /* enum sp_rep_cat */
     uint8_t launch;         /* a kernel launch API call (it has grid / block) */
 } sp_rep_event_t;
+
+/* ProfilerStep#N: N; -1 for every other event. */
+static inline int32_t sp_rep_step(const sp_rep_event_t *e)
+{
+    return e->cat == SP_REP_ANNOTATION && e->bytes >= 0 && e->bytes <= INT32_MAX ? (int32_t)e->bytes : -1;
+}
+/* Marks an annotation as ProfilerStep#n (n < 0: none). */
+static inline void sp_rep_set_step(sp_rep_event_t *e, int64_t n)
+{
+    e->bytes = n >= 0 && n <= INT32_MAX ? n : -1;
+}
 
 /* Times sp_rep_analyze charges to an event, kept beside the events (like
  * sp_rep_mem_t): they exist only from the analysis on, when the window's

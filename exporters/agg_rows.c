@@ -295,7 +295,7 @@ long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
         if (!sp_rep_is_host(e->cat) && !sp_rep_is_gpu_work(e->cat) && e->cat != SP_REP_SYNC)
             continue;
         sp_rep_row_t key = {0};
-        sp_rep_str_t name = e->step >= 0 ? step_id : e->name;
+        sp_rep_str_t name = sp_rep_step(e) >= 0 ? step_id : e->name;
         key.name = sp_rep_str(s, name);
         key.cat = e->cat;
         key.shape = o->group_by_input_shape ? sp_rep_str(s, e->shape) : none;

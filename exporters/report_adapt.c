@@ -185,7 +185,7 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
         r->cat = SP_REP_ANNOTATION;
         snprintf(name, sizeof name, "ProfilerStep#%" PRIu64, e->a[0]);
         r->name = sp_rep_intern_id(s, name);
-        r->step = e->a[0] <= INT32_MAX ? (int32_t)e->a[0] : -1;   /* as stepprof-report reads it */
+        sp_rep_set_step(r, e->a[0] <= INT32_MAX ? (int64_t)e->a[0] : -1);   /* as stepprof-report reads it */
     } else {
         r->cat = SP_REP_ANNOTATION;
         struct id_memo *m = &a->ranges[e->name & 4095];

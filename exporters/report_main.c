@@ -262,9 +262,11 @@ static void add_args(sp_rep_set_t *set, sp_rep_event_t *r, const cJSON *args)
         v = cJSON_GetObjectItemCaseSensitive(args, "stepprof_runtime_correlation");
     r->correlation = cJSON_IsNumber(v) ? num_u64(v->valuedouble) : 0;
     v = cJSON_GetObjectItemCaseSensitive(args, "bytes");
-    if (cJSON_IsNumber(v)) {
-        r->bytes = num_i64(v->valuedouble);
-        r->shape = sp_rep_shape_bytes(set, r->bytes);
+    if (cJSON_IsNumber(v)) {   /* an annotation's bytes field is its step (stepprof writes none there) */
+        int64_t bytes = num_i64(v->valuedouble);
+        if (r->cat != SP_REP_ANNOTATION)
+            r->bytes = bytes;
+        r->shape = sp_rep_shape_bytes(set, bytes);
     }
     unsigned grid[3], block[3];
     if (dims(cJSON_GetObjectItemCaseSensitive(args, "grid"), grid) &&
@@ -309,7 +311,7 @@ static void add_event(sp_rep_set_t *set, const cJSON *e)
     if (c == SP_REP_ANNOTATION && strncmp(name->valuestring, "ProfilerStep#", 13) == 0) {
         char *end;
         long n = strtol(name->valuestring + 13, &end, 10);
-        r->step = *end || end == name->valuestring + 13 || n < 0 || n > INT32_MAX ? -1 : (int32_t)n;
+        sp_rep_set_step(r, *end || end == name->valuestring + 13 || n < 0 || n > INT32_MAX ? -1 : n);
     }
     if (c == SP_REP_MEMORY) {
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(args, "Bytes"),

@@ -122,7 +122,7 @@ static int find_steps(const sp_rep_set_t *s, sp_summary_t *m)
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     for (size_t i = 0; i < s->n; i++) {
         const sp_rep_event_t *e = &s->ev[i];
-        if (e->step >= 0) {
+        if (sp_rep_step(e) >= 0) {
             if ((size_t)m->nsteps == cap) {
                 cap = cap ? cap * 2 : 64;
                 sum_step_t *grown = realloc(m->steps, cap * sizeof *grown);
@@ -130,7 +130,7 @@ static int find_steps(const sp_rep_set_t *s, sp_summary_t *m)
                     return -1;
                 m->steps = grown;
             }
-            m->steps[m->nsteps++] = (sum_step_t){.step = e->step, .t0 = e->ts, .wall = e->dur};
+            m->steps[m->nsteps++] = (sum_step_t){.step = sp_rep_step(e), .t0 = e->ts, .wall = e->dur};
         }
         if (sp_rep_is_host(e->cat)) {
             lo = e->ts < lo ? e->ts : lo;
@@ -253,7 +253,7 @@ static void measure_host(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t 
 {
     sum_step_t *st = step_at(m, e->ts);
     if (e->cat == SP_REP_ANNOTATION) {
-        if (e->step < 0)
+        if (sp_rep_step(e) < 0)
             count(&m->ranges, s, e->name, 0, e->dur);
         return;
     }

@@ -12,7 +12,8 @@
  * Stdout: `launches N`, `ranges N`, `rss_before_close_kb N`, `close_stall_ns N`,
  * `close_realtime_ns N` (CLOCK_REALTIME at the close), `cpu_before_close_ns N` (the process's CPU
  * time before the close: what the export costs in CPU is the rest), then it returns from main (stepprof exports
- * the window before the process ends). Exit 0; 2 on bad usage.
+ * the window before the process ends). Exit 0; 2 on bad usage. Linked with libstdc++, as nvcc's
+ * programs are (scale.mk).
  */
 #include <stdio.h>
 #include <stdlib.h>
