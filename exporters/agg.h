@@ -183,8 +183,10 @@ typedef struct sp_rep_opts {
 long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out);
 
 /* Orders rows by sort_by, descending; equal values keep their order. With
- * limit >= 0 only the first `limit` rows are those, in that order (the rest
- * follow in no order). 0, or -1 for an unknown name or when out of memory. */
+ * 0 <= limit < n only the first `limit` rows are those, in that order, and
+ * the rest are left as they were, but for the first `limit` places (rows may
+ * be lost or repeat there: a table reads what it needs of all rows first).
+ * 0, or -1 for an unknown name or when out of memory. */
 int sp_rep_sort_rows(sp_rep_row_t *rows, long n, const char *sort_by, long limit);
 
 /* A value to rank and its first-seen position. */

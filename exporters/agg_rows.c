@@ -111,8 +111,20 @@ int sp_rep_sort_rows(sp_rep_row_t *rows, long n, const char *sort_by, long limit
         return -1;
     for (long i = 0; i < n; i++)
         k[i] = (keyed_t){sort_value(&rows[i], key), (size_t)i};
-    sp_rep_rank(k, (size_t)n, limit >= 0 ? (size_t)limit : (size_t)n);
-    int rc = sp_rep_permute(rows, (size_t)n, sizeof *rows, k);
+    size_t top = limit >= 0 && limit < n ? (size_t)limit : (size_t)n;
+    sp_rep_rank(k, (size_t)n, top);
+    int rc = 0;
+    if (top < (size_t)n) {   /* only the rows shown move: through a copy of them */
+        sp_rep_row_t *shown = malloc((top ? top : 1) * sizeof *shown);
+        for (size_t i = 0; shown && i < top; i++)
+            shown[i] = rows[k[i].i];
+        if (shown)
+            memcpy(rows, shown, top * sizeof *rows);
+        rc = shown ? 0 : -1;
+        free(shown);
+    } else {
+        rc = sp_rep_permute(rows, (size_t)n, sizeof *rows, k);
+    }
     free(k);
     return rc;
 }

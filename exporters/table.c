@@ -273,12 +273,12 @@ int sp_rep_table(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rb_t *out)
     const char *sort_by = o->sort_by && *o->sort_by ? o->sort_by
                           : f.gpu                   ? "self_cuda_time_total"
                                                     : "self_cpu_time_total";
+    layout_t l;
+    build_layout(&l, &f, rows, n);   /* widths from every row, as torch's table: before the sort keeps only the shown */
     if (sp_rep_sort_rows(rows, n, sort_by, o->row_limit) != 0) {
         free(rows);
         return -1;
     }
-    layout_t l;
-    build_layout(&l, &f, rows, n);
     separator(out, &l);
     for (int c = 0; c < l.ncols; c++)
         cell(out, &l, c, l.head[c]);
