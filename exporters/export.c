@@ -14,6 +14,7 @@
 #include "../collectors/memory.h"
 #include "memory_html.h"
 #include "memory_report.h"
+#include "ops_trace.h"
 #include "outfile.h"
 #include "radix.h"
 #include "report_write.h"
@@ -243,6 +244,7 @@ int sp_export_run(const sp_export_job_t *job_in)
     sp_mem_cycle_t *mem = sp_mem_cycle_take(job->window); /* NULL unless profile_memory */
     /* The reports beside the trace, on a second thread: both only read the
      * records, the GPU view and the memory operations. */
+    sp_ops_regroup(ev, n);   /* before either thread reads an operator's Input Dims */
     report_task_t rt = {.job = job, .ev = ev, .n = n, .gpu = &gpu, .mem = mem, .base = base, .end = end};
     sp_report_share_init(&rt.share);
     unsigned long beside = sp_export_beside(report_main, &rt);

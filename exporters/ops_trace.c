@@ -217,7 +217,7 @@ static uint32_t regroup(uint32_t name, uint32_t sizes)
     return id ? id : sizes;
 }
 
-static void regroup_lists(const sp_event_ref_t *ev, size_t n)
+void sp_ops_regroup(const sp_event_ref_t *ev, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         sp_event_t *e = ev[i].ev;
@@ -286,7 +286,6 @@ static group_t *forward_of(group_t *g, size_t m, const sp_event_ref_t *ev, size_
 
 sp_ops_links_t *sp_ops_trace_link(const sp_event_ref_t *ev, size_t n)
 {
-    regroup_lists(ev, n);
     size_t nops = 0, nb = 0;
     for (size_t i = 0; i < n; i++)
         if (numbered(ev[i].ev)) {

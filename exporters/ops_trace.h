@@ -8,10 +8,14 @@
 /* The category of a range record: "cpu_op" for an operator, else "user_annotation". */
 const char *sp_ops_trace_cat(const sp_event_t *e);
 
+/* Regroups, in place, the Input Dims of operators with tensor-list
+ * arguments as Kineto writes them (ops_trace.c). export.c calls it before the
+ * trace's writer and the reports' thread read the records, so both read the
+ * same dims (done inside the trace's writer, it raced the reports' reads). */
+void sp_ops_regroup(const sp_event_ref_t *ev, size_t n);
+
 /* Forward-to-backward links of one cycle's events (sorted by start); NULL
- * when there is no backward op (or no memory: then no links). First it
- * regroups, in place, the Input Dims of operators with tensor-list arguments
- * as Kineto writes them (ops_trace.c), so the reports read them alike. */
+ * when there is no backward op (or no memory: then no links). */
 typedef struct sp_ops_links sp_ops_links_t;
 sp_ops_links_t *sp_ops_trace_link(const sp_event_ref_t *ev, size_t n);
 void sp_ops_trace_free(sp_ops_links_t *l);
