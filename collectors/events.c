@@ -293,10 +293,15 @@ size_t sp_ev_collect(uint32_t window, int names, sp_event_ref_t **out)
     /* NVTX names the program's thread only copied (sp_str_defer) are interned
      * here, off it; their text is reused once the window is taken. The
      * records are the window's, no longer written by their threads. */
-    size_t settle = v && names ? k : 0;
-    sp_str_settle_refs(window, settle ? (void *const *)&v[0].ev : NULL, settle, sizeof *v, offsetof(sp_event_t, name));
+    if (names != SP_EV_NAMES_LATER)
+        sp_ev_settle(window, v, v && names ? k : 0);
     *out = v;
     return v ? k : 0;
+}
+
+void sp_ev_settle(uint32_t window, const sp_event_ref_t *refs, size_t n)
+{
+    sp_str_settle_refs(window, n ? (void *const *)&refs[0].ev : NULL, n, sizeof *refs, offsetof(sp_event_t, name));
 }
 
 void sp_ev_release(void)

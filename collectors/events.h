@@ -144,6 +144,11 @@ typedef struct sp_event_ref {
     const sp_thread_t *thread;
 } sp_event_ref_t;
 size_t sp_ev_collect(uint32_t window, int names, sp_event_ref_t **out);
+/* names = SP_EV_NAMES_LATER: neither interned nor let go; sp_ev_settle
+ * interns them through the returned references, on any one thread, before
+ * the next collect (names are the only field it writes). */
+#define SP_EV_NAMES_LATER 2
+void sp_ev_settle(uint32_t window, const sp_event_ref_t *refs, size_t n);
 void sp_ev_release(void);
 uint64_t sp_ev_dropped_total(void);
 

@@ -20,6 +20,7 @@
 #include "report_write.h"
 #include "trace.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,12 +81,14 @@ static int ref_before(const sp_event_ref_t *ev, size_t i, size_t j)
     return i < j;
 }
 
-/* Times to nanoseconds, then the references in cmp_start's stable order.
+/* Times to nanoseconds, then the references in cmp_start's stable order,
+ * in a new array (ev itself is left as it was: the reports' thread may be
+ * settling names through it); NULL when out of memory, the times converted.
  * Records come nearly in order (a thread's records in the order its calls
  * ended: a range after the calls inside it), so one pass keeps the longest
  * ascending run it can take greedily and sets the rest aside; only those are
  * sorted (sort_side), and one merge joins the two. */
-static void to_ns_sorted(sp_event_ref_t *ev, size_t n)
+static sp_event_ref_t *to_ns_sorted(sp_event_ref_t *ev, size_t n)
 {
     size_t *run = malloc(n * sizeof *run), *side_order = malloc(n * sizeof *side_order), nrun = 0, nside = 0;
     sp_kv_t *side = malloc(2 * n * sizeof *side);
@@ -101,16 +104,16 @@ static void to_ns_sorted(sp_event_ref_t *ev, size_t n)
             side[nside++] = (sp_kv_t){ev[i].ev->t0, i};
     }
     if (!run || !side || !side_order || !out || sort_side(ev, side, nside, side_order) != 0) {
-        qsort(ev, n, sizeof *ev, cmp_start);
+        free(out);
+        out = NULL;
     } else {
         for (size_t i = 0, a = 0, b = 0; i < n; i++)
             out[i] = ev[b == nside || (a < nrun && ref_before(ev, run[a], side_order[b])) ? run[a++] : side_order[b++]];
-        memcpy(ev, out, n * sizeof *ev);
     }
     free(run);
     free(side_order);
     free(side);
-    free(out);
+    return out;
 }
 
 static uint64_t event_limit; /* set once at activation, before any job */
@@ -174,6 +177,14 @@ static void discard(const sp_export_job_t *job)
 /* The reports of a job, computed on the report helper while the exporter's
  * thread writes the trace (worker.c: sp_export_beside). */
 typedef struct report_task {
+    /* First the window's NVTX names, settled on the reports' thread while
+     * the exporter's sorts (a million distinct names take as long as the
+     * sort); the exporter waits for `settled` before anything reads a name,
+     * the reports' thread for `inputs` (the fields below) before the rest. */
+    uint32_t window;
+    sp_event_ref_t *refs;
+    size_t nrefs;
+    int settled, inputs;
     const sp_export_job_t *job;
     const sp_event_ref_t *ev;
     size_t n;
@@ -185,9 +196,29 @@ typedef struct report_task {
     int rc;
 } report_task_t;
 
+/* One-way flags between the two threads, under the share's lock. */
+static void gate_open(report_task_t *t, int *flag)
+{
+    pthread_mutex_lock(&t->share.lock);
+    *flag = 1;
+    pthread_cond_broadcast(&t->share.cond);
+    pthread_mutex_unlock(&t->share.lock);
+}
+
+static void gate_wait(report_task_t *t, const int *flag)
+{
+    pthread_mutex_lock(&t->share.lock);
+    while (!*flag)
+        pthread_cond_wait(&t->share.cond, &t->share.lock);
+    pthread_mutex_unlock(&t->share.lock);
+}
+
 static void report_main(void *arg)
 {
     report_task_t *t = arg;
+    sp_ev_settle(t->window, t->refs, t->nrefs);
+    gate_open(t, &t->settled);
+    gate_wait(t, &t->inputs);
     t->rc = sp_report_render(&t->rep, &t->share, t->job, t->ev, t->n, t->gpu, t->mem, t->base, t->end);
 }
 
@@ -214,12 +245,24 @@ int sp_export_run(const sp_export_job_t *job_in)
         return -1;
     }
     sp_event_ref_t *ev = NULL;
-    size_t n = sp_ev_collect(job->window, 1, &ev);
+    size_t n = sp_ev_collect(job->window, SP_EV_NAMES_LATER, &ev);
     atomic_store(&running_trace_done, 0);
     atomic_store(&running_events, (uint64_t)n + job->ngpu);
+    report_task_t rt = {.window = job->window, .refs = ev, .nrefs = n, .job = job};
+    sp_report_share_init(&rt.share);
+    unsigned long beside = sp_export_beside(report_main, &rt);
+    if (!beside)
+        sp_ev_settle(job->window, ev, n);
     sp_clock_recalibrate();
-    if (n)   /* a window of driver calls only has no records: ev is NULL */
-        to_ns_sorted(ev, n);
+    sp_event_ref_t *sorted = n ? to_ns_sorted(ev, n) : NULL; /* a window of driver calls only has no records */
+    if (beside)
+        gate_wait(&rt, &rt.settled);
+    if (sorted) {
+        free(ev);
+        ev = sorted;
+    } else if (n) {
+        qsort(ev, n, sizeof *ev, cmp_start);
+    }
     if (event_limit && n > event_limit) {
         capped.dropped += n - event_limit;
         n = (size_t)event_limit;
@@ -242,12 +285,17 @@ int sp_export_run(const sp_export_job_t *job_in)
         if (gpu.gpu[i].end > end)
             end = gpu.gpu[i].end;
     sp_mem_cycle_t *mem = sp_mem_cycle_take(job->window); /* NULL unless profile_memory */
-    /* The reports beside the trace, on a second thread: both only read the
-     * records, the GPU view and the memory operations. */
     sp_ops_regroup(ev, n);   /* before either thread reads an operator's Input Dims */
-    report_task_t rt = {.job = job, .ev = ev, .n = n, .gpu = &gpu, .mem = mem, .base = base, .end = end};
-    sp_report_share_init(&rt.share);
-    unsigned long beside = sp_export_beside(report_main, &rt);
+    /* The reports beside the trace, on a second thread: from here both only
+     * read the records, the GPU view and the memory operations. */
+    rt.ev = ev;
+    rt.n = n;
+    rt.gpu = &gpu;
+    rt.mem = mem;
+    rt.base = base;
+    rt.end = end;
+    if (beside)
+        gate_open(&rt, &rt.inputs);
     sp_gpuv_build_ranges(&gpu, ev, n);   /* the reports do not read them */
     int rc = sp_trace_write(job, stem, ev, n, &gpu, base, end, mem);
     atomic_store(&running_trace_done, 1);   /* written, or failed and said why: not lost at exit */
