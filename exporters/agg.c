@@ -90,13 +90,9 @@ static int intern_grow_to(intern_t *t, size_t cap)
     return 0;
 }
 
-static sp_rep_str_t intern_locked(sp_rep_set_t *s, intern_t *t, const char *str, size_t len)
+/* h: the upper half of the string's hash; the table has room for it. */
+static sp_rep_str_t intern_hashed(sp_rep_set_t *s, intern_t *t, const char *str, size_t len, uint64_t h)
 {
-    if (((t->used + 1) * 2 > t->cap && intern_grow_to(t, 0) != 0) || t->used >= UINT32_MAX - 1) {
-        s->oom = 1;
-        return 0;
-    }
-    uint64_t h = hash_bytes(str, len) >> 32;
     size_t j = h & (t->cap - 1);
     for (; t->slot[j]; j = (j + 1) & (t->cap - 1)) {
         if (SLOT_HASH(t->slot[j]) != h)
@@ -118,6 +114,46 @@ static sp_rep_str_t intern_locked(sp_rep_set_t *s, intern_t *t, const char *str,
     page[t->used & (SP_REP_STR_PAGE - 1)] = copy;
     t->slot[j] = h << 32 | (uint32_t)++t->used;
     return (sp_rep_str_t)(t->used - 1);
+}
+
+/* Room for n more strings at most half the table full; 0, or -1 (s->oom). */
+static int intern_room(sp_rep_set_t *s, intern_t *t, size_t n)
+{
+    if (((t->used + n) * 2 > t->cap && intern_grow_to(t, 0) != 0) || t->used + n >= UINT32_MAX - 1) {
+        s->oom = 1;
+        return -1;
+    }
+    return (t->used + n) * 2 > t->cap ? intern_room(s, t, n) : 0;
+}
+
+static sp_rep_str_t intern_locked(sp_rep_set_t *s, intern_t *t, const char *str, size_t len)
+{
+    return intern_room(s, t, 1) == 0 ? intern_hashed(s, t, str, len, hash_bytes(str, len) >> 32) : 0;
+}
+
+void sp_rep_intern_many(sp_rep_set_t *s, const char *const *str, const size_t *len, sp_rep_str_t *ids, size_t n)
+{
+    enum { GROUP = 16 };
+    intern_t *t = s->strings;
+    if (t && t->shared)
+        pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < n; i += GROUP) {
+        size_t g = n - i < GROUP ? n - i : GROUP;
+        uint64_t h[GROUP];
+        if (!t || intern_room(s, t, g) != 0) {
+            memset(ids + i, 0, (n - i) * sizeof *ids);
+            s->oom = 1;
+            break;
+        }
+        for (size_t k = 0; k < g; k++) {   /* hashes first, each slot fetched while the next hashes */
+            h[k] = hash_bytes(str[i + k], len[i + k]) >> 32;
+            __builtin_prefetch(&t->slot[h[k] & (t->cap - 1)]);
+        }
+        for (size_t k = 0; k < g; k++)
+            ids[i + k] = intern_hashed(s, t, str[i + k], len[i + k], h[k]);
+    }
+    if (t && t->shared)
+        pthread_mutex_unlock(&t->lock);
 }
 
 sp_rep_str_t sp_rep_intern_id_n(sp_rep_set_t *s, const char *str, size_t len)

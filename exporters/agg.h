@@ -108,6 +108,9 @@ const char *sp_rep_intern_n(sp_rep_set_t *s, const char *str, size_t len);
 /* The same, as an id (0, "", when out of memory: s->oom set). */
 sp_rep_str_t sp_rep_intern_id(sp_rep_set_t *s, const char *str);
 sp_rep_str_t sp_rep_intern_id_n(sp_rep_set_t *s, const char *str, size_t len);
+/* ids[i] = sp_rep_intern_id_n(s, str[i], len[i]) for each i < n, in groups
+ * whose table lookups overlap (a million new names are a cache miss each). */
+void sp_rep_intern_many(sp_rep_set_t *s, const char *const *str, const size_t *len, sp_rep_str_t *ids, size_t n);
 static inline const char *sp_rep_str(const sp_rep_set_t *s, sp_rep_str_t id)
 {
     return s->str[id >> SP_REP_STR_PAGE_BITS][id & (SP_REP_STR_PAGE - 1)];

@@ -95,10 +95,11 @@ typedef struct adapt {
     sp_rep_set_t *s;
     name_cache_t *c;
     sp_rep_str_t *api_names;  /* by API id, 0 = not yet interned */
-    struct id_memo {          /* the last text interned per slot, by the collector's id */
+    struct id_memo {          /* the last stack text interned per slot, by the collector's id */
         uint32_t id;
         sp_rep_str_t str;
-    } *stacks, *ranges;       /* stack texts; NVTX range and operator names */
+    } *stacks;
+    sp_rep_idmap_t range_ids; /* NVTX range and operator names: set id + 1 by collector id */
     const sp_event_ref_t *ev;
     size_t n;
     const sp_gpu_view_t *gpu;
@@ -188,10 +189,8 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
         sp_rep_set_step(r, e->a[0] <= INT32_MAX ? (int64_t)e->a[0] : -1);   /* as stepprof-report reads it */
     } else {
         r->cat = SP_REP_ANNOTATION;
-        struct id_memo *m = &a->ranges[e->name & 4095];
-        if (m->id != e->name || !m->id)
-            *m = (struct id_memo){e->name, trace_name(s, sp_str_get(e->name))};
-        r->name = m->str;
+        uint32_t *id = sp_rep_idmap_at(&a->range_ids, e->name);   /* every one interned up front */
+        r->name = id && *id && *id != UINT32_MAX ? *id - 1 : trace_name(s, sp_str_get(e->name));
         if ((e->flags & SP_RANGE_OP) && e->a[2])
             r->shape = sp_rep_intern_id(s, sp_str_get((uint32_t)e->a[2])); /* operator's Input Dims */
     }
@@ -296,24 +295,69 @@ static void pull(adapt_t *a, stream_t *st)
     }
 }
 
-/* Room in the set's strings for the window's distinct range names, counted
- * by their collector ids in a bitmap (a million distinct names otherwise
- * grew the intern table eleven times, each move a cache miss). */
-static int reserve_range_names(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n)
+static uint32_t *grow_ids(uint32_t *v, size_t *cap)
 {
-    size_t ids = sp_str_count(), distinct = 0;
-    uint64_t *seen = calloc(ids / 64 + 1, sizeof *seen);
-    if (!seen)
-        return 0;   /* only a hint */
-    for (size_t i = 0; i < n; i++) {
-        const sp_event_t *e = ev[i].ev;
-        if (e->kind != SP_EV_RANGE || e->name >= ids || (seen[e->name / 64] >> (e->name % 64) & 1))
+    size_t c = *cap ? *cap * 2 : 1024;
+    uint32_t *g = realloc(v, c * sizeof *g);
+    if (g)
+        *cap = c;
+    return g;
+}
+
+/* Every distinct NVTX range and operator name of the window interned up
+ * front, by the collector's id (dense, and rising through a window of new
+ * names): the ids seen first (one pass), then room for them all in the set's
+ * strings, then their texts in batches whose cache misses overlap
+ * (sp_rep_intern_many). fill_host then finds each by its collector id. */
+static int intern_range_names(adapt_t *a)
+{
+    sp_rep_set_t *s = a->s;
+    size_t ncid = 0, cap = 0;
+    uint32_t *cid = NULL;
+    for (size_t i = 0; i < a->n; i++) {
+        const sp_event_t *e = a->ev[i].ev;
+        if (e->kind != SP_EV_RANGE)
             continue;
-        seen[e->name / 64] |= 1ull << (e->name % 64);
-        distinct++;
+        uint32_t *at = sp_rep_idmap_at(&a->range_ids, e->name);
+        if (!at || (!*at && ncid == cap && !(cid = grow_ids(cid, &cap)))) {
+            free(cid);
+            s->oom = 1;
+            return -1;
+        }
+        if (!*at) {
+            *at = UINT32_MAX;   /* seen: interned below */
+            cid[ncid++] = e->name;
+        }
     }
-    free(seen);
-    return sp_rep_reserve_strings(s, distinct);
+    enum { BATCH = 256 };
+    const char *text[BATCH];
+    size_t len[BATCH], nb = 0;
+    uint32_t of[BATCH];
+    sp_rep_str_t ids[BATCH];
+    if (sp_rep_reserve_strings(s, ncid) != 0) {
+        free(cid);
+        return -1;
+    }
+    for (size_t k = 0; k <= ncid; k++) {
+        if (nb == BATCH || (k == ncid && nb)) {
+            sp_rep_intern_many(s, text, len, ids, nb);
+            for (size_t b = 0; b < nb; b++)
+                *sp_rep_idmap_at(&a->range_ids, of[b]) = ids[b] + 1;
+            nb = 0;
+        }
+        if (k == ncid)
+            break;
+        const char *t = sp_str_get(cid[k]);
+        if (strpbrk(t, "\\\n")) {   /* the trace's name rules first: rare */
+            *sp_rep_idmap_at(&a->range_ids, cid[k]) = trace_name(s, t) + 1;
+            continue;
+        }
+        text[nb] = t;
+        len[nb] = strlen(t);
+        of[nb++] = cid[k];
+    }
+    free(cid);
+    return s->oom ? -1 : 0;
 }
 
 /* The streams merged by sp_rep_cmp as they are read (ties: the earlier
@@ -324,12 +368,12 @@ static int reserve_range_names(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t
 int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const sp_gpu_view_t *gpu,
                     const sp_mem_cycle_t *mem, uint64_t base_ns, uint64_t end_ns)
 {
-    if (sp_rep_reserve(s, n + gpu->n + (mem ? mem->nops : 0)) != 0 || reserve_range_names(s, ev, n) != 0)
+    if (sp_rep_reserve(s, n + gpu->n + (mem ? mem->nops : 0)) != 0)
         return -1;
     adapt_t a = {s, calloc(1, sizeof *a.c), calloc(SP_API_COUNT, sizeof *a.api_names), calloc(4096, sizeof *a.stacks),
-                 calloc(4096, sizeof *a.ranges), ev, n, gpu, mem, (long)getpid(), base_ns, end_ns, NULL, 0, 0};
+                 {0}, ev, n, gpu, mem, (long)getpid(), base_ns, end_ns, NULL, 0, 0};
     stream_t *st = calloc(4, sizeof *st);
-    if (!a.c || !a.api_names || !a.stacks || !a.ranges || !st) {
+    if (!a.c || !a.api_names || !a.stacks || !st || intern_range_names(&a) != 0) {
         s->oom = 1;
         goto out;
     }
@@ -355,7 +399,7 @@ out:
     free(a.c);
     free(a.api_names);
     free(a.stacks);
-    free(a.ranges);
+    sp_rep_idmap_free(&a.range_ids);
     free(a.call_tid);
     free(st);
     return s->oom ? -1 : 0;

@@ -46,6 +46,23 @@ static void check_ids(void)
     CHECK(sp_rep_intern_id(&s, "aten::mm") == a, "an early id survives the table's growth");
     free(ids);
 
+    /* In batches: new names, names seen before, and repeats inside one group. */
+    enum { M = 100000 };
+    static char text[M][32];
+    static const char *str[M];
+    static size_t len[M];
+    static sp_rep_str_t many[M];
+    for (int i = 0; i < M; i++) {
+        snprintf(text[i], sizeof text[i], i % 3 ? "batch %d" : "name %d", i % 3 == 2 ? i - 1 : i);
+        str[i] = text[i];
+        len[i] = strlen(text[i]);
+    }
+    sp_rep_intern_many(&s, str, len, many, M);
+    size_t differ = 0;
+    for (int i = 0; i < M; i++)
+        differ += many[i] != sp_rep_intern_id(&s, text[i]) || strcmp(sp_rep_str(&s, many[i]), text[i]) != 0;
+    CHECK(!s.oom && differ == 0, "batched interning: %zu of %d differ from one at a time", differ, M);
+
     /* The canonical order compares text, not ids (ids follow input order). */
     sp_rep_event_t x, y;
     sp_rep_reset(&s, &x);
