@@ -291,8 +291,9 @@ size_t sp_ev_collect(uint32_t window, int names, sp_event_ref_t **out)
     pthread_mutex_unlock(&pool_lock);
     free(cnt);
     /* NVTX names the program's thread only copied (sp_str_defer) are interned
-     * here, off it; their text is reused once the window is taken. The
-     * records are the window's, no longer written by their threads. */
+     * here, off it (with SP_EV_NAMES_LATER: by sp_ev_settle, later); their text
+     * is reused once the window is taken. The records are the window's, no
+     * longer written by their threads. */
     if (names != SP_EV_NAMES_LATER)
         sp_ev_settle(window, v, v && names ? k : 0);
     *out = v;

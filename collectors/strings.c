@@ -244,11 +244,6 @@ uint32_t sp_str_intern_cached(const char *s)
     return id;
 }
 
-uint32_t sp_str_count(void)
-{
-    return atomic_load_explicit(&count, memory_order_acquire);
-}
-
 const char *sp_str_get(uint32_t id)
 {
     if (!id || id >= atomic_load_explicit(&count, memory_order_acquire))

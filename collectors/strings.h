@@ -7,8 +7,9 @@
  * A recording NVTX range does not intern its name on the program's thread:
  * sp_str_defer copies the text into the thread's own log (collectors/
  * strings_log.c) and hands back a deferred id, which the collecting thread
- * turns into an interned id (sp_str_settle_refs, from sp_ev_collect) before any
- * exporter sees it. A deferred id has SP_STR_DEFERRED set; interned ids never
+ * turns into an interned id (sp_str_settle_refs, from sp_ev_collect or, while
+ * the exporter sorts, sp_ev_settle on the reports' thread) before anything reads
+ * the name. A deferred id has SP_STR_DEFERRED set; interned ids never
  * do (they stay below 2^30). */
 #ifndef SP_STRINGS_H
 #define SP_STRINGS_H
@@ -19,7 +20,6 @@
 uint32_t sp_str_intern(const char *s);          /* 0 on allocation failure */
 uint32_t sp_str_intern_cached(const char *s);   /* pointer cache, verified by content */
 const char *sp_str_get(uint32_t id);            /* "" for unknown ids */
-uint32_t sp_str_count(void);                    /* ids handed out so far, + 1 (id 0 is none) */
 /* ids[i] = sp_str_intern(s[i]) for n strings, their cache misses overlapped. */
 void sp_str_intern_many(const char *const *s, uint32_t *ids, size_t n);
 

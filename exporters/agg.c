@@ -75,7 +75,8 @@ static int intern_grow_to(intern_t *t, size_t cap)
     if (!ns)
         return -1;
     /* The low bits that pick a slot: the hash's low half is not kept, so
-     * the slot index comes from the upper half (tables stay under 2^32). */
+     * the slot index comes from the upper half (tables stay at or under
+     * 2^32 slots: sp_rep_reserve_strings caps them, ids stop below 2^32). */
     for (size_t i = 0; i < t->cap; i++) {
         if (!t->slot[i])
             continue;
@@ -175,7 +176,7 @@ int sp_rep_reserve_strings(sp_rep_set_t *s, size_t n)
 {
     intern_t *t = s->strings;
     size_t cap = 1024;
-    while (cap < (t ? t->used + n : 0) * 2 && cap < ((size_t)1 << 33))
+    while (cap < (t ? t->used + n : 0) * 2 && cap < ((size_t)1 << 32))
         cap *= 2;
     if (!t || (cap > t->cap && intern_grow_to(t, cap) != 0)) {
         s->oom = 1;

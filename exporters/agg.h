@@ -98,7 +98,8 @@ typedef struct sp_rep_set {
     uint64_t dropped;       /* records lost in the window (stepprof_dropped_events) */
     int has_memory;         /* any SP_REP_MEMORY event */
     sp_rep_str_t no_shape_id;       /* interned "[]", every event's default shape ("" is id 0) */
-    int oom;                /* an allocation failed while building: reports are incomplete */
+    _Atomic int oom;        /* an allocation failed: reports are incomplete (atomic: once shared,
+                             * one thread may set it while the other reads it) */
 } sp_rep_set_t;
 
 void sp_rep_init(sp_rep_set_t *s);
@@ -115,9 +116,10 @@ static inline const char *sp_rep_str(const sp_rep_set_t *s, sp_rep_str_t id)
 {
     return s->str[id >> SP_REP_STR_PAGE_BITS][id & (SP_REP_STR_PAGE - 1)];
 }
-/* From on, interning takes a lock: two threads render reports from one
- * analysed set, and either may intern a string (a copy direction, a stack's
- * top frames). Reading texts and events needs none (they never move). */
+/* From then on, interning takes a lock: two threads render reports from
+ * one analysed set, and either may intern a string (a copy direction, a
+ * stack's top frames). Reading texts and events needs none (they never move;
+ * oom is atomic). */
 void sp_rep_share(sp_rep_set_t *s);
 /* A zeroed event (bytes -1, step -1, shape "[]") appended to the set; NULL
  * when out of memory (s->oom set). */

@@ -286,8 +286,10 @@ int sp_export_run(const sp_export_job_t *job_in)
             end = gpu.gpu[i].end;
     sp_mem_cycle_t *mem = sp_mem_cycle_take(job->window); /* NULL unless profile_memory */
     sp_ops_regroup(ev, n);   /* before either thread reads an operator's Input Dims */
-    /* The reports beside the trace, on a second thread: from here both only
-     * read the records, the GPU view and the memory operations. */
+    /* The reports beside the trace, on a second thread: from here the
+     * reports only read the records, the GPU view and the memory operations;
+     * what the trace's writer still changes in them (Python functions' ends,
+     * the view's range index) the reports do not read. */
     rt.ev = ev;
     rt.n = n;
     rt.gpu = &gpu;
@@ -304,7 +306,8 @@ int sp_export_run(const sp_export_job_t *job_in)
     /* Reports sit beside the trace: where it could not be written (its error
      * said why), they would fail the same way and only repeat the message. */
     if (beside) {
-        sp_report_help(&rt.share);
+        if (rc == 0)   /* else the reports are not written: no summary to help with */
+            sp_report_help(&rt.share);
         sp_export_beside_wait(beside);
     } else if (rc == 0) {
         rt.rc = sp_report_render(&rt.rep, NULL, job, ev, n, &gpu, mem, base, end);

@@ -51,7 +51,8 @@ void sp_report_help(sp_report_share_t *sh);
 
 /* Two steps, so that the reports can be computed beside the trace's writer
  * (they only read what it reads: the window's records, the GPU view and the
- * memory operations, none of which either changes) and written after it, only
+ * memory operations; what the trace's writer changes in them the reports do
+ * not read) and written after it, only
  * when the trace was: sp_report_render builds the neutral event set from the
  * inputs of sp_trace_write, analyses it, renders every report into r (the
  * summary perhaps on the thread that calls sp_report_help on sh; sh may be
