@@ -74,7 +74,7 @@ programs: $(PROGRAMS_C) $(PROGRAMS_TORCH) $(PROGRAMS_REL) $(PROGRAMS_MARKERS) $(
 # The offline report tool reuses the exporters' aggregation; cJSON is for it
 # only, never for the preloaded library.
 REPORT_TOOL := $(BUILD)/stepprof-report
-REPORT_TOOL_OBJS := $(addprefix $(BUILD)/obj/exporters/,agg.o agg_lanes.o agg_rows.o table.o summary.o summary_rules.o \
+REPORT_TOOL_OBJS := $(addprefix $(BUILD)/obj/exporters/,agg.o agg_strings.o agg_lanes.o agg_rows.o table.o summary.o summary_rules.o \
                     summary_out.o stacks_out.o report_buf.o)
 $(REPORT_TOOL): exporters/report_main.c $(REPORT_TOOL_OBJS)
 	$(CC) $(CFLAGS_COMMON) -MMD -MP -o $@ $< $(REPORT_TOOL_OBJS) -lcjson -lz -lm

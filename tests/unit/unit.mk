@@ -28,7 +28,7 @@ $(UNIT_OUT)/test_kernels: collectors/kernels.c
 $(UNIT_OUT)/test_nvtx_glob: inject/nvtx_glob.c
 $(UNIT_OUT)/test_radix: exporters/radix.c
 $(UNIT_OUT)/test_clock: collectors/clock.c collectors/clock.h
-$(UNIT_OUT)/test_agg: exporters/agg.c exporters/agg_lanes.c exporters/agg_rows.c exporters/stacks_out.c \
+$(UNIT_OUT)/test_agg: exporters/agg.c exporters/agg_strings.c exporters/agg_lanes.c exporters/agg_rows.c exporters/stacks_out.c \
                       exporters/report_buf.c collectors/cupti_window.c exporters/agg.h collectors/cupti_window.h
 $(UNIT_OUT)/test_events: collectors/events.c collectors/prefault.c collectors/threads.c collectors/strings.c \
                          collectors/strings_log.c collectors/log.c collectors/events.h collectors/prefault.h
