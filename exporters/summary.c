@@ -271,20 +271,22 @@ static void measure_host(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t 
         st->blocking_d2h++;
         st->blocking_d2h_bytes += e->bytes > 0 ? e->bytes : 0;
         st->blocking_d2h_time += e->dur;
-        count(&m->sync_calls, s, sp_rep_intern_id(s, "cudaMemcpy DtoH (blocking)"), e->bytes, e->dur);
+        count(&m->sync_calls, s, m->blocking_d2h, e->bytes, e->dur);
     }
 }
 
-static void per_direction(sum_step_t *st, const sp_rep_event_t *e, const char *name)
+enum { COPY_OTHER, COPY_H2D, COPY_D2H, COPY_D2D };
+
+static void per_direction(sum_step_t *st, const sp_rep_event_t *e, int which)
 {
     int64_t bytes = e->bytes > 0 ? e->bytes : 0;
-    if (strncmp(name, "Memcpy HtoD", 11) == 0) {
+    if (which == COPY_H2D) {
         st->h2d_time += e->dur;
         st->h2d_bytes += bytes;
-    } else if (strncmp(name, "Memcpy DtoH", 11) == 0) {
+    } else if (which == COPY_D2H) {
         st->d2h_time += e->dur;
         st->d2h_bytes += bytes;
-    } else if (strncmp(name, "Memcpy DtoD", 11) == 0) {
+    } else if (which == COPY_D2D) {
         st->d2d_time += e->dur;
         st->d2d_bytes += bytes;
     }
@@ -295,11 +297,25 @@ static int64_t gbps_milli(int64_t bytes, int64_t ns)
     return ns > 0 ? (int64_t)((double)bytes * 1000.0 / (double)ns + 0.5) : 0;
 }
 
-/* "Memcpy HtoD (Pageable -> Device)" -> "HtoD" */
-static sp_rep_str_t copy_direction(sp_rep_set_t *s, const char *name)
+/* A GPU copy's direction by its name ("Memcpy HtoD (Pageable -> Device)":
+ * "HtoD", interned), as in call_class: each distinct name tested by text once,
+ * not every copy (once shared, interning takes the set's lock). */
+static const struct sum_copy_memo *copy_class(sp_rep_set_t *s, sp_summary_t *m, sp_rep_str_t name_id)
 {
+    uint32_t h = name_id * 0x9e3779b1u;
+    struct sum_copy_memo *c = &m->copy_memo[(h ^ h >> 7 ^ h >> 17) & (SUM_CALL_MEMO - 1)];
+    if (c->set && c->name == name_id)
+        return c;
+    const char *name = sp_rep_str(s, name_id);
     const char *p = strncmp(name, "Memcpy ", 7) == 0 ? name + 7 : "Unknown";
-    return sp_rep_intern_id_n(s, p, strcspn(p, " "));
+    size_t n = strcspn(p, " ");
+    *c = (struct sum_copy_memo){name_id, sp_rep_intern_id_n(s, p, n), 1,
+                                strncmp(name, "Memcpy HtoD", 11) == 0   ? COPY_H2D
+                                : strncmp(name, "Memcpy DtoH", 11) == 0 ? COPY_D2H
+                                : strncmp(name, "Memcpy DtoD", 11) == 0 ? COPY_D2D
+                                                                        : COPY_OTHER,
+                                strstr(name, "Pageable") != NULL};
+    return c;
 }
 
 static void measure_gpu(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t *e)
@@ -318,9 +334,10 @@ static void measure_gpu(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t *
         st->copies++;
         st->copy_time += e->dur;
         st->copy_bytes += e->bytes > 0 ? e->bytes : 0;
-        count(&m->gpu_dirs, s, copy_direction(s, sp_rep_str(s, e->name)), e->bytes, e->dur);
-        per_direction(st, e, sp_rep_str(s, e->name));
-        if (strstr(sp_rep_str(s, e->name), "Pageable")) {
+        const struct sum_copy_memo *c = copy_class(s, m, e->name);
+        count(&m->gpu_dirs, s, c->dir, e->bytes, e->dur);
+        per_direction(st, e, c->which);
+        if (c->pageable) {
             st->pageable++;
             st->pageable_bytes += e->bytes > 0 ? e->bytes : 0;
             st->pageable_time += e->dur;
@@ -362,6 +379,7 @@ static int rank_ranges(sum_list_t *l)
 int sum_measure(sp_rep_set_t *s, sp_summary_t *m)
 {
     memset(m, 0, sizeof *m);
+    m->blocking_d2h = sp_rep_intern_id(s, "cudaMemcpy DtoH (blocking)");
     m->dropped = s->dropped;
     if (find_steps(s, m) != 0 || measure_busy(s, m) != 0)
         return -1;

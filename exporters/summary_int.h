@@ -81,6 +81,11 @@ typedef struct sp_summary {
         sp_rep_str_t name, kind;
         int cls;
     } call_memo[SUM_CALL_MEMO];
+    struct sum_copy_memo {        /* measuring: GPU copies classified by name */
+        sp_rep_str_t name, dir;   /* dir: "HtoD" of "Memcpy HtoD (Pinned -> Device)", interned */
+        uint8_t set, which, pageable;   /* which: enum in summary.c */
+    } copy_memo[SUM_CALL_MEMO];
+    sp_rep_str_t blocking_d2h;    /* measuring: "cudaMemcpy DtoH (blocking)", interned once */
 } sp_summary_t;
 
 typedef struct sum_stat {
