@@ -104,7 +104,6 @@ typedef struct sp_rep_set {
 
 void sp_rep_init(sp_rep_set_t *s);
 void sp_rep_free(sp_rep_set_t *s);
-const char *sp_rep_intern(sp_rep_set_t *s, const char *str);
 const char *sp_rep_intern_n(sp_rep_set_t *s, const char *str, size_t len);
 /* The same, as an id (0, "", when out of memory: s->oom set). */
 sp_rep_str_t sp_rep_intern_id(sp_rep_set_t *s, const char *str);

@@ -296,7 +296,7 @@ long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
 {
     row_map_t m = {.by_id = !o->group_by_input_shape && o->group_by_stack_n <= 0};
     sp_rep_str_t step_id = sp_rep_intern_id(s, "ProfilerStep*");
-    const char *none = sp_rep_intern(s, "[]");
+    const char *none = sp_rep_str(s, s->no_shape_id);
     struct top_memo {
         sp_rep_str_t stack;   /* 0: none yet (an event's stack here is never 0) */
         const char *top;

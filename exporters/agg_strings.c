@@ -201,11 +201,6 @@ const char *sp_rep_intern_n(sp_rep_set_t *s, const char *str, size_t len)
     return s->str && s->str[0] ? sp_rep_str(s, id) : "";
 }
 
-const char *sp_rep_intern(sp_rep_set_t *s, const char *str)
-{
-    return sp_rep_intern_n(s, str ? str : "", str ? strlen(str) : 0);
-}
-
 #define IDMAP_BITS 10u
 
 uint32_t *sp_rep_idmap_at(sp_rep_idmap_t *m, sp_rep_str_t id)

@@ -20,7 +20,6 @@
 #include "report_write.h"
 #include "trace.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,29 +195,12 @@ typedef struct report_task {
     int rc;
 } report_task_t;
 
-/* One-way flags between the two threads, under the share's lock. */
-static void gate_open(report_task_t *t, int *flag)
-{
-    pthread_mutex_lock(&t->share.lock);
-    *flag = 1;
-    pthread_cond_broadcast(&t->share.cond);
-    pthread_mutex_unlock(&t->share.lock);
-}
-
-static void gate_wait(report_task_t *t, const int *flag)
-{
-    pthread_mutex_lock(&t->share.lock);
-    while (!*flag)
-        pthread_cond_wait(&t->share.cond, &t->share.lock);
-    pthread_mutex_unlock(&t->share.lock);
-}
-
 static void report_main(void *arg)
 {
     report_task_t *t = arg;
     sp_ev_settle(t->window, t->refs, t->nrefs);
-    gate_open(t, &t->settled);
-    gate_wait(t, &t->inputs);
+    sp_report_share_store(&t->share, &t->settled, 1);
+    sp_report_share_wait_while(&t->share, &t->inputs, 0);
     t->rc = sp_report_render(&t->rep, &t->share, t->job, t->ev, t->n, t->gpu, t->mem, t->base, t->end);
 }
 
@@ -256,7 +238,7 @@ int sp_export_run(const sp_export_job_t *job_in)
     sp_clock_recalibrate();
     sp_event_ref_t *sorted = n ? to_ns_sorted(ev, n) : NULL; /* a window of driver calls only has no records */
     if (beside)
-        gate_wait(&rt, &rt.settled);
+        sp_report_share_wait_while(&rt.share, &rt.settled, 0);
     if (sorted) {
         free(ev);
         ev = sorted;
@@ -297,7 +279,7 @@ int sp_export_run(const sp_export_job_t *job_in)
     rt.base = base;
     rt.end = end;
     if (beside)
-        gate_open(&rt, &rt.inputs);
+        sp_report_share_store(&rt.share, &rt.inputs, 1);
     sp_gpuv_build_ranges(&gpu, ev, n);   /* the reports do not read them */
     int rc = sp_trace_write(job, stem, ev, n, &gpu, base, end, mem);
     atomic_store(&running_trace_done, 1);   /* written, or failed and said why: not lost at exit */

@@ -37,21 +37,31 @@ void sp_report_share_destroy(sp_report_share_t *sh)
     pthread_cond_destroy(&sh->cond);
 }
 
-static void share_set(sp_report_share_t *sh, int state)
+void sp_report_share_store(sp_report_share_t *sh, int *var, int value)
 {
     pthread_mutex_lock(&sh->lock);
-    sh->state = state;
+    *var = value;
     pthread_cond_broadcast(&sh->cond);
     pthread_mutex_unlock(&sh->lock);
 }
 
-/* Waits while the state is `while_in` (-1: not at all), then takes the
- * summary if it is free: 1 when this thread has it. */
-static int take_summary(sp_report_share_t *sh, int while_in)
+void sp_report_share_wait_while(sp_report_share_t *sh, const int *var, int value)
 {
     pthread_mutex_lock(&sh->lock);
-    while (sh->state == while_in)
+    while (*var == value)
         pthread_cond_wait(&sh->cond, &sh->lock);
+    pthread_mutex_unlock(&sh->lock);
+}
+
+static void share_set(sp_report_share_t *sh, int state)
+{
+    sp_report_share_store(sh, &sh->state, state);
+}
+
+/* Takes the summary if it is free: 1 when this thread has it. */
+static int take_summary(sp_report_share_t *sh)
+{
+    pthread_mutex_lock(&sh->lock);
     int mine = sh->state == SHARE_READY;
     if (mine)
         sh->state = SHARE_TAKEN;
@@ -66,7 +76,8 @@ static void summary(sp_reports_t *r, sp_rep_set_t *s)
 
 void sp_report_help(sp_report_share_t *sh)
 {
-    if (take_summary(sh, SHARE_BUILDING)) {
+    sp_report_share_wait_while(sh, &sh->state, SHARE_BUILDING);
+    if (take_summary(sh)) {
         summary(sh->r, sh->set);
         share_set(sh, SHARE_DONE);
     }
@@ -87,12 +98,12 @@ static void render(sp_reports_t *r, sp_report_share_t *sh, const sp_export_job_t
     }
     for (int i = 0; job->with_stack && i < 2 && (i == 0 || sp_rep_has_gpu_time(s)); i++)
         r->stacks_rc[r->nstacks++] = sp_rep_stacks(s, stack_files[i].metric, &r->stacks[i]);
-    if (!sh || take_summary(sh, -1)) {
+    if (!sh || take_summary(sh)) {
         summary(r, s);
         if (sh)
             share_set(sh, SHARE_DONE);
     } else {   /* the trace's thread has it: the set lives until it is done */
-        take_summary(sh, SHARE_TAKEN);
+        sp_report_share_wait_while(sh, &sh->state, SHARE_TAKEN);
     }
 }
 

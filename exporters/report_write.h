@@ -45,6 +45,11 @@ typedef struct sp_report_share {
 
 void sp_report_share_init(sp_report_share_t *sh);
 void sp_report_share_destroy(sp_report_share_t *sh);
+/* *var = value, under the share's lock, waking every waiter; and waiting
+ * while *var == value. The two export threads' one-way signals (export.c's
+ * settled names and ready inputs, the summary's state here). */
+void sp_report_share_store(sp_report_share_t *sh, int *var, int value);
+void sp_report_share_wait_while(sp_report_share_t *sh, const int *var, int value);
 /* On the trace's thread: waits until the set is analysed (or failed), then
  * renders the summary if the reports' thread has not taken it. */
 void sp_report_help(sp_report_share_t *sh);
