@@ -66,10 +66,9 @@ static char *arena_copy(intern_t *t, const char *s, size_t n)
 #define SLOT_ID(v) ((uint32_t)(v))
 #define SLOT_HASH(v) ((v) >> 32)
 
-/* To cap slots (a power of two), or to twice the slots when cap is 0. */
+/* To cap slots (a power of two). */
 static int intern_grow_to(intern_t *t, size_t cap)
 {
-    cap = cap ? cap : t->cap ? t->cap * 2 : 1024;
     uint64_t *ns = calloc(cap, sizeof *ns);
     if (!ns)
         return -1;
@@ -116,14 +115,18 @@ static sp_rep_str_t intern_hashed(sp_rep_set_t *s, intern_t *t, const char *str,
     return (sp_rep_str_t)(t->used - 1);
 }
 
-/* Room for n more strings at most half the table full; 0, or -1 (s->oom). */
+/* Room for n more strings with the table at most half full (grown by
+ * doubling, at once to the size n needs); 0, or -1 (s->oom set). */
 static int intern_room(sp_rep_set_t *s, intern_t *t, size_t n)
 {
-    if (((t->used + n) * 2 > t->cap && intern_grow_to(t, 0) != 0) || t->used + n >= UINT32_MAX - 1) {
+    size_t cap = t->cap ? t->cap : 1024;
+    while (cap < (t->used + n) * 2 && cap < ((size_t)1 << 32))
+        cap *= 2;
+    if (t->used + n >= UINT32_MAX - 1 || (cap > t->cap && intern_grow_to(t, cap) != 0)) {
         s->oom = 1;
         return -1;
     }
-    return (t->used + n) * 2 > t->cap ? intern_room(s, t, n) : 0;
+    return 0;
 }
 
 static sp_rep_str_t intern_locked(sp_rep_set_t *s, intern_t *t, const char *str, size_t len)
@@ -173,15 +176,11 @@ sp_rep_str_t sp_rep_intern_id_n(sp_rep_set_t *s, const char *str, size_t len)
 
 int sp_rep_reserve_strings(sp_rep_set_t *s, size_t n)
 {
-    intern_t *t = s->strings;
-    size_t cap = 1024;
-    while (cap < (t ? t->used + n : 0) * 2 && cap < ((size_t)1 << 32))
-        cap *= 2;
-    if (!t || (cap > t->cap && intern_grow_to(t, cap) != 0)) {
+    if (!s->strings) {
         s->oom = 1;
         return -1;
     }
-    return 0;
+    return intern_room(s, s->strings, n);
 }
 
 void sp_rep_share(sp_rep_set_t *s)

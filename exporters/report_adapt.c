@@ -319,17 +319,17 @@ static int intern_range_names(adapt_t *a)
         if (e->kind != SP_EV_RANGE)
             continue;
         uint32_t *at = sp_rep_idmap_at(&a->range_ids, e->name);
-        uint32_t *grown = at && !*at && ncid == cap ? grow_ids(cid, &cap) : cid;
-        if (!at || (!*at && !grown)) {
+        if (at && *at)
+            continue;
+        uint32_t *grown = at && ncid == cap ? grow_ids(cid, &cap) : cid;
+        if (!at || !grown) {
             free(cid);
             s->oom = 1;
             return -1;
         }
         cid = grown;
-        if (!*at) {
-            *at = UINT32_MAX;   /* seen: interned below */
-            cid[ncid++] = e->name;
-        }
+        *at = UINT32_MAX;   /* seen: interned below */
+        cid[ncid++] = e->name;
     }
     enum { BATCH = 256 };
     const char *text[BATCH];
