@@ -80,6 +80,17 @@ def test_every_distinct_range_name_is_kept():
     names = {r["name"] for r in listed}
     assert len(names) == 1000 and len(listed) + rest["ranges"] == distinct + 1   # + the "step" range
     assert sum(r["count"] for r in listed) + rest["count"] == ranges + 1 == distinct + 1
+    # The listed are the 1000 with the most CPU time, each with its trace total: per-name totals from
+    # the trace's own ranges, ranked here (ties by value only: either of two equal totals may be listed).
+    in_trace = Counter()
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "user_annotation" and not e["name"].startswith("ProfilerStep#"):
+            in_trace[e["name"]] += round(e["dur"] * 1000)
+    assert len(in_trace) == distinct + 1
+    assert all(round(r["total_us"] * 1000) == in_trace[r["name"]] for r in listed), listed[:3]
+    ranked = sorted(in_trace.values(), reverse=True)
+    assert [round(t * 1000) for t in totals] == ranked[:1000], (totals[:3], ranked[:3])
+    assert round(rest["total_us"] * 1000) == sum(ranked[1000:]), (rest, sum(ranked[1000:]))
     text = window.summary_text
     section = text[text.index("NVTX ranges (CPU time"):].split("\n\n")[0].splitlines()
     rows, more = section[2:-1], section[-1]
