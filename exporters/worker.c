@@ -40,6 +40,16 @@ typedef struct queue {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t idle = PTHREAD_COND_INITIALIZER;   /* broadcast when a queue empties */
+
+/* Nodes for a job whose malloc failed, so that every export still runs on
+ * the exporter's thread, one at a time: running it on the program's thread
+ * instead, while the exporter may be exporting, put two exports on the same
+ * collect cursors. When both are queued, the closing thread waits for one
+ * (an export never waits for the program's thread). */
+#define SPARE_NODES 2
+static node_t spare[SPARE_NODES];
+static int spare_used[SPARE_NODES];
+static pthread_cond_t spare_freed = PTHREAD_COND_INITIALIZER;
 /* Exports, in order. Jobs whose CUPTI records are still to be collected go
  * first to `collects`, worked by a second thread in the order their windows
  * closed: the device sync and the flush then follow the close at once, even
@@ -141,6 +151,30 @@ static void background(void)
     pthread_setschedparam(pthread_self(), SCHED_BATCH, &p);
 }
 
+/* Called with `lock` held. */
+static node_t *take_spare(void)
+{
+    for (;;) {
+        for (int i = 0; i < SPARE_NODES; i++)
+            if (!spare_used[i]) {
+                spare_used[i] = 1;
+                return &spare[i];
+            }
+        pthread_cond_wait(&spare_freed, &lock);
+    }
+}
+
+/* Called with `lock` held. */
+static void release(node_t *n)
+{
+    if (n >= spare && n < spare + SPARE_NODES) {
+        spare_used[n - spare] = 0;
+        pthread_cond_broadcast(&spare_freed);
+    } else {
+        free(n);
+    }
+}
+
 static void *worker_main(void *arg)
 {
     (void)arg;
@@ -150,8 +184,8 @@ static void *worker_main(void *arg)
         node_t *n = pop_wait(&exports);
         pthread_mutex_unlock(&lock);
         sp_export_run(&n->job);
-        free(n);
         pthread_mutex_lock(&lock);
+        release(n);
         done(&exports);
     }
     return NULL;
@@ -238,18 +272,18 @@ void sp_export_start(int collect)
 void sp_export_submit(const sp_export_job_t *job)
 {
     node_t *n = malloc(sizeof *n);
-    if (!n) {
-        run_here(job);   /* sp_export_run collects on this thread too */
-        return;
-    }
-    n->job = *job;
     pthread_mutex_lock(&lock);
     if (!start(&exports, worker_main, "stepprof-export")) {
+        /* No exporter thread, now or before: this thread is the only one
+         * that exports (sp_export_run collects on it too). */
         pthread_mutex_unlock(&lock);
-        run_here(job);
         free(n);
+        run_here(job);
         return;
     }
+    if (!n)
+        n = take_spare();
+    n->job = *job;
     /* Exports run in close order: a job with nothing to collect still queues
      * behind a pending collect (a window closed after CUPTI was handed over,
      * collectors/cupti.c, would otherwise be exported first and take the
@@ -319,6 +353,8 @@ void sp_export_after_fork_child(void)
         qs[i]->head = qs[i]->tail = NULL;
         qs[i]->busy = qs[i]->started = 0;
     }
+    pthread_cond_init(&spare_freed, NULL);
+    memset(spare_used, 0, sizeof spare_used);
     pthread_cond_init(&beside.wake, NULL);
     pthread_cond_init(&beside.done, NULL);
     beside.fn = NULL;

@@ -20,7 +20,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import Skip, TRACE_RE, assert_valid, load, prog, skip_under_sanitizer  # noqa: E402
+from harness import LIB, Skip, TRACE_RE, assert_valid, load, prog, skip_under_sanitizer  # noqa: E402
 from relrun import RESULTS, TB_RE, CYCLES, LAUNCHES, start, finish, run, read_until, wait_for, launches, runtime_calls, status, record, render_table  # noqa: E402
 
 # ---- processes: fork, exec, posix_spawn, the processes glob ------------------------------------
@@ -240,6 +240,35 @@ def _end_test(label, checked, mode, truncated_written, **kw):
 
 DONE_AND_TRUNC = "2 complete cycles on disk and valid; the cycle in progress written, marked truncated; " \
                  "exit status unchanged"
+
+
+def test_queue_node_malloc_fails_every_window_exported():
+    # exporters/worker.c: when the job's queue node cannot be allocated, the window goes on a spare
+    # node and the exporter's thread still exports it (it used to run on the program's thread, beside
+    # an export the worker might be running: two exports on the same collect cursors). Every node
+    # fails here, so each window takes a spare, and with two queued the closing thread waits for one.
+    skip_under_sanitizer("the shim replaces malloc, which the sanitizer's runtime owns")
+    cycles, n = 6, 20000
+    shim = os.path.join(os.path.dirname(prog("rel_ends")), "librel_nonode.so")
+    env = dict(ENDS_ENV, LD_PRELOAD=f"{shim} {LIB}")
+    r = run([prog("rel_ends"), "return", str(cycles), str(n)], env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    failed = [int(l.split()[1]) for l in r.stderr.splitlines() if l.startswith("rel_nonode:")]
+    assert failed == [cycles + 1], (failed, r.stderr[-2000:])   # every window's node, and only those
+    traces = r.traces()
+    assert len(traces) == cycles + 1, (r.files(), r.stderr[-2000:])
+    counts, flags = [], []
+    for path in traces:
+        assert_valid(path)
+        t = load(path)
+        counts.append(len(launches(t)))
+        flags.append(t["stepprof_truncated"])
+    assert counts == [n] * (cycles + 1) and flags == [False] * cycles + [True], (counts, flags)
+    assert not r.temporaries(), r.files()
+    record("every queue node's malloc fails (a shim), 7 windows of 20000 launches",
+           "all windows exported by the exporter's thread on spare nodes, in order, none lost",
+           ("+".join([str(n)] * (cycles + 1)), "+".join(str(c) for c in counts)), (cycles + 1, len(traces)),
+           ("exit 0", status(r.returncode)), f"{failed[0]} node allocations failed")
 
 
 def test_end_return_from_main():

@@ -11,7 +11,7 @@ REL_OUT := $(BUILD)/programs
 CXX ?= g++
 
 PROGRAMS_REL := $(addprefix $(REL_OUT)/,rel_ends rel_throw rel_fork rel_exec rel_threads rel_sigcuda rel_outfile \
-                rel_exitrace)
+                rel_exitrace) $(REL_OUT)/librel_nonode.so
 
 $(REL_OUT)/rel_ends $(REL_OUT)/rel_fork $(REL_OUT)/rel_exec $(REL_OUT)/rel_threads $(REL_OUT)/rel_sigcuda \
 $(REL_OUT)/rel_exitrace: \
@@ -23,6 +23,11 @@ $(REL_OUT)/%: $(REL_SRC)/%.c $(PROG_DEPS) $(REL_SRC)/reliability.mk
 $(REL_OUT)/rel_throw: $(REL_SRC)/rel_throw.cc $(REL_SRC)/reliability.mk
 	@mkdir -p $(@D)
 	$(CXX) -O2 -g -Wall -Wextra -Werror -isystem $(CUDA_HOME)/include -o $@ $< $(PROG_CUDA_LIBS)
+
+# A shim preloaded in front of the library: the exporter's queue node cannot be allocated.
+$(REL_OUT)/librel_nonode.so: $(REL_SRC)/rel_nonode.c exporters/export.h $(REL_SRC)/reliability.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -shared -fPIC -o $@ $<
 
 # No CUDA: it links the output-file code of the library directly to plant files at chosen names.
 $(REL_OUT)/rel_outfile: $(REL_SRC)/rel_outfile.c exporters/outfile.c exporters/outfile.h collectors/log.c \
