@@ -21,7 +21,7 @@ void sp_rep_free(sp_rep_set_t *s)
     sp_rep_strings_free(s);
     free(s->ev);
     free(s->mem);
-    free(s->time);
+    free(s->cuda);
     memset(s, 0, sizeof *s);
 }
 
@@ -177,56 +177,53 @@ static void charge_memory(const sp_rep_event_t *ev, sp_rep_mem_t *mem, long owne
  * the innermost open event it falls in, or ends at most this long before. */
 #define MEMORY_SLACK_NS 1000
 
-static long memory_owner(const sp_rep_event_t *ev, const long *stack, size_t depth, int64_t ts)
+static long memory_owner(const sp_rep_event_t *ev, const sp_rep_stack_t *st, int64_t ts)
 {
-    for (size_t k = depth; k-- > 0;) {
-        const sp_rep_event_t *p = &ev[stack[k]];
+    for (size_t k = st->n; k-- > 0;) {
+        const sp_rep_event_t *p = &ev[st->at[k]];
         if (p->ts <= ts && ts <= p->ts + p->dur + MEMORY_SLACK_NS)
-            return stack[k];
+            return st->at[k];
     }
     return -1;
 }
 
 /* torch's _populate_cpu_children: a stack of open events per thread; an event
  * is a child of the top when it starts before the top ends and does not end
- * after it. */
+ * after it. One pass in canonical order, each event on its own thread's
+ * stack: memory is the threads and their depth, not the events. */
 static int nest_threads(sp_rep_set_t *s)
 {
     sp_rep_event_t *ev = s->ev;
-    uint32_t *order = NULL, *lane = NULL;
-    long m = sp_rep_lane_order(s, &order, &lane);
-    long *stack = m >= 0 ? malloc((m ? (size_t)m : 1) * sizeof *stack) : NULL;
-    if (!stack) {
-        free(order);
-        free(lane);
-        return -1;
-    }
-    size_t depth = 0;
-    for (long k = 0; k < m; k++) {
-        sp_rep_event_t *e = &ev[order[k]];
-        if (k == 0 || lane[order[k]] != lane[order[k - 1]])
-            depth = 0;
+    sp_rep_lanes_t l = {0};
+    int rc = 0;
+    for (size_t i = 0; i < s->n && rc == 0; i++) {
+        sp_rep_event_t *e = &ev[i];
+        if (!sp_rep_is_host(e->cat) && e->cat != SP_REP_MEMORY)
+            continue;
+        sp_rep_stack_t *st = sp_rep_lane_stack(&l, e->pid, e->tid);
+        if (!st) {
+            rc = -1;
+            break;
+        }
         if (e->cat == SP_REP_MEMORY) {
-            charge_memory(ev, s->mem, memory_owner(ev, stack, depth, e->ts), e);
+            charge_memory(ev, s->mem, memory_owner(ev, st, e->ts), e);
             continue;
         }
         int64_t end = e->ts + e->dur;
-        while (depth) {
-            const sp_rep_event_t *p = &ev[stack[depth - 1]];
+        while (st->n) {
+            const sp_rep_event_t *p = &ev[st->at[st->n - 1]];
             if (e->ts >= p->ts + p->dur || end > p->ts + p->dur)
-                depth--;
+                st->n--;
             else
                 break;
         }
-        e->parent = depth ? stack[depth - 1] : -1;
+        e->parent = st->n ? st->at[st->n - 1] : -1;
         if (e->parent >= 0)
-            s->time[e->parent].self_cpu -= e->dur;
-        stack[depth++] = order[k];
+            ev[e->parent].self_cpu -= e->dur;
+        rc = sp_rep_stack_push(st, (int32_t)i);
     }
-    free(order);
-    free(lane);
-    free(stack);
-    return 0;
+    sp_rep_lanes_free(&l);
+    return rc;
 }
 
 /* ---- correlation map ------------------------------------------------------ */
@@ -373,43 +370,49 @@ static int drop_nested_driver_calls(sp_rep_set_t *s)
     return rc;
 }
 
+/* Once per set: host events' correlation ids are read into the map first,
+ * then their room holds self CPU time. */
 int sp_rep_analyze(sp_rep_set_t *s)
 {
     if (s->n && sort_canonical(s) != 0)
         return -1;
     if (drop_nested_driver_calls(s) != 0)
         return -1;
-    free(s->time);
-    if (!(s->time = malloc((s->n ? s->n : 1) * sizeof *s->time)))
-        return -1;
-    s->has_memory = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        sp_rep_event_t *e = &s->ev[i];
-        e->parent = -1;   /* and launcher */
-        s->time[i].self_cpu = sp_rep_is_host(e->cat) ? e->dur : 0;
-        s->time[i].cuda_total = sp_rep_is_gpu_work(e->cat) || e->cat == SP_REP_SYNC ? e->dur : 0;
-        s->has_memory |= e->cat == SP_REP_MEMORY;
-    }
-    free(s->mem);
-    s->mem = s->has_memory ? calloc(s->n, sizeof *s->mem) : NULL;
-    if (s->has_memory && !s->mem)
-        return -1;
-    if (nest_threads(s) != 0)
-        return -1;
     corr_map_t m = {0};
     if (corr_build(&m, s, 0) != 0) {
         corr_free(&m);
         return -1;
     }
+    s->has_memory = 0;
+    int gpu = 0;
     for (size_t i = 0; i < s->n; i++) {
+        sp_rep_event_t *e = &s->ev[i];
+        e->parent = -1;   /* and launcher */
+        if (sp_rep_is_host(e->cat))
+            e->self_cpu = e->dur;
+        s->has_memory |= e->cat == SP_REP_MEMORY;
+        gpu |= sp_rep_is_gpu_work(e->cat) || e->cat == SP_REP_SYNC;
+    }
+    free(s->mem);
+    free(s->cuda);
+    s->mem = s->has_memory ? calloc(s->n, sizeof *s->mem) : NULL;
+    s->cuda = gpu ? malloc(s->n * sizeof *s->cuda) : NULL;
+    if ((s->has_memory && !s->mem) || (gpu && !s->cuda) || nest_threads(s) != 0) {
+        corr_free(&m);
+        return -1;
+    }
+    for (size_t i = 0; gpu && i < s->n; i++) {
+        const sp_rep_event_t *e = &s->ev[i];
+        s->cuda[i] = sp_rep_is_gpu_work(e->cat) || e->cat == SP_REP_SYNC ? e->dur : 0;
+    }
+    for (size_t i = 0; gpu && i < s->n; i++) {
         sp_rep_event_t *e = &s->ev[i];
         if (!sp_rep_is_gpu_work(e->cat))
             continue;
         e->launcher = corr_find(&m, e->correlation);
         for (long p = e->launcher; p >= 0; p = s->ev[p].parent)
-            s->time[p].cuda_total += e->dur;
+            s->cuda[p] += e->dur;
     }
     corr_free(&m);
     return 0;
 }
-

@@ -39,7 +39,11 @@ typedef uint32_t sp_rep_str_t;
  * room with another's). */
 typedef struct sp_rep_event {
     int64_t ts, dur;        /* ns from the trace base */
-    uint64_t correlation;   /* links a GPU event to its launching API call; 0 = none */
+    union {
+        uint64_t correlation;   /* links a GPU event to its launching API call; 0 = none */
+        int64_t self_cpu;       /* host events, from sp_rep_analyze on (which has read their
+                                 * correlation by then): dur minus direct children */
+    };
     int64_t bytes;          /* copy / set / allocation size, memory event delta; -1 = none;
                              * annotations: ProfilerStep#N's N (sp_rep_step), else -1 */
     sp_rep_str_t name;
@@ -67,14 +71,6 @@ static inline void sp_rep_set_step(sp_rep_event_t *e, int64_t n)
     e->bytes = n >= 0 && n <= INT32_MAX ? n : -1;
 }
 
-/* Times sp_rep_analyze charges to an event, kept beside the events (like
- * sp_rep_mem_t): they exist only from the analysis on, when the window's
- * records are gone, so the events the adapter builds at the export's peak
- * do not carry them. */
-typedef struct sp_rep_time {
-    int64_t self_cpu;       /* host: dur minus direct children */
-    int64_t cuda_total;     /* host: GPU time it launched, itself or below; GPU: dur */
-} sp_rep_time_t;
 
 /* Memory charged to an event (profile_memory), kept beside the events: most
  * windows have none, and every event would carry these 32 bytes. */
@@ -91,7 +87,9 @@ typedef struct sp_rep_set {
     sp_rep_event_t *ev;
     size_t n, cap;
     sp_rep_mem_t *mem;      /* per event, after sp_rep_analyze; NULL unless has_memory */
-    sp_rep_time_t *time;    /* per event, after sp_rep_analyze */
+    int64_t *cuda;          /* per event, after sp_rep_analyze: host, the GPU time it launched,
+                             * itself or below; GPU work and syncs, dur. NULL when the set has
+                             * no GPU work or sync (CUPTI off): every such time is 0 */
     struct sp_intern *strings;
     const char ***str;      /* id -> interned text, in pages of SP_REP_STR_PAGE ids that never
                              * move: a thread reads texts while another interns (sp_rep_share) */
@@ -145,6 +143,11 @@ sp_rep_str_t sp_rep_shape_bytes(sp_rep_set_t *s, int64_t bytes);
  * host event enclosing that call (by correlation, never by time overlap), and
  * attributes memory events. 0, or -1 when out of memory. */
 int sp_rep_analyze(sp_rep_set_t *s);
+/* Event i's CUDA total (see cuda), after sp_rep_analyze. */
+static inline int64_t sp_rep_cuda_total(const sp_rep_set_t *s, size_t i)
+{
+    return s->cuda ? s->cuda[i] : 0;
+}
 /* The canonical order: < 0, 0 or > 0 as a sorts before, with or after b. */
 int sp_rep_cmp(const sp_rep_set_t *s, const sp_rep_event_t *a, const sp_rep_event_t *b);
 

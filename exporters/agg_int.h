@@ -5,10 +5,28 @@
 
 #include "agg.h"
 
-/* The set's host and memory events in lane order (thread, then canonical):
- * *order their indices, *lane every event's lane number (UINT32_MAX: none),
- * both malloc'ed. The count, or -1 when out of memory (nothing to free). */
-long sp_rep_lane_order(const sp_rep_set_t *s, uint32_t **order, uint32_t **lane);
+/* A thread's open host events, innermost last (indices into the set). */
+typedef struct sp_rep_stack {
+    int32_t *at;
+    size_t n, cap;
+} sp_rep_stack_t;
+
+/* Host lanes ((pid, tid)) by value, each with its stack (agg_lanes.c). A
+ * zeroed one is empty. */
+typedef struct sp_rep_lanes {
+    struct sp_rep_lane_key *key;  /* distinct lanes, first-seen order */
+    sp_rep_stack_t *stack;        /* per lane */
+    uint32_t *slot;               /* open addressing: lane number + 1, 0 = empty */
+    size_t n, cap;                /* cap: slots, a power of two >= 2 * n */
+    long last;                    /* the lane found last (-1 none): runs of one thread */
+} sp_rep_lanes_t;
+
+/* The stack of lane (pid, tid), a new one when first seen; NULL when out of
+ * memory. */
+sp_rep_stack_t *sp_rep_lane_stack(sp_rep_lanes_t *l, long pid, long tid);
+/* 0, or -1 when out of memory. */
+int sp_rep_stack_push(sp_rep_stack_t *st, int32_t i);
+void sp_rep_lanes_free(sp_rep_lanes_t *l);
 
 /* The set's strings (agg_strings.c), made by sp_rep_init and freed by
  * sp_rep_free. */

@@ -1,35 +1,18 @@
-/* exporters/agg_lanes.c — the host lanes of a report set: its host and
- * memory events grouped by thread ((pid, tid) order) and in canonical order
- * inside each, for the per-thread nesting pass (agg.c). Each distinct
- * (pid, tid) gets its rank among them, found through an index by value; a
- * counting sort by rank then orders the events in linear time, where a
- * comparison sort of every event was the nesting pass's main cost. */
+/* exporters/agg_lanes.c — the host lanes of a report set for the per-thread
+ * nesting pass (agg.c): each distinct (pid, tid) found through an index by
+ * value, and its stack of open events. The pass visits the events once in
+ * canonical order and keeps one stack per thread, so its memory is the
+ * threads and their depth; ordering the events by thread first took two
+ * indices per event and a stack sized for all of them. */
 #include "agg_int.h"
 
-#include <limits.h>
 #include <stdlib.h>
-#include <string.h>
 
-typedef struct lane_key {
+struct sp_rep_lane_key {
     long pid, tid;
-} lane_key_t;
+};
 
-static int cmp_lane(const void *pa, const void *pb)
-{
-    const lane_key_t *a = pa, *b = pb;
-    if (a->pid != b->pid)
-        return a->pid < b->pid ? -1 : 1;
-    return (a->tid > b->tid) - (a->tid < b->tid);
-}
-
-typedef struct lanes {
-    lane_key_t *key;     /* distinct lanes, first-seen order, then sorted */
-    uint32_t *slot;      /* open addressing: lane number + 1, 0 = empty */
-    uint32_t *rank;      /* lane number -> rank in (pid, tid) order */
-    size_t n, cap;       /* cap: slots, a power of two >= 2 * n */
-} lanes_t;
-
-static size_t lane_slot(const lanes_t *l, long pid, long tid)
+static size_t lane_slot(const sp_rep_lanes_t *l, long pid, long tid)
 {
     uint64_t h = ((uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid) * 0xff51afd7ed558ccdull;
     size_t i = (size_t)(h >> 32) & (l->cap - 1);
@@ -38,90 +21,61 @@ static size_t lane_slot(const lanes_t *l, long pid, long tid)
     return i;
 }
 
-/* The lane number of (pid, tid), new ones appended; -1 when out of memory. */
-static long lane_of(lanes_t *l, long pid, long tid)
+static int grow(sp_rep_lanes_t *l)
 {
-    if ((l->n + 1) * 2 > l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        uint32_t *slot = calloc(cap, sizeof *slot);
-        lane_key_t *key = realloc(l->key, cap / 2 * sizeof *key);
-        if (!slot || !key) {
-            free(slot);
-            l->key = key ? key : l->key;
-            return -1;
-        }
-        free(l->slot);
-        l->slot = slot;
-        l->key = key;
-        l->cap = cap;
-        for (size_t k = 0; k < l->n; k++)
-            l->slot[lane_slot(l, l->key[k].pid, l->key[k].tid)] = (uint32_t)(k + 1);
-    }
-    size_t i = lane_slot(l, pid, tid);
-    if (!l->slot[i]) {
-        l->key[l->n] = (lane_key_t){pid, tid};
-        l->slot[i] = (uint32_t)++l->n;
-    }
-    return (long)l->slot[i] - 1;
-}
-
-/* Rank of every lane in (pid, tid) order. */
-static int lanes_rank(lanes_t *l)
-{
-    lane_key_t *sorted = malloc((l->n ? l->n : 1) * sizeof *sorted);
-    l->rank = malloc((l->n ? l->n : 1) * sizeof *l->rank);
-    if (!sorted || !l->rank) {
-        free(sorted);
+    size_t cap = l->cap ? l->cap * 2 : 64;
+    uint32_t *slot = calloc(cap, sizeof *slot);
+    struct sp_rep_lane_key *key = realloc(l->key, cap / 2 * sizeof *key);
+    l->key = key ? key : l->key;
+    sp_rep_stack_t *stack = key ? realloc(l->stack, cap / 2 * sizeof *stack) : NULL;
+    l->stack = stack ? stack : l->stack;
+    if (!slot || !key || !stack) {
+        free(slot);
         return -1;
     }
-    if (l->n)   /* no lanes: no key array either */
-        memcpy(sorted, l->key, l->n * sizeof *sorted);
-    qsort(sorted, l->n, sizeof *sorted, cmp_lane);
+    free(l->slot);
+    l->slot = slot;
+    l->cap = cap;
     for (size_t k = 0; k < l->n; k++)
-        l->rank[l->slot[lane_slot(l, sorted[k].pid, sorted[k].tid)] - 1] = (uint32_t)k;
-    free(sorted);
+        l->slot[lane_slot(l, l->key[k].pid, l->key[k].tid)] = (uint32_t)(k + 1);
     return 0;
 }
 
-static void lanes_free(lanes_t *l)
+sp_rep_stack_t *sp_rep_lane_stack(sp_rep_lanes_t *l, long pid, long tid)
 {
-    free(l->key);
-    free(l->slot);
-    free(l->rank);
+    if (l->n && l->last >= 0 && l->key[l->last].pid == pid && l->key[l->last].tid == tid)
+        return &l->stack[l->last];
+    if ((l->n + 1) * 2 > l->cap && grow(l) != 0)
+        return NULL;
+    size_t i = lane_slot(l, pid, tid);
+    if (!l->slot[i]) {
+        l->key[l->n] = (struct sp_rep_lane_key){pid, tid};
+        l->stack[l->n] = (sp_rep_stack_t){NULL, 0, 0};
+        l->slot[i] = (uint32_t)++l->n;
+    }
+    l->last = (long)l->slot[i] - 1;
+    return &l->stack[l->last];
 }
 
-/* A counting sort by lane rank: stable, so canonical order inside a lane. */
-long sp_rep_lane_order(const sp_rep_set_t *s, uint32_t **order_out, uint32_t **lane_out)
+int sp_rep_stack_push(sp_rep_stack_t *st, int32_t i)
 {
-    lanes_t l = {0};
-    uint32_t *lane = malloc((s->n ? s->n : 1) * sizeof *lane), *order = NULL, *next = NULL;
-    size_t m = 0;
-    int ok = lane != NULL;
-    for (size_t i = 0; ok && i < s->n; i++) {
-        const sp_rep_event_t *e = &s->ev[i];
-        long k = sp_rep_is_host(e->cat) || e->cat == SP_REP_MEMORY ? lane_of(&l, e->pid, e->tid) : LONG_MAX;
-        ok = k >= 0;
-        lane[i] = k == LONG_MAX ? UINT32_MAX : (uint32_t)k;
-        m += k != LONG_MAX;
+    if (st->n == st->cap) {
+        size_t cap = st->cap ? st->cap * 2 : 16;
+        int32_t *at = realloc(st->at, cap * sizeof *at);
+        if (!at)
+            return -1;
+        st->at = at;
+        st->cap = cap;
     }
-    ok = ok && lanes_rank(&l) == 0 && (order = malloc((m ? m : 1) * sizeof *order)) != NULL &&
-         (next = calloc(l.n + 1, sizeof *next)) != NULL;
-    for (size_t i = 0; ok && i < s->n; i++)   /* counted at rank + 1: after the sums, next[rank] is where it starts */
-        if (lane[i] != UINT32_MAX)
-            next[l.rank[lane[i]] + 1]++;
-    for (size_t r = 1; ok && r <= l.n; r++)
-        next[r] += next[r - 1];
-    for (size_t i = 0; ok && i < s->n; i++)
-        if (lane[i] != UINT32_MAX)
-            order[next[l.rank[lane[i]]]++] = (uint32_t)i;
-    lanes_free(&l);
-    free(next);
-    if (!ok) {
-        free(lane);
-        free(order);
-        return -1;
-    }
-    *order_out = order;
-    *lane_out = lane;
-    return (long)m;
+    st->at[st->n++] = i;
+    return 0;
+}
+
+void sp_rep_lanes_free(sp_rep_lanes_t *l)
+{
+    for (size_t k = 0; k < l->n; k++)
+        free(l->stack[k].at);
+    free(l->key);
+    free(l->stack);
+    free(l->slot);
 }

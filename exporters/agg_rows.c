@@ -274,16 +274,16 @@ static long row_of(row_map_t *m, const sp_rep_row_t *key, sp_rep_str_t name)
     return row_room(m) == 0 ? r : -1;
 }
 
-static void add_to_row(sp_rep_row_t *r, const sp_rep_event_t *e, const sp_rep_time_t *t, const sp_rep_mem_t *m)
+static void add_to_row(sp_rep_row_t *r, const sp_rep_event_t *e, int64_t cuda_total, const sp_rep_mem_t *m)
 {
     r->count++;
     if (sp_rep_is_host(e->cat)) {
         r->cpu_total += e->dur;
-        r->self_cpu += t->self_cpu;
+        r->self_cpu += e->self_cpu;
     } else if (sp_rep_is_gpu_work(e->cat)) {
         r->self_cuda += e->dur;
     }
-    r->cuda_total += t->cuda_total;
+    r->cuda_total += cuda_total;
     if (!m)
         return;
     r->cpu_mem += m->cpu;
@@ -319,7 +319,7 @@ long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
         }
         long r = row_of(&m, &key, name);
         if ((oom = r < 0) == 0)
-            add_to_row(&m.rows[r], e, &s->time[i], s->mem ? &s->mem[i] : NULL);
+            add_to_row(&m.rows[r], e, sp_rep_cuda_total(s, i), s->mem ? &s->mem[i] : NULL);
     }
     free(m.slot);
     free(m.next);

@@ -30,7 +30,7 @@ void sp_annot_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
     size_t want = 1;
     for (size_t i = 0; i < nev; i++)
         want += ev[i].ev->kind == SP_EV_RANGE || ev[i].ev->kind == SP_EV_STEP;
-    v->ext = calloc(nev ? nev : 1, sizeof *v->ext);
+    v->ext = nev < UINT32_MAX ? calloc(nev ? nev : 1, sizeof *v->ext) : NULL;
     v->range_ev = malloc(want * sizeof *v->range_ev);
     v->range_parent = malloc(want * sizeof *v->range_parent);
     v->range_call = malloc(want * sizeof *v->range_call);
@@ -62,7 +62,7 @@ void sp_annot_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
             v->range_ev[next] = (uint32_t)i;
             v->range_parent[next] = parent;
             v->range_call[next] = !is_torch(e) && scope && is_torch(scope) && e->t1 <= scope->t1 ? up : next + 1;
-            v->ext[i] = ++next;
+            v->ext[i] = (uint32_t)++next;
             v->nranges = next;
             if (st->n == st->cap) {
                 size_t cap = st->cap ? st->cap * 2 : 16;
@@ -74,7 +74,7 @@ void sp_annot_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
             }
             st->s[st->n++] = (open_range_t){e->t1, next};
         } else if (e->kind == SP_EV_API && st->n) {
-            v->ext[i] = st->s[st->n - 1].id;
+            v->ext[i] = (uint32_t)st->s[st->n - 1].id;
         }
     }
     for (size_t k = 0; ts && k < nts; k++)

@@ -22,8 +22,10 @@ typedef struct sp_gpu_view {
     int32_t *host_match;   /* per host event: index of its CUPTI API record, or -1 */
     uint8_t *api_used;     /* per GPU record: an API record already matched to a host event */
     uint32_t devices;      /* bit mask of devices with activity */
-    uint64_t *ext;         /* per host event: a range's or step's own External id; for a call,
-                              its innermost enclosing range's (0 = none): sp_gpuv_call_ext */
+    uint32_t *ext;         /* per host event: a range's or step's own External id; for a call,
+                              its innermost enclosing range's (0 = none): sp_gpuv_call_ext. 32
+                              bits: ids count ranges, fewer than a window's events (4 bytes an
+                              event at the export's peak, not 8) */
     size_t nranges;        /* ranges and steps, in External id order (id = index + 1) */
     uint32_t *range_ev;    /* per range: its host event index */
     uint64_t *range_parent; /* per range: the enclosing range's External id (0 = none) */

@@ -94,7 +94,7 @@ int sp_rep_stacks(const sp_rep_set_t *s, const char *metric, sp_rb_t *out)
     line_map_t m = {0};
     for (size_t i = 0; i < s->n; i++) {
         const sp_rep_event_t *e = &s->ev[i];
-        int64_t ns = cuda ? s->time[i].cuda_total : s->time[i].self_cpu;
+        int64_t ns = cuda ? sp_rep_cuda_total(s, i) : e->self_cpu;   /* read for host events only */
         if (e->stack && sp_rep_is_host(e->cat) && ns > 0 && line_add(&m, sp_rep_str(s, e->stack), sp_rep_str(s, e->name), ns) != 0) {
             free(m.v);
             free(m.slot);
