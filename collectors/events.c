@@ -33,7 +33,7 @@ _Atomic uint32_t sp_ev_gate = SP_GATE_UNINIT;
 __thread sp_thread_t *sp_ev_self;
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* exporter side */
-static unsigned char *pool_base;
+unsigned char *sp_ev_pool_base;   /* events.h: sp_ev_owner */
 static uint32_t pool_chunks;       /* chunks in the pool */
 static _Atomic uint32_t pool_next; /* first never-used chunk (never past pool_chunks) */
 static _Atomic uint64_t free_head; /* recycled chunks: tag << 32 | (index + 1) */
@@ -55,7 +55,7 @@ static _Atomic uint32_t capped_last; /* the last window pushed on the ring */
 
 static sp_chunk_t *chunk_at(uint32_t i)
 {
-    return (sp_chunk_t *)(pool_base + (size_t)i * SP_CHUNK_BYTES);
+    return (sp_chunk_t *)(sp_ev_pool_base + (size_t)i * SP_CHUNK_BYTES);
 }
 
 static uint32_t chunks_used(void)
@@ -112,7 +112,7 @@ int sp_ev_pool_init(long buffer_mb)
      * fault per 2 MiB instead of per 46 records), and the prefault helper
      * takes their multi-millisecond first touch off the recording threads. */
     sp_prefault_start(p, bytes);
-    pool_base = p;
+    sp_ev_pool_base = p;
     pool_chunks = (uint32_t)(bytes / SP_CHUNK_BYTES);
     return 0;
 }
@@ -285,7 +285,7 @@ size_t sp_ev_collect(uint32_t window, int names, sp_event_ref_t **out)
         uint32_t j = c->consumed;
         for (; j < cnt[i] && c->ev[j].window <= window; j++)
             if (c->ev[j].window == window)
-                v[k++] = (sp_event_ref_t){&c->ev[j], c->owner};
+                v[k++] = (sp_event_ref_t){&c->ev[j]};
         c->consumed = j;
     }
     pthread_mutex_unlock(&pool_lock);
@@ -342,9 +342,9 @@ const sp_thread_t *sp_ev_threads(void)
 void sp_ev_after_fork_child(void)
 {
     pthread_mutex_init(&pool_lock, NULL);
-    if (pool_base)
-        munmap(pool_base, (size_t)pool_chunks * SP_CHUNK_BYTES);
-    pool_base = NULL;
+    if (sp_ev_pool_base)
+        munmap(sp_ev_pool_base, (size_t)pool_chunks * SP_CHUNK_BYTES);
+    sp_ev_pool_base = NULL;
     pool_chunks = 0;
     atomic_store(&pool_next, 0);
     sp_prefault_after_fork_child();

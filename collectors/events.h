@@ -140,9 +140,18 @@ void sp_ev_set_gate(uint32_t value);
  * program's threads only copied are interned; without (a dropped cycle) their
  * text is just let go, so a dropped cycle adds nothing to the string table. */
 typedef struct sp_event_ref {
-    sp_event_t *ev;
-    const sp_thread_t *thread;
-} sp_event_ref_t;
+    sp_event_t *ev;   /* its thread: sp_ev_owner(ev) */
+} sp_event_ref_t;     /* 8 bytes: a window's export holds one per record */
+
+/* The thread that wrote a collected record: its chunk's owner, which stays
+ * set until sp_ev_release recycles the chunk. */
+extern unsigned char *sp_ev_pool_base;
+static inline const sp_thread_t *sp_ev_owner(const sp_event_t *e)
+{
+    size_t i = (size_t)((const unsigned char *)e - sp_ev_pool_base) / SP_CHUNK_BYTES;
+    const sp_chunk_t *c = (const sp_chunk_t *)(const void *)(sp_ev_pool_base + i * SP_CHUNK_BYTES);
+    return atomic_load_explicit(&c->owner, memory_order_relaxed);
+}
 size_t sp_ev_collect(uint32_t window, int names, sp_event_ref_t **out);
 /* names = SP_EV_NAMES_LATER: neither interned nor let go; sp_ev_settle
  * interns them through the returned references, on any one thread, before

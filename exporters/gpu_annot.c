@@ -38,8 +38,8 @@ void sp_annot_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
      * no search per event whatever the number of threads. */
     size_t nts = 0;
     for (size_t i = 0; i < nev; i++)
-        if (ev[i].thread->slot >= nts)
-            nts = ev[i].thread->slot + 1u;
+        if (sp_ev_owner(ev[i].ev)->slot >= nts)
+            nts = sp_ev_owner(ev[i].ev)->slot + 1u;
     thread_stack_t *ts = calloc(nts ? nts : 1, sizeof *ts);
     uint64_t next = 0;
     if (!v->range_ev || !v->range_parent || !v->range_call) {
@@ -48,7 +48,7 @@ void sp_annot_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
     }
     for (size_t i = 0; v->ext && ts && i < nev; i++) {
         const sp_event_t *e = ev[i].ev;
-        thread_stack_t *st = &ts[ev[i].thread->slot];
+        thread_stack_t *st = &ts[sp_ev_owner(ev[i].ev)->slot];
         while (st->n && st->s[st->n - 1].end <= e->t0)
             st->n--;
         if (e->kind == SP_EV_RANGE || e->kind == SP_EV_STEP) {
@@ -93,8 +93,8 @@ static int cmp_range(const void *a, const void *b)
 {
     const sp_event_ref_t *x = &range_events[range_view->range_ev[*(const uint64_t *)a - 1]],
                          *y = &range_events[range_view->range_ev[*(const uint64_t *)b - 1]];
-    if (x->thread->tid != y->thread->tid)
-        return x->thread->tid < y->thread->tid ? -1 : 1;
+    if (sp_ev_owner(x->ev)->tid != sp_ev_owner(y->ev)->tid)
+        return sp_ev_owner(x->ev)->tid < sp_ev_owner(y->ev)->tid ? -1 : 1;
     if (x->ev->t0 != y->ev->t0)
         return x->ev->t0 < y->ev->t0 ? -1 : 1;
     return (*(const uint64_t *)a > *(const uint64_t *)b) - (*(const uint64_t *)a < *(const uint64_t *)b);
@@ -119,12 +119,12 @@ uint64_t sp_annot_range_at(const sp_gpu_view_t *v, const sp_event_ref_t *ev, con
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         const sp_event_ref_t *r = &ev[v->range_ev[byt[mid] - 1]];
-        if (r->thread->tid < tid || (r->thread->tid == tid && (int64_t)r->ev->t0 <= t))
+        if (sp_ev_owner(r->ev)->tid < tid || (sp_ev_owner(r->ev)->tid == tid && (int64_t)r->ev->t0 <= t))
             lo = mid + 1;
         else
             hi = mid;
     }
-    if (!lo || ev[v->range_ev[byt[lo - 1] - 1]].thread->tid != tid)
+    if (!lo || sp_ev_owner(ev[v->range_ev[byt[lo - 1] - 1]].ev)->tid != tid)
         return 0;
     uint64_t id = byt[lo - 1];
     while (id && (int64_t)ev[v->range_ev[id - 1]].ev->t1 < t)

@@ -60,7 +60,7 @@ static uint32_t host_domain(const sp_event_ref_t *r)
 
 static uint64_t host_key(const sp_event_ref_t *r)
 {
-    return match_key((uint32_t)r->thread->tid, host_domain(r), host_cbid(r));
+    return match_key((uint32_t)sp_ev_owner(r->ev)->tid, host_domain(r), host_cbid(r));
 }
 
 /* CUPTI 13.0 records the <<<>>> path's __cudaLaunchKernel(_ptsz) as
@@ -117,22 +117,24 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
     for (size_t i = 0; i < ngpu; i++)
         if (gpu[i].correlation >= v->host_corr_base)
             v->host_corr_base = (uint64_t)gpu[i].correlation + 1;
-    v->host_match = malloc((nev ? nev : 1) * sizeof *v->host_match);
-    v->api_used = calloc(ngpu ? ngpu : 1, 1);
-    for (int r = 0; ngpu && r < 2; r++)   /* NULL: no memo, names asked each time */
-        v->memo[r] = calloc(1, sizeof *v->memo[r]);
-    if (!v->host_match || !v->api_used) {
-        sp_gpuv_free(v);
-        return;
-    }
-    for (size_t h = 0; h < nev; h++)
-        v->host_match[h] = -1;
     size_t napi = 0, nh = 0;
     for (size_t i = 0; i < ngpu; i++)
         if (is_api(&gpu[i]))
             napi++;
         else if (gpu[i].device < 32)
             v->devices |= 1u << gpu[i].device;
+    /* Without CUPTI's API records no host event has a match: no array (4
+     * bytes an event at the export's peak). */
+    v->host_match = napi ? malloc((nev ? nev : 1) * sizeof *v->host_match) : NULL;
+    v->api_used = calloc(ngpu ? ngpu : 1, 1);
+    for (int r = 0; ngpu && r < 2; r++)   /* NULL: no memo, names asked each time */
+        v->memo[r] = calloc(1, sizeof *v->memo[r]);
+    if ((napi && !v->host_match) || !v->api_used) {
+        sp_gpuv_free(v);
+        return;
+    }
+    for (size_t h = 0; napi && h < nev; h++)
+        v->host_match[h] = -1;
     for (size_t h = 0; napi && h < nev; h++)
         nh += ev[h].ev->kind == SP_EV_API && ev[h].ev->name < SP_API_COUNT;
     /* CUPTI's API records by (key, start) and the host calls by (key, start:
@@ -555,7 +557,7 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
     for (size_t h = 0; h < nev; h++) {
         const sp_gpu_event_t *m = sp_gpuv_match(v, h);
         if (m)
-            sp_launches_add(&t, &(sp_launch_t){v->ext ? v->ext[h] : 0, (int64_t)ev[h].ev->t0, ev[h].thread->tid,
+            sp_launches_add(&t, &(sp_launch_t){v->ext ? v->ext[h] : 0, (int64_t)ev[h].ev->t0, sp_ev_owner(ev[h].ev)->tid,
                                                m->correlation, m->kind == SP_GPU_DRIVER, 0, 1});
     }
     /* Ranges in (thread, start) order, to place calls only CUPTI saw. */

@@ -19,7 +19,7 @@
 typedef struct sp_gpu_view {
     sp_gpu_event_t *gpu;
     size_t n;
-    int32_t *host_match;   /* per host event: index of its CUPTI API record, or -1 */
+    int32_t *host_match;   /* per host event: index of its CUPTI API record, or -1; NULL without API records */
     uint8_t *api_used;     /* per GPU record: an API record already matched to a host event */
     uint32_t devices;      /* bit mask of devices with activity */
     uint32_t *ext;         /* per host event: a range's or step's own External id; for a call,

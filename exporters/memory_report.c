@@ -125,7 +125,7 @@ static void nvtx_text(sp_rb_t *b, const sp_event_ref_t *ev, size_t n, int tid, u
     size_t before = b->n;
     for (size_t i = 0; i < n && ev[i].ev->t0 <= t; i++) {
         const sp_event_t *e = ev[i].ev;
-        if (e->kind == SP_EV_RANGE && e->t1 >= t && ev[i].thread->tid == tid)
+        if (e->kind == SP_EV_RANGE && e->t1 >= t && sp_ev_owner(ev[i].ev)->tid == tid)
             sp_rb_printf(b, "%s%s", b->n > before ? " > " : "", sp_str_get(e->name));
     }
     if (b->n == before)

@@ -249,7 +249,7 @@ static size_t make_groups(group_t *g, const sp_event_ref_t *ev, size_t n)
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (numbered(ev[i].ev) && !(ev[i].ev->flags & SP_RANGE_BWD))
-            g[k++] = (group_t){ev[i].ev->a[1], ev[i].thread->tid, ev[i].ev->t0, i + 1, 0};
+            g[k++] = (group_t){ev[i].ev->a[1], sp_ev_owner(ev[i].ev)->tid, ev[i].ev->t0, i + 1, 0};
     qsort(g, k, sizeof *g, cmp_group);
     size_t m = 0;
     for (size_t j = 0; j < k; j++) {
@@ -334,7 +334,7 @@ void sp_ops_trace_free(sp_ops_links_t *l)
 
 static void flow(sp_jw_t *w, const char *ph, size_t id, const sp_event_ref_t *r, int pid, uint64_t base_ns)
 {
-    sp_jw_printf(w, "{\"ph\": \"%s\", \"id\": %zu, \"pid\": %d, \"tid\": %d, \"ts\": ", ph, id, pid, r->thread->tid);
+    sp_jw_printf(w, "{\"ph\": \"%s\", \"id\": %zu, \"pid\": %d, \"tid\": %d, \"ts\": ", ph, id, pid, sp_ev_owner(r->ev)->tid);
     sp_jw_us(w, (int64_t)(r->ev->t0 - base_ns));
     sp_jw_printf(w, ", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"%s},\n", *ph == 'f' ? ", \"bp\": \"e\"" : "");
 }

@@ -85,8 +85,8 @@ static int number_modules(sp_py_trace_t *p, const sp_event_ref_t *ev, size_t n)
 static int cmp_frame(const void *a, const void *b, void *events)
 {
     const sp_event_ref_t *ev = events, *x = &ev[*(const size_t *)a], *y = &ev[*(const size_t *)b];
-    if (x->thread->slot != y->thread->slot)
-        return x->thread->slot < y->thread->slot ? -1 : 1;
+    if (sp_ev_owner(x->ev)->slot != sp_ev_owner(y->ev)->slot)
+        return sp_ev_owner(x->ev)->slot < sp_ev_owner(y->ev)->slot ? -1 : 1;
     if (x->ev->t0 != y->ev->t0)
         return x->ev->t0 < y->ev->t0 ? -1 : 1;
     if (x->ev->a[0] != y->ev->a[0])
@@ -107,7 +107,7 @@ static void number(sp_py_trace_t *p, const sp_event_ref_t *ev, const size_t *idx
     uint32_t next = 0;
     for (size_t j = 0; j < k; j++) {
         const sp_event_ref_t *r = &ev[idx[j]];
-        if (j && r->thread != ev[idx[j - 1]].thread)
+        if (j && sp_ev_owner(r->ev) != sp_ev_owner(ev[idx[j - 1]].ev))
             for (int d = 0; d < DEPTH_MAX; d++)
                 have[d] = 0;
         else if (j && same_frame(r->ev, ev[idx[j - 1]].ev))
@@ -203,7 +203,7 @@ void sp_py_trace_write(sp_jw_t *w, const sp_py_trace_t *p, const sp_event_ref_t 
     char name[600];
     if (k)
         snprintf(name, sizeof name, "%s_%u", sp_str_get(e->name), k - 1);
-    sp_gpuv_slice(w, "python_function", k ? name : sp_str_get(e->name), pid, ev[i].thread->tid,
+    sp_gpuv_slice(w, "python_function", k ? name : sp_str_get(e->name), pid, sp_ev_owner(ev[i].ev)->tid,
                   (int64_t)(e->t0 - base_ns), (int64_t)(e->t1 - e->t0));
     SP_JW_LIT(w, ",\"args\":{");
     if (p->parent[i])

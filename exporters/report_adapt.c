@@ -146,7 +146,7 @@ static void runtime_calls(adapt_t *a)
     for (size_t i = 0; i < a->n; i++) {
         const sp_gpu_event_t *m = a->ev[i].ev->kind == SP_EV_API ? sp_gpuv_match(g, i) : NULL;
         if (m)
-            claim(a, m->correlation, (uint32_t)a->ev[i].thread->tid);
+            claim(a, m->correlation, (uint32_t)sp_ev_owner(a->ev[i].ev)->tid);
     }
     for (size_t i = 0; i < g->n; i++)
         if (g->gpu[i].kind == SP_GPU_RUNTIME && !g->api_used[i])
@@ -173,7 +173,7 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
     r->ts = (int64_t)(e->t0 - a->base_ns);
     r->dur = sp_trace_dur(r->ts, (int64_t)(e->t1 - e->t0));
     r->pid = a->pid;
-    r->tid = a->ev[i].thread->tid;
+    r->tid = sp_ev_owner(a->ev[i].ev)->tid;
     if (e->kind == SP_EV_API) {
         r->cat = SP_REP_RUNTIME;
         if (!a->api_names[e->name])

@@ -158,7 +158,7 @@ typedef struct ctx {
 
 static void slice_head(ctx_t *c, const char *cat, const char *name, const sp_event_ref_t *r)
 {
-    sp_gpuv_slice(c->w, cat, name, c->pid, r->thread->tid, (int64_t)(r->ev->t0 - c->base_ns),
+    sp_gpuv_slice(c->w, cat, name, c->pid, sp_ev_owner(r->ev)->tid, (int64_t)(r->ev->t0 - c->base_ns),
                   (int64_t)(r->ev->t1 - r->ev->t0));
 }
 
@@ -266,7 +266,7 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
             return;
         }
         sp_jw_raw(w, f->head[e->name].s, f->head[e->name].n);
-        sp_gpuv_slice_times(w, r->thread->tid, (int64_t)(e->t0 - c->base_ns), (int64_t)(e->t1 - e->t0));
+        sp_gpuv_slice_times(w, sp_ev_owner(r->ev)->tid, (int64_t)(e->t0 - c->base_ns), (int64_t)(e->t1 - e->t0));
         sp_jw_raw(w, f->args[e->name].s, f->args[e->name].n);
         sp_jw_u64(w, m ? (uint64_t)m->correlation : sp_gpuv_host_corr(c->gpu, index));
         if ((ext = sp_gpuv_call_ext(c->gpu, ext)))
@@ -299,7 +299,7 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
         SP_JW_LIT(w, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"user_annotation\",\"name\":");
         sp_jw_str(w, sp_str_get(e->name), 1);
         SP_JW_KI(w, ",\"pid\":", c->pid);
-        SP_JW_KI(w, ",\"tid\":", r->thread->tid);
+        SP_JW_KI(w, ",\"tid\":", sp_ev_owner(r->ev)->tid);
         SP_JW_LIT(w, ",\"ts\":");
         sp_jw_us(w, (int64_t)(e->t0 - c->base_ns));
         SP_JW_LIT(w, "}");
@@ -374,16 +374,16 @@ static void write_metadata(ctx_t *c, const sp_event_ref_t *ev, size_t n)
         return;
     uint32_t nslots = 0;
     for (size_t i = 0; i < n; i++)
-        nslots = ev[i].thread->slot + 1 > nslots ? ev[i].thread->slot + 1 : nslots;
+        nslots = sp_ev_owner(ev[i].ev)->slot + 1 > nslots ? sp_ev_owner(ev[i].ev)->slot + 1 : nslots;
     unsigned char *seen = calloc(nslots ? nslots : 1, 1); /* by registration slot: O(1) per event */
     if (!seen) {
         free(ts);
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        if (!seen[ev[i].thread->slot]) {
-            seen[ev[i].thread->slot] = 1;
-            ts[nt++] = ev[i].thread;
+        if (!seen[sp_ev_owner(ev[i].ev)->slot]) {
+            seen[sp_ev_owner(ev[i].ev)->slot] = 1;
+            ts[nt++] = sp_ev_owner(ev[i].ev);
         }
     }
     free(seen);

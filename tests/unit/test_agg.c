@@ -5,8 +5,10 @@
  * sum, and a window's CUPTI records taken in place (the window's in order in
  * the old array, later windows' in a new one, earlier ones dropped), and the
  * key-average rows' top-k order against a full sort (ties included), the
- * in-place permutation, the id-indexed map, and two threads interning into one
- * shared set while reading texts. */
+ * in-place permutation, the id-indexed map, two threads interning into one
+ * shared set while reading texts, and the analysis's nesting (one stack per
+ * thread, 70 threads interleaved, one 200 deep): every host event's parent,
+ * self CPU time and CUDA total against the tree they were generated from. */
 #include "../../collectors/cupti_window.h"
 #include "../../exporters/agg.h"
 #include "../../exporters/stacks_out.h"
@@ -287,6 +289,98 @@ static void check_shared_intern(void)
     sp_rep_free(&s);
 }
 
+/* ---- nesting: parents, self CPU and CUDA totals against the generated tree ---- */
+
+enum { NEST_MAX = 60000 };
+static struct nest_truth {
+    long parent;         /* generation index, -1 none */
+    int64_t children;    /* direct children's time */
+    int64_t cuda;        /* kernels launched by it or below */
+    int64_t dur;
+} truth[NEST_MAX];
+static long ntruth;
+
+/* Host event `gen` on lane (pid, tid) spanning [t0, t0 + dur); children fill
+ * it with gaps, `depth` levels down. */
+static long gen_host(sp_rep_set_t *s, int pid, int tid, int64_t t0, int64_t dur, long parent, int depth, int with_gpu)
+{
+    if (ntruth >= NEST_MAX - 2)
+        return -1;
+    long me = ntruth++;
+    truth[me] = (struct nest_truth){parent, 0, 0, dur};
+    sp_rep_event_t *e = sp_rep_add(s);
+    e->cat = SP_REP_RUNTIME;
+    e->ts = t0;
+    e->dur = dur;
+    e->pid = pid;
+    e->tid = tid;
+    e->name = sp_rep_intern_id(s, depth % 2 ? "cudaLaunchKernel" : "outer");
+    e->bytes = me;   /* the event's generation index, read back after the sort */
+    e->correlation = (uint64_t)me + 1;
+    if (parent >= 0)
+        truth[parent].children += dur;
+    if (with_gpu && check_rnd() % 3 == 0) {   /* a kernel it launched, later on the GPU */
+        long k = ntruth++;
+        int64_t kd = 1 + (int64_t)(check_rnd() % 500);
+        truth[k] = (struct nest_truth){-2, 0, 0, kd};
+        sp_rep_event_t *g = sp_rep_add(s);
+        g->cat = SP_REP_KERNEL;
+        g->ts = t0 + dur + (int64_t)(check_rnd() % 1000);
+        g->dur = kd;
+        g->pid = 0;
+        g->tid = 7;
+        g->name = sp_rep_intern_id(s, "kernel");
+        g->bytes = k;
+        g->correlation = (uint64_t)me + 1;
+        for (long p = me; p >= 0; p = truth[p].parent)
+            truth[p].cuda += kd;
+    }
+    int64_t t = t0 + 1;
+    while (depth > 0 && ntruth < NEST_MAX - 2) {
+        int64_t d = 2 + (int64_t)(check_rnd() % (uint64_t)(dur / 3 + 1));
+        if (t + d >= t0 + dur)
+            break;
+        gen_host(s, pid, tid, t, d, me, depth - 1, with_gpu);
+        t += d + (int64_t)(check_rnd() % 5);
+    }
+    return me;
+}
+
+static void check_nesting(int with_gpu)
+{
+    sp_rep_set_t s;
+    sp_rep_init(&s);
+    ntruth = 0;
+    for (int lane = 0; lane < 70; lane++)   /* two processes, 35 threads each: past the lanes' first 64 */
+        for (int64_t t = 0; t < 400000; t += 60000)
+            gen_host(&s, 100 + lane % 2, lane / 2, t + lane, 50000, -1, 4, with_gpu);
+    long chain = -1;   /* one thread 200 deep: past a stack's first 16 */
+    for (int d = 0; d < 200; d++)
+        chain = gen_host(&s, 100, 99, 1000000 + d, 100000 - 2 * d, chain, 0, with_gpu);
+    CHECK(sp_rep_analyze(&s) == 0, "analyze (%ld events)", ntruth);
+    CHECK(s.n == (size_t)ntruth, "every event kept: %zu of %ld", s.n, ntruth);
+    CHECK(with_gpu ? s.cuda != NULL : s.cuda == NULL, "CUDA totals kept only with GPU work");
+    size_t bad_parent = 0, bad_self = 0, bad_cuda = 0, bad_launcher = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        const sp_rep_event_t *e = &s.ev[i];
+        const struct nest_truth *t = &truth[e->bytes];
+        if (e->cat == SP_REP_KERNEL) {
+            bad_launcher += e->launcher < 0 || s.ev[e->launcher].bytes + 1 != (int64_t)e->correlation;
+            bad_cuda += sp_rep_cuda_total(&s, i) != e->dur;
+            continue;
+        }
+        long parent = e->parent >= 0 ? (long)s.ev[e->parent].bytes : -1;
+        bad_parent += parent != t->parent;
+        bad_self += e->self_cpu != t->dur - t->children;
+        bad_cuda += sp_rep_cuda_total(&s, i) != t->cuda;
+    }
+    CHECK(bad_parent == 0, "%s: %zu host events with the wrong parent", with_gpu ? "GPU" : "host only", bad_parent);
+    CHECK(bad_self == 0, "%s: %zu host events with the wrong self CPU time", with_gpu ? "GPU" : "host only", bad_self);
+    CHECK(bad_cuda == 0, "%s: %zu events with the wrong CUDA total", with_gpu ? "GPU" : "host only", bad_cuda);
+    CHECK(bad_launcher == 0, "%zu kernels linked to the wrong call", bad_launcher);
+    sp_rep_free(&s);
+}
+
 int main(void)
 {
     check_ids();
@@ -295,6 +389,8 @@ int main(void)
     check_shared_intern();
     check_row_limit();
     check_stacks();
+    check_nesting(0);
+    check_nesting(1);
     check_take();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
