@@ -191,8 +191,7 @@ long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out);
 
 /* Orders rows by sort_by, descending; equal values keep their order. With
  * 0 <= limit < n only the first `limit` rows are those, in that order, and
- * the rest are left as they were, but for the first `limit` places (rows may
- * be lost or repeat there: a table reads what it needs of all rows first).
+ * the rest follow in no order (sp_rep_permute's top form).
  * 0, or -1 for an unknown name or when out of memory. */
 int sp_rep_sort_rows(sp_rep_row_t *rows, long n, const char *sort_by, long limit);
 
@@ -209,8 +208,11 @@ typedef struct sp_rank {
 void sp_rep_rank(sp_rank_t *k, size_t n, size_t top);
 /* base[j] = the old base[k[j].i] for every j < n, in place along the
  * permutation's cycles (a sorted copy of a million rows was their size again
- * at the export's peak); k's indices are spent. 0, or -1 when out of memory. */
-int sp_rep_permute(void *base, size_t n, size_t size, sp_rank_t *k);
+ * at the export's peak); k's indices are spent. With top < n, only for
+ * j < top: the rest of the items follow them in no order, and only the
+ * top's items and the ones they displace move (O(top): a summary lists 1000
+ * of a million ranges and sums the rest). 0, or -1 when out of memory. */
+int sp_rep_permute(void *base, size_t n, size_t size, sp_rank_t *k, size_t top);
 
 /* 0 when name is one of torch's sort_by names. */
 int sp_rep_sort_key_valid(const char *name);

@@ -113,24 +113,47 @@ int sp_rep_sort_rows(sp_rep_row_t *rows, long n, const char *sort_by, long limit
         k[i] = (keyed_t){sort_value(&rows[i], key), (size_t)i};
     size_t top = limit >= 0 && limit < n ? (size_t)limit : (size_t)n;
     sp_rep_rank(k, (size_t)n, top);
-    int rc = 0;
-    if (top < (size_t)n) {   /* only the rows shown move: through a copy of them */
-        sp_rep_row_t *shown = malloc((top ? top : 1) * sizeof *shown);
-        for (size_t i = 0; shown && i < top; i++)
-            shown[i] = rows[k[i].i];
-        if (shown)
-            memcpy(rows, shown, top * sizeof *rows);
-        rc = shown ? 0 : -1;
-        free(shown);
-    } else {
-        rc = sp_rep_permute(rows, (size_t)n, sizeof *rows, k);
-    }
+    int rc = sp_rep_permute(rows, (size_t)n, sizeof *rows, k, top);
     free(k);
     return rc;
 }
 
-int sp_rep_permute(void *base, size_t n, size_t size, sp_rank_t *k)
+/* The top form: the top's items copied aside; the items in the first `top`
+ * places that are not among them move into the places the top's items left
+ * further on; then the copies go to the front in order. */
+static int permute_top(char *b, size_t size, const sp_rank_t *k, size_t top)
 {
+    char *aside = malloc((top ? top : 1) * size);
+    uint8_t *wanted = calloc(top ? top : 1, 1);   /* place p < top holds a top item */
+    if (!aside || !wanted) {
+        free(aside);
+        free(wanted);
+        return -1;
+    }
+    for (size_t j = 0; j < top; j++) {
+        memcpy(aside + j * size, b + k[j].i * size, size);
+        if (k[j].i < top)
+            wanted[k[j].i] = 1;
+    }
+    size_t p = 0;
+    for (size_t j = 0; j < top; j++) {   /* each top item from further on frees its place */
+        if (k[j].i < top)
+            continue;
+        while (wanted[p])
+            p++;
+        memcpy(b + k[j].i * size, b + p * size, size);
+        p++;
+    }
+    memcpy(b, aside, top * size);
+    free(aside);
+    free(wanted);
+    return 0;
+}
+
+int sp_rep_permute(void *base, size_t n, size_t size, sp_rank_t *k, size_t top)
+{
+    if (top < n)
+        return permute_top(base, size, k, top);
     char *b = base, *first = malloc(size ? size : 1);
     if (!first)
         return -1;

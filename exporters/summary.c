@@ -371,7 +371,7 @@ static int rank_ranges(sum_list_t *l)
     for (size_t i = 0; i < l->n; i++)
         r[i] = (sp_rank_t){(double)l->t[i].total, i};
     sp_rep_rank(r, l->n, SUM_JSON_RANGES);
-    int rc = sp_rep_permute(l->t, l->n, sizeof *l->t, r);
+    int rc = sp_rep_permute(l->t, l->n, sizeof *l->t, r, SUM_JSON_RANGES);
     free(r);
     return rc;
 }

@@ -211,8 +211,32 @@ static void check_permute(void)
         want[i] = v[p[i]];
         k[i] = (sp_rank_t){0, p[i]};
     }
-    CHECK(sp_rep_permute(v, N, sizeof *v, k) == 0, "permute");
+    CHECK(sp_rep_permute(v, N, sizeof *v, k, N) == 0, "permute");
     CHECK(memcmp(v, want, N * sizeof *v) == 0, "in-place permutation equals the copy");
+
+    /* The top form: the first `top` as ranked, every other item once after them. */
+    static const size_t tops[] = {0, 1, 1000, N - 1};
+    for (size_t t = 0; t < sizeof tops / sizeof *tops; t++) {
+        size_t top = tops[t];
+        for (size_t i = 0; i < N; i++) {
+            v[i] = (item_t){i, i * 3, ~i};
+            k[i] = (sp_rank_t){(double)(check_rnd() % 5000), i};
+        }
+        sp_rep_rank(k, N, top);
+        for (size_t j = 0; j < top; j++)
+            want[j] = v[k[j].i];
+        CHECK(sp_rep_permute(v, N, sizeof *v, k, top) == 0, "permute the top %zu", top);
+        CHECK(memcmp(v, want, top * sizeof *v) == 0, "top %zu: the first ones in ranked order", top);
+        uint8_t *seen = calloc(N, 1);
+        size_t bad = 0;
+        for (size_t i = 0; i < N; i++) {
+            bad += v[i].a >= N || seen[v[i].a] || v[i].b != v[i].a * 3 || v[i].c != ~v[i].a;
+            if (v[i].a < N)
+                seen[v[i].a] = 1;
+        }
+        CHECK(bad == 0, "top %zu: %zu items lost, repeated or torn", top, bad);
+        free(seen);
+    }
     free(v);
     free(want);
     free(k);
