@@ -237,14 +237,18 @@ int sp_export_run(const sp_export_job_t *job_in)
         sp_ev_settle(job->window, ev, n);
     sp_clock_recalibrate();
     sp_event_ref_t *sorted = n ? to_ns_sorted(ev, n) : NULL; /* a window of driver calls only has no records */
-    if (beside)
-        sp_report_share_wait_while(&rt.share, &rt.settled, 0);
-    if (sorted) {
-        free(ev);
-        ev = sorted;
-    } else if (n) {
+    /* The reports' thread may still be settling names through the collected
+     * array: it is freed (or, short of memory, sorted in place) only once
+     * that is done. Until then this thread builds what needs no name. */
+    int settled = !beside;
+    if (!sorted && n) {
+        if (!settled)
+            sp_report_share_wait_while(&rt.share, &rt.settled, 0);
+        settled = 1;
         qsort(ev, n, sizeof *ev, cmp_start);
     }
+    sp_event_ref_t *collected = sorted ? ev : NULL;
+    ev = sorted ? sorted : ev;
     if (event_limit && n > event_limit) {
         capped.dropped += n - event_limit;
         n = (size_t)event_limit;
@@ -267,6 +271,9 @@ int sp_export_run(const sp_export_job_t *job_in)
         if (gpu.gpu[i].end > end)
             end = gpu.gpu[i].end;
     sp_mem_cycle_t *mem = sp_mem_cycle_take(job->window); /* NULL unless profile_memory */
+    if (!settled)
+        sp_report_share_wait_while(&rt.share, &rt.settled, 0);
+    free(collected);
     sp_ops_regroup(ev, n);   /* before either thread reads an operator's Input Dims */
     /* The reports beside the trace, on a second thread: from here the
      * reports only read the records, the GPU view and the memory operations;
