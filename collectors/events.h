@@ -132,7 +132,7 @@ void sp_ev_set_gate(uint32_t value);
 
 /* Read API for exporters. sp_ev_collect finds every stored record of
  * `window` (published so far) and returns, in a malloc'ed array sized
- * exactly, a reference to each in its chunk with its owning thread, advancing
+ * exactly, a reference to each (its thread: sp_ev_owner), advancing
  * the chunks' cursors past them. The records stay in place and belong to the
  * caller (which may rewrite their times) until sp_ev_release, which recycles
  * the chunks that are retired and wholly consumed. Collects and releases come

@@ -374,6 +374,9 @@ static int drop_nested_driver_calls(sp_rep_set_t *s)
  * then their room holds self CPU time. */
 int sp_rep_analyze(sp_rep_set_t *s)
 {
+    if (s->analyzed)
+        return -1;
+    s->analyzed = 1;
     if (s->n && sort_canonical(s) != 0)
         return -1;
     if (drop_nested_driver_calls(s) != 0)

@@ -96,6 +96,7 @@ typedef struct sp_rep_set {
     uint64_t dropped;       /* records lost in the window (stepprof_dropped_events) */
     int has_memory;         /* any SP_REP_MEMORY event */
     sp_rep_str_t no_shape_id;       /* interned "[]", every event's default shape ("" is id 0) */
+    int analyzed;           /* sp_rep_analyze has run */
     _Atomic int oom;        /* an allocation failed: reports are incomplete (atomic: once shared,
                              * one thread may set it while the other reads it) */
 } sp_rep_set_t;
@@ -136,7 +137,9 @@ int sp_rep_reserve_strings(sp_rep_set_t *s, size_t n);
 sp_rep_str_t sp_rep_shape_launch(sp_rep_set_t *s, const unsigned grid[3], const unsigned block[3], uint64_t shm);
 sp_rep_str_t sp_rep_shape_bytes(sp_rep_set_t *s, int64_t bytes);
 
-/* Sorts the events into the canonical order (start, longer first, then a
+/* Once per set (a second call fails): host events' correlation ids are
+ * spent on it, and sp_rep_cmp orders events only before it.
+ * Sorts the events into the canonical order (start, longer first, then a
  * total order on the rest so the result does not depend on input order),
  * links host events to their enclosing host event per thread, computes self
  * CPU time, charges each GPU event's time to its launching API call and every
@@ -148,7 +151,8 @@ static inline int64_t sp_rep_cuda_total(const sp_rep_set_t *s, size_t i)
 {
     return s->cuda ? s->cuda[i] : 0;
 }
-/* The canonical order: < 0, 0 or > 0 as a sorts before, with or after b. */
+/* The canonical order: < 0, 0 or > 0 as a sorts before, with or after b.
+ * Before sp_rep_analyze only (host events' correlation ids are gone after). */
 int sp_rep_cmp(const sp_rep_set_t *s, const sp_rep_event_t *a, const sp_rep_event_t *b);
 
 /* From a set's string id to a position + 1 (0: none yet): what groups by

@@ -6,7 +6,7 @@
  * (collectors/pystack.h) is its interned "file.py(42): fn"; Python frames are
  * the outermost part of a stack and replace the interpreter's native frames
  * (natives_kept). Texts are cached by id under
- * a mutex: the exporter thread and an at-exit export may overlap. */
+ * a mutex: the reports' thread renders stacks beside the exporter's. */
 #define _GNU_SOURCE
 #include "../collectors/kernels.h"
 #include "symtab.h"

@@ -255,6 +255,9 @@ def test_queue_node_malloc_fails_every_window_exported():
     assert r.returncode == 0, r.stderr[-2000:]
     failed = [int(l.split()[1]) for l in r.stderr.splitlines() if l.startswith("rel_nonode:")]
     assert failed == [cycles + 1], (failed, r.stderr[-2000:])   # every window's node, and only those
+    # Every trace put in place by the exporter's thread: none exported on the program's (the old way).
+    renames = [l.split()[1:] for l in r.stderr.splitlines() if l.startswith("rel_nonode-renames:")]
+    assert renames == [[str(cycles + 1), "0", "-"]], renames
     traces = r.traces()
     assert len(traces) == cycles + 1, (r.files(), r.stderr[-2000:])
     counts, flags = [], []

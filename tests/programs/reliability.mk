@@ -27,7 +27,7 @@ $(REL_OUT)/rel_throw: $(REL_SRC)/rel_throw.cc $(REL_SRC)/reliability.mk
 # A shim preloaded in front of the library: the exporter's queue node cannot be allocated.
 $(REL_OUT)/librel_nonode.so: $(REL_SRC)/rel_nonode.c exporters/export.h $(REL_SRC)/reliability.mk
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_COMMON) -shared -fPIC -o $@ $<
+	$(CC) $(CFLAGS_COMMON) -shared -fPIC -o $@ $< -ldl
 
 # No CUDA: it links the output-file code of the library directly to plant files at chosen names.
 $(REL_OUT)/rel_outfile: $(REL_SRC)/rel_outfile.c exporters/outfile.c exporters/outfile.h collectors/log.c \

@@ -402,6 +402,7 @@ static void check_nesting(int with_gpu)
     CHECK(bad_self == 0, "%s: %zu host events with the wrong self CPU time", with_gpu ? "GPU" : "host only", bad_self);
     CHECK(bad_cuda == 0, "%s: %zu events with the wrong CUDA total", with_gpu ? "GPU" : "host only", bad_cuda);
     CHECK(bad_launcher == 0, "%zu kernels linked to the wrong call", bad_launcher);
+    CHECK(sp_rep_analyze(&s) != 0, "a second analysis of the set fails (its correlation ids are spent)");
     sp_rep_free(&s);
 }
 
