@@ -191,6 +191,18 @@ def test_signal_handler_calls_cuda_inside_interposer():
 ENDS_ENV = {"PROF_MARKER": "cudaProfilerApi", "PROF_REPEAT": 0, "PROF_TABLE_PRINT": "none"}
 
 
+
+def _launch_counts(traces):
+    """Each trace checked valid: its launches and its stepprof_truncated flag, in two lists."""
+    counts, flags = [], []
+    for path in traces:
+        assert_valid(path)
+        t = load(path)
+        counts.append(len(launches(t)))
+        flags.append(t["stepprof_truncated"])
+    return counts, flags
+
+
 def _end(mode, truncated_written, sig=None, program="rel_ends", cupti=False, wait_files=False, note=""):
     argv = [prog(program)] + ([] if program == "rel_throw" else [mode]) + [str(CYCLES), str(LAUNCHES)]
     bare = start(argv, preload=False)
@@ -212,12 +224,7 @@ def _end(mode, truncated_written, sig=None, program="rel_ends", cupti=False, wai
     traces = r.traces()
     want_files = CYCLES + (1 if truncated_written else 0)
     assert len(traces) == want_files, (mode, traces, r.files(), r.stderr[-2000:])
-    counts, flags = [], []
-    for path in traces:
-        assert_valid(path)
-        t = load(path)
-        counts.append(len(launches(t)))
-        flags.append(t["stepprof_truncated"])
+    counts, flags = _launch_counts(traces)
     assert counts[:CYCLES] == [LAUNCHES] * CYCLES and flags[:CYCLES] == [False] * CYCLES, (counts, flags)
     if truncated_written and mode != "ignore-int":
         assert flags[CYCLES] is True, flags
@@ -260,12 +267,7 @@ def test_queue_node_malloc_fails_every_window_exported():
     assert renames == [[str(cycles + 1), "0", "-"]], renames
     traces = r.traces()
     assert len(traces) == cycles + 1, (r.files(), r.stderr[-2000:])
-    counts, flags = [], []
-    for path in traces:
-        assert_valid(path)
-        t = load(path)
-        counts.append(len(launches(t)))
-        flags.append(t["stepprof_truncated"])
+    counts, flags = _launch_counts(traces)
     assert counts == [n] * (cycles + 1) and flags == [False] * cycles + [True], (counts, flags)
     assert not r.temporaries(), r.files()
     record("every queue node's malloc fails (a shim), 7 windows of 20000 launches",
