@@ -8,17 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(sp_rep_event_t) == 64, "a report event is 64 bytes: one per event of a window");
+_Static_assert(sizeof(sp_rep_event_t) == 56, "a report event is 56 bytes: one per event of a window");
 
 void sp_rep_init(sp_rep_set_t *s)
 {
     memset(s, 0, sizeof *s);
     sp_rep_strings_init(s);
+    sp_rep_lanes_init(s);
 }
 
 void sp_rep_free(sp_rep_set_t *s)
 {
     sp_rep_strings_free(s);
+    sp_rep_lanes_free_set(s);
     free(s->ev);
     free(s->mem);
     free(s->cuda);
@@ -71,8 +73,14 @@ static int cmp_str(const sp_rep_set_t *s, sp_rep_str_t a, sp_rep_str_t b)
 int sp_rep_cmp(const sp_rep_set_t *s, const sp_rep_event_t *a, const sp_rep_event_t *b)
 {
     int c;
-    if ((c = cmp_i64(a->ts, b->ts)) || (c = cmp_i64(b->dur, a->dur)) || (c = cmp_i64(a->cat, b->cat)) ||
-        (c = cmp_i64(a->pid, b->pid)) || (c = cmp_i64(a->tid, b->tid)) || (c = cmp_str(s, a->name, b->name)))
+    if ((c = cmp_i64(a->ts, b->ts)) || (c = cmp_i64(b->dur, a->dur)) || (c = cmp_i64(a->cat, b->cat)))
+        return c;
+    if (a->lane != b->lane) {   /* by pid, then tid (two lanes may differ by device alone) */
+        const sp_rep_lane_t *la = &s->lanes[a->lane], *lb = &s->lanes[b->lane];
+        if ((c = cmp_i64(la->pid, lb->pid)) || (c = cmp_i64(la->tid, lb->tid)))
+            return c;
+    }
+    if ((c = cmp_str(s, a->name, b->name)))
         return c;
     if (a->correlation != b->correlation)
         return a->correlation < b->correlation ? -1 : 1;
@@ -154,11 +162,13 @@ static int sort_canonical(sp_rep_set_t *s)
     return 0;
 }
 
-static void charge_memory(const sp_rep_event_t *ev, sp_rep_mem_t *mem, long owner, const sp_rep_event_t *m)
+static void charge_memory(const sp_rep_set_t *s, long owner, const sp_rep_event_t *m)
 {
     if (owner < 0)
         return;
-    int cuda = m->device == 1;
+    const sp_rep_event_t *ev = s->ev;
+    sp_rep_mem_t *mem = s->mem;
+    int cuda = sp_rep_device(s, m) == 1;
     if (cuda)
         mem[owner].self_cuda += m->bytes;
     else
@@ -200,13 +210,13 @@ static int nest_threads(sp_rep_set_t *s)
         sp_rep_event_t *e = &ev[i];
         if (!sp_rep_is_host(e->cat) && e->cat != SP_REP_MEMORY)
             continue;
-        sp_rep_stack_t *st = sp_rep_lane_stack(&l, e->pid, e->tid);
+        sp_rep_stack_t *st = sp_rep_lane_stack(&l, sp_rep_pid(s, e), sp_rep_tid(s, e));
         if (!st) {
             rc = -1;
             break;
         }
         if (e->cat == SP_REP_MEMORY) {
-            charge_memory(ev, s->mem, memory_owner(ev, st, e->ts), e);
+            charge_memory(s, memory_owner(ev, st, e->ts), e);
             continue;
         }
         int64_t end = e->ts + e->dur;
@@ -355,7 +365,9 @@ static int drop_nested_driver_calls(sp_rep_set_t *s)
     for (size_t i = 0; i < s->n; i++) {   /* a nested call's parent is its runtime call, for now */
         sp_rep_event_t *e = &s->ev[i];
         long r = rc == 0 && e->cat == SP_REP_DRIVER ? corr_find(&m, e->correlation) : -1;
-        e->parent = r >= 0 && s->ev[r].tid == e->tid && s->ev[r].pid == e->pid ? (int32_t)r : -1;
+        e->parent = r >= 0 && sp_rep_tid(s, &s->ev[r]) == sp_rep_tid(s, e) && sp_rep_pid(s, &s->ev[r]) == sp_rep_pid(s, e)
+                        ? (int32_t)r
+                        : -1;
     }
     corr_free(&m);
     size_t k = 0;

@@ -34,9 +34,9 @@ static inline int sp_rep_is_gpu_work(int cat) { return cat >= SP_REP_KERNEL && c
  * which a stack or copy direction uses for none. */
 typedef uint32_t sp_rep_str_t;
 
-/* 64 bytes: a window of millions of events holds one per event (strings by
- * 32-bit id, lanes in 32 bits; a field only one kind of event has shares its
- * room with another's). */
+/* 56 bytes: a window of millions of events holds one per event (strings by
+ * 32-bit id; pid, tid and device as a lane of the set; a field only one
+ * kind of event has shares its room with another's). */
 typedef struct sp_rep_event {
     int64_t ts, dur;        /* ns from the trace base */
     union {
@@ -50,15 +50,22 @@ typedef struct sp_rep_event {
     sp_rep_str_t shape;     /* input shapes text, "[]" when none */
     sp_rep_str_t stack;     /* "outermost;...;innermost", 0 when none */
     sp_rep_str_t kind;      /* runtime copy direction ("HtoD"...), 0 when none */
-    int32_t pid, tid;
     union {                 /* filled by sp_rep_analyze */
         int32_t parent;     /* host events: the enclosing host event on the same thread, -1 */
         int32_t launcher;   /* GPU work: the API call with the same correlation, -1 */
     };
-    int16_t device;         /* GPU events: device id; memory events: Device Type (0 CPU, 1 CUDA) */
-    uint8_t cat;            /* enum sp_rep_cat */
-    uint8_t launch;         /* a kernel launch API call (it has grid / block) */
+    uint32_t cat : 8;       /* enum sp_rep_cat */
+    uint32_t launch : 1;    /* a kernel launch API call (it has grid / block) */
+    uint32_t lane : 23;     /* pid, tid and device (sp_rep_set_lane, sp_rep_pid...) */
 } sp_rep_event_t;
+
+/* An event's process and thread (GPU work: device and stream; syncs: 0 and
+ * stream) and device (GPU events: the device id; memory events: Device Type,
+ * 0 CPU, 1 CUDA; else 0), kept once per distinct triple. */
+typedef struct sp_rep_lane {
+    int32_t pid, tid;
+    int32_t device;
+} sp_rep_lane_t;
 
 /* ProfilerStep#N: N; -1 for every other event. */
 static inline int32_t sp_rep_step(const sp_rep_event_t *e)
@@ -93,6 +100,8 @@ typedef struct sp_rep_set {
     struct sp_intern *strings;
     const char ***str;      /* id -> interned text, in pages of SP_REP_STR_PAGE ids that never
                              * move: a thread reads texts while another interns (sp_rep_share) */
+    sp_rep_lane_t *lanes;   /* by an event's lane; lane 0 is (0, 0, 0), a new event's */
+    struct sp_rep_lane_index *lane_index;   /* lanes by value (agg_lanes.c) */
     uint64_t dropped;       /* records lost in the window (stepprof_dropped_events) */
     int has_memory;         /* any SP_REP_MEMORY event */
     sp_rep_str_t no_shape_id;       /* interned "[]", every event's default shape ("" is id 0) */
@@ -119,7 +128,13 @@ static inline const char *sp_rep_str(const sp_rep_set_t *s, sp_rep_str_t id)
  * stack's top frames). Reading texts and events needs none (they never move;
  * oom is atomic). */
 void sp_rep_share(sp_rep_set_t *s);
-/* A zeroed event (bytes -1, step -1, shape "[]") appended to the set; NULL
+/* e's lane: the one of (pid, tid, device), new ones added (lane 0 when out
+ * of memory or past 2^23 lanes: s->oom set). Not once the set is shared. */
+void sp_rep_set_lane(sp_rep_set_t *s, sp_rep_event_t *e, long pid, long tid, int device);
+static inline int32_t sp_rep_pid(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->lanes[e->lane].pid; }
+static inline int32_t sp_rep_tid(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->lanes[e->lane].tid; }
+static inline int32_t sp_rep_device(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->lanes[e->lane].device; }
+/* A zeroed event (bytes -1, step -1, shape "[]", lane 0) appended to the set; NULL
  * when out of memory (s->oom set). */
 sp_rep_event_t *sp_rep_add(sp_rep_set_t *s);
 /* e set to what sp_rep_add gives (an event built aside, appended later). */

@@ -11,14 +11,25 @@ typedef struct sp_rep_stack {
     size_t n, cap;
 } sp_rep_stack_t;
 
-/* Host lanes ((pid, tid)) by value, each with its stack (agg_lanes.c). A
- * zeroed one is empty. */
-typedef struct sp_rep_lanes {
-    struct sp_rep_lane_key *key;  /* distinct lanes, first-seen order */
-    sp_rep_stack_t *stack;        /* per lane */
+/* Distinct lanes by value (agg_lanes.c): the set's (pid, tid, device)
+ * triples, and the nesting pass's threads ((pid, tid, 0)), each with an item
+ * of a parallel array (the threads' stacks). A zeroed one is empty. */
+typedef struct sp_rep_lane_index {
+    sp_rep_lane_t *key;           /* distinct lanes, first-seen order */
     uint32_t *slot;               /* open addressing: lane number + 1, 0 = empty */
     size_t n, cap;                /* cap: slots, a power of two >= 2 * n */
-    long last;                    /* the lane found last (-1 none): runs of one thread */
+    uint32_t last;                /* the lane found last (n > 0): runs of one thread */
+} sp_rep_lane_index_t;
+
+/* The number of lane k, added when new (with a zeroed item of size `item`
+ * in *parallel when parallel is not NULL); -1 when out of memory. */
+long sp_rep_lane_find(sp_rep_lane_index_t *x, sp_rep_lane_t k, void **parallel, size_t item);
+void sp_rep_lane_index_free(sp_rep_lane_index_t *x);
+
+/* Host threads, each with its stack. */
+typedef struct sp_rep_lanes {
+    sp_rep_lane_index_t index;
+    sp_rep_stack_t *stack;        /* per thread */
 } sp_rep_lanes_t;
 
 /* The stack of lane (pid, tid), a new one when first seen; NULL when out of
@@ -27,6 +38,11 @@ sp_rep_stack_t *sp_rep_lane_stack(sp_rep_lanes_t *l, long pid, long tid);
 /* 0, or -1 when out of memory. */
 int sp_rep_stack_push(sp_rep_stack_t *st, int32_t i);
 void sp_rep_lanes_free(sp_rep_lanes_t *l);
+
+/* The set's lanes: lane 0 made by sp_rep_lanes_init (sp_rep_init), all
+ * freed by sp_rep_lanes_free_set (sp_rep_free). */
+void sp_rep_lanes_init(sp_rep_set_t *s);
+void sp_rep_lanes_free_set(sp_rep_set_t *s);
 
 /* The set's strings (agg_strings.c), made by sp_rep_init and freed by
  * sp_rep_free. */

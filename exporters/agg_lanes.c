@@ -1,60 +1,125 @@
-/* exporters/agg_lanes.c — the host lanes of a report set for the per-thread
- * nesting pass (agg.c): each distinct (pid, tid) found through an index by
- * value, and its stack of open events. The pass visits the events once in
+/* exporters/agg_lanes.c — lanes by value: the report set's (pid, tid,
+ * device) triples, which an event holds as a 23-bit number instead of ten
+ * bytes, and the host threads of the per-thread nesting pass (agg.c), each
+ * with its stack of open events. The pass visits the events once in
  * canonical order and keeps one stack per thread, so its memory is the
  * threads and their depth; ordering the events by thread first took two
  * indices per event and a stack sized for all of them. */
 #include "agg_int.h"
 
 #include <stdlib.h>
+#include <string.h>
 
-struct sp_rep_lane_key {
-    long pid, tid;
-};
+#define MAX_LANES (1u << 23)   /* sp_rep_event_t's lane field */
 
-static size_t lane_slot(const sp_rep_lanes_t *l, long pid, long tid)
+static int same(const sp_rep_lane_t *a, const sp_rep_lane_t *b)
 {
-    uint64_t h = ((uint64_t)pid * 0x9e3779b97f4a7c15ull ^ (uint64_t)tid) * 0xff51afd7ed558ccdull;
-    size_t i = (size_t)(h >> 32) & (l->cap - 1);
-    while (l->slot[i] && (l->key[l->slot[i] - 1].pid != pid || l->key[l->slot[i] - 1].tid != tid))
-        i = (i + 1) & (l->cap - 1);
+    return a->pid == b->pid && a->tid == b->tid && a->device == b->device;
+}
+
+static size_t slot_of(const sp_rep_lane_index_t *x, const sp_rep_lane_t *k)
+{
+    uint64_t h = (((uint64_t)(uint32_t)k->pid * 0x9e3779b97f4a7c15ull ^ (uint32_t)k->tid) * 0xff51afd7ed558ccdull) ^
+                 (uint32_t)k->device;
+    size_t i = (size_t)(h >> 32) & (x->cap - 1);
+    while (x->slot[i] && !same(&x->key[x->slot[i] - 1], k))
+        i = (i + 1) & (x->cap - 1);
     return i;
 }
 
-static int grow(sp_rep_lanes_t *l)
+static int grow(sp_rep_lane_index_t *x, void **parallel, size_t item)
 {
-    size_t cap = l->cap ? l->cap * 2 : 64;
+    size_t cap = x->cap ? x->cap * 2 : 64;
     uint32_t *slot = calloc(cap, sizeof *slot);
-    struct sp_rep_lane_key *key = realloc(l->key, cap / 2 * sizeof *key);
-    l->key = key ? key : l->key;
-    sp_rep_stack_t *stack = key ? realloc(l->stack, cap / 2 * sizeof *stack) : NULL;
-    l->stack = stack ? stack : l->stack;
-    if (!slot || !key || !stack) {
+    sp_rep_lane_t *key = realloc(x->key, cap / 2 * sizeof *key);
+    x->key = key ? key : x->key;
+    void *par = parallel && key ? realloc(*parallel, cap / 2 * item) : NULL;
+    if (par)
+        *parallel = par;
+    if (!slot || !key || (parallel && !par)) {
         free(slot);
         return -1;
     }
-    free(l->slot);
-    l->slot = slot;
-    l->cap = cap;
-    for (size_t k = 0; k < l->n; k++)
-        l->slot[lane_slot(l, l->key[k].pid, l->key[k].tid)] = (uint32_t)(k + 1);
+    free(x->slot);
+    x->slot = slot;
+    x->cap = cap;
+    for (size_t k = 0; k < x->n; k++)
+        x->slot[slot_of(x, &x->key[k])] = (uint32_t)(k + 1);
     return 0;
 }
 
+long sp_rep_lane_find(sp_rep_lane_index_t *x, sp_rep_lane_t k, void **parallel, size_t item)
+{
+    if (x->n && same(&x->key[x->last], &k))
+        return x->last;
+    if ((x->n + 1) * 2 > x->cap && grow(x, parallel, item) != 0)
+        return -1;
+    size_t i = slot_of(x, &k);
+    if (!x->slot[i]) {
+        if (x->n >= MAX_LANES)
+            return -1;
+        x->key[x->n] = k;
+        if (parallel)
+            memset((char *)*parallel + x->n * item, 0, item);
+        x->slot[i] = (uint32_t)++x->n;
+    }
+    x->last = x->slot[i] - 1;
+    return x->last;
+}
+
+void sp_rep_lane_index_free(sp_rep_lane_index_t *x)
+{
+    free(x->key);
+    free(x->slot);
+    memset(x, 0, sizeof *x);
+}
+
+/* ---- the set's lanes -------------------------------------------------------- */
+
+static const sp_rep_lane_t no_lanes[1];   /* lane 0 of a set whose table could not be made */
+
+void sp_rep_lanes_init(sp_rep_set_t *s)
+{
+    s->lane_index = calloc(1, sizeof *s->lane_index);
+    if (!s->lane_index || sp_rep_lane_find(s->lane_index, (sp_rep_lane_t){0, 0, 0}, NULL, 0) != 0) {
+        s->oom = 1;
+        s->lanes = (sp_rep_lane_t *)no_lanes;
+        return;
+    }
+    s->lanes = s->lane_index->key;
+}
+
+void sp_rep_lanes_free_set(sp_rep_set_t *s)
+{
+    if (s->lane_index) {
+        sp_rep_lane_index_free(s->lane_index);
+        free(s->lane_index);
+    }
+    s->lane_index = NULL;
+    s->lanes = NULL;
+}
+
+void sp_rep_set_lane(sp_rep_set_t *s, sp_rep_event_t *e, long pid, long tid, int device)
+{
+    long k = s->lane_index && s->lanes != no_lanes
+                 ? sp_rep_lane_find(s->lane_index, (sp_rep_lane_t){(int32_t)pid, (int32_t)tid, device}, NULL, 0)
+                 : -1;
+    if (k < 0) {
+        s->oom = 1;
+        k = 0;
+    } else {
+        s->lanes = s->lane_index->key;   /* it may have moved */
+    }
+    e->lane = (uint32_t)k;
+}
+
+/* ---- the nesting pass's threads --------------------------------------------- */
+
 sp_rep_stack_t *sp_rep_lane_stack(sp_rep_lanes_t *l, long pid, long tid)
 {
-    if (l->n && l->last >= 0 && l->key[l->last].pid == pid && l->key[l->last].tid == tid)
-        return &l->stack[l->last];
-    if ((l->n + 1) * 2 > l->cap && grow(l) != 0)
-        return NULL;
-    size_t i = lane_slot(l, pid, tid);
-    if (!l->slot[i]) {
-        l->key[l->n] = (struct sp_rep_lane_key){pid, tid};
-        l->stack[l->n] = (sp_rep_stack_t){NULL, 0, 0};
-        l->slot[i] = (uint32_t)++l->n;
-    }
-    l->last = (long)l->slot[i] - 1;
-    return &l->stack[l->last];
+    long k = sp_rep_lane_find(&l->index, (sp_rep_lane_t){(int32_t)pid, (int32_t)tid, 0}, (void **)&l->stack,
+                              sizeof *l->stack);
+    return k < 0 ? NULL : &l->stack[k];
 }
 
 int sp_rep_stack_push(sp_rep_stack_t *st, int32_t i)
@@ -73,9 +138,8 @@ int sp_rep_stack_push(sp_rep_stack_t *st, int32_t i)
 
 void sp_rep_lanes_free(sp_rep_lanes_t *l)
 {
-    for (size_t k = 0; k < l->n; k++)
+    for (size_t k = 0; k < l->index.n; k++)
         free(l->stack[k].at);
-    free(l->key);
     free(l->stack);
-    free(l->slot);
+    sp_rep_lane_index_free(&l->index);
 }

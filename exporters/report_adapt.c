@@ -172,8 +172,7 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
         return 0;
     r->ts = (int64_t)(e->t0 - a->base_ns);
     r->dur = sp_trace_dur(r->ts, (int64_t)(e->t1 - e->t0));
-    r->pid = a->pid;
-    r->tid = sp_ev_owner(a->ev[i].ev)->tid;
+    sp_rep_set_lane(s, r, a->pid, sp_ev_owner(a->ev[i].ev)->tid, 0);
     if (e->kind == SP_EV_API) {
         r->cat = SP_REP_RUNTIME;
         if (!a->api_names[e->name])
@@ -226,15 +225,12 @@ static int fill_gpu(adapt_t *a, const sp_gpu_event_t *g, sp_rep_event_t *r)
             snprintf(buf, sizeof buf, "cbid %u", g->cbid);
         char shown[64];
         r->name = trace_name(s, api ? sp_gpuv_api_name(api, shown, sizeof shown) : buf);
-        r->pid = a->pid;
-        r->tid = g->tid;
+        sp_rep_set_lane(s, r, a->pid, g->tid, 0);
         return 1;
     }
     const char *name = sp_gpuv_name(a->gpu, SP_GPUV_REPORTS, g, buf, sizeof buf);
     r->name = name == buf ? trace_name(s, name) : cached_name(s, a->c, name);
-    r->pid = g->kind == SP_GPU_SYNC ? 0 : g->device;
-    r->tid = g->stream;
-    r->device = (int16_t)g->device;
+    sp_rep_set_lane(s, r, g->kind == SP_GPU_SYNC ? 0 : g->device, g->stream, (int)g->device);
     if (g->kind == SP_GPU_KERNEL) {
         unsigned grid[3] = {(unsigned)g->grid[0], (unsigned)g->grid[1], (unsigned)g->grid[2]};
         unsigned block[3] = {(unsigned)g->block[0], (unsigned)g->block[1], (unsigned)g->block[2]};
@@ -273,10 +269,8 @@ static int fill_memory(adapt_t *a, size_t i, sp_rep_event_t *r)
     r->cat = SP_REP_MEMORY;
     r->name = sp_rep_intern_id(a->s, "[memory]");
     r->ts = (int64_t)(t - a->base_ns);
-    r->pid = a->pid;
-    r->tid = op->tid ? op->tid : a->pid;
+    sp_rep_set_lane(a->s, r, a->pid, op->tid ? op->tid : a->pid, op->slot == SP_MEM_HOST ? 0 : 1);
     r->bytes = op->type == SP_MOP_FREE ? -(int64_t)op->bytes : (int64_t)op->bytes;
-    r->device = op->slot == SP_MEM_HOST ? 0 : 1;
     return 1;
 }
 

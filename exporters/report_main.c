@@ -302,12 +302,12 @@ static void add_event(sp_rep_set_t *set, const cJSON *e)
         return;
     r->cat = c;
     r->name = sp_rep_intern_id(set, name->valuestring);
-    r->pid = id_of(cJSON_GetObjectItemCaseSensitive(e, "pid"));
-    r->tid = id_of(cJSON_GetObjectItemCaseSensitive(e, "tid"));
+    long pid = id_of(cJSON_GetObjectItemCaseSensitive(e, "pid")), tid = id_of(cJSON_GetObjectItemCaseSensitive(e, "tid"));
+    int device = 0;
     r->ts = ns_of(cJSON_GetObjectItemCaseSensitive(e, "ts"));
     r->dur = c == SP_REP_MEMORY ? 0 : ns_of(cJSON_GetObjectItemCaseSensitive(e, "dur"));
     if (sp_rep_is_gpu_work(c) || c == SP_REP_SYNC)
-        r->device = (int16_t)r->pid;
+        device = (int16_t)pid;   /* as the in-process view keeps it: 16 bits */
     if (c == SP_REP_ANNOTATION && strncmp(name->valuestring, "ProfilerStep#", 13) == 0) {
         char *end;
         long n = strtol(name->valuestring + 13, &end, 10);
@@ -318,10 +318,11 @@ static void add_event(sp_rep_set_t *set, const cJSON *e)
                     *d = cJSON_GetObjectItemCaseSensitive(args, "Device Type");
         r->bytes = cJSON_IsNumber(b) ? num_i64(b->valuedouble) : 0;
         int64_t type = cJSON_IsNumber(d) ? num_i64(d->valuedouble) : 0;
-        r->device = (int16_t)(type < 0 ? 0 : type > INT16_MAX ? INT16_MAX : type);
+        device = (int16_t)(type < 0 ? 0 : type > INT16_MAX ? INT16_MAX : type);
     } else if (cJSON_IsObject(args)) {
         add_args(set, r, args);
     }
+    sp_rep_set_lane(set, r, pid, tid, device);
 }
 
 static int read_events(src_t *s, sp_rep_set_t *set, sp_rb_t *b)

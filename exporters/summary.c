@@ -170,7 +170,7 @@ static int measure_busy(sp_rep_set_t *s, sp_summary_t *m)
 {
     for (size_t i = 0; i < s->n; i++)
         if (sp_rep_is_gpu_work(s->ev[i].cat))
-            device_index(m, s->ev[i].pid);
+            device_index(m, sp_rep_pid(s, &s->ev[i]));
     size_t nopen = (size_t)m->nsteps * (size_t)m->ndev;
     struct open_span {
         int64_t a, b;
@@ -183,7 +183,7 @@ static int measure_busy(sp_rep_set_t *s, sp_summary_t *m)
         if (!sp_rep_is_gpu_work(e->cat))
             continue;
         sum_step_t *st = step_at(m, e->launcher >= 0 ? s->ev[e->launcher].ts : e->ts);
-        int d = device_index(m, e->pid);
+        int d = device_index(m, sp_rep_pid(s, e));
         if (!st || d < 0)
             continue;
         struct open_span *o = &open[(size_t)(st - m->steps) * (size_t)m->ndev + (size_t)d];

@@ -6,11 +6,13 @@
  * the old array, later windows' in a new one, earlier ones dropped), and the
  * key-average rows' top-k order against a full sort (ties included), the
  * in-place permutation, the id-indexed map, two threads interning into one
- * shared set while reading texts, and the analysis's nesting (one stack per
+ * shared set while reading texts, events' lanes (pid, tid and device back
+ * through a 23-bit number, one lane per distinct triple), and the analysis's nesting (one stack per
  * thread, 70 threads interleaved, one 200 deep): every host event's parent,
  * self CPU time and CUDA total against the tree they were generated from. */
 #include "../../collectors/cupti_window.h"
 #include "../../exporters/agg.h"
+#include "../../exporters/agg_int.h"
 #include "../../exporters/stacks_out.h"
 #include "check.h"
 
@@ -93,8 +95,7 @@ static void check_stacks(void)
         e->cat = SP_REP_RUNTIME;
         e->ts = t;
         e->dur = dur;
-        e->pid = 1;
-        e->tid = 1;
+        sp_rep_set_lane(&s, e, 1, 1, 0);
         snprintf(buf, sizeof buf, "main;f%02d;g%d", k, k % 3);
         e->stack = sp_rep_intern_id(&s, buf);
         snprintf(buf, sizeof buf, "cudaCall%d", m);
@@ -336,8 +337,7 @@ static long gen_host(sp_rep_set_t *s, int pid, int tid, int64_t t0, int64_t dur,
     e->cat = SP_REP_RUNTIME;
     e->ts = t0;
     e->dur = dur;
-    e->pid = pid;
-    e->tid = tid;
+    sp_rep_set_lane(s, e, pid, tid, 0);
     e->name = sp_rep_intern_id(s, depth % 2 ? "cudaLaunchKernel" : "outer");
     e->bytes = me;   /* the event's generation index, read back after the sort */
     e->correlation = (uint64_t)me + 1;
@@ -351,8 +351,7 @@ static long gen_host(sp_rep_set_t *s, int pid, int tid, int64_t t0, int64_t dur,
         g->cat = SP_REP_KERNEL;
         g->ts = t0 + dur + (int64_t)(check_rnd() % 1000);
         g->dur = kd;
-        g->pid = 0;
-        g->tid = 7;
+        sp_rep_set_lane(s, g, 0, 7, 0);
         g->name = sp_rep_intern_id(s, "kernel");
         g->bytes = k;
         g->correlation = (uint64_t)me + 1;
@@ -406,6 +405,35 @@ static void check_nesting(int with_gpu)
     sp_rep_free(&s);
 }
 
+/* Lanes: an event's (pid, tid, device) back through its 23-bit lane, one lane per distinct triple. */
+static void check_lanes(void)
+{
+    enum { N = 200000 };
+    sp_rep_set_t s;
+    sp_rep_init(&s);
+    static int32_t want[N][3];
+    for (size_t i = 0; i < N; i++) {
+        int32_t pid = (int32_t)(check_rnd() % 3) - 1, tid = (int32_t)(check_rnd() % 20000), dev = (int32_t)(check_rnd() % 3);
+        want[i][0] = pid, want[i][1] = tid, want[i][2] = dev;
+        sp_rep_set_lane(&s, sp_rep_add(&s), pid, tid, dev);
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < N; i++)
+        bad += sp_rep_pid(&s, &s.ev[i]) != want[i][0] || sp_rep_tid(&s, &s.ev[i]) != want[i][1] ||
+               sp_rep_device(&s, &s.ev[i]) != want[i][2];
+    CHECK(!s.oom && bad == 0, "lanes: %zu of %d events not back to their pid, tid and device", bad, N);
+    uint8_t *seen = calloc(3u * 20000u * 3u, 1);
+    size_t distinct = 1;   /* lane 0, (0, 0, 0), is there from the start */
+    for (size_t i = 0; i < N; i++) {
+        size_t k = ((size_t)(want[i][0] + 1) * 20000u + (size_t)want[i][1]) * 3u + (size_t)want[i][2];
+        distinct += !seen[k] && !(want[i][0] == 0 && want[i][1] == 0 && want[i][2] == 0);
+        seen[k] = 1;
+    }
+    CHECK(s.lane_index->n == distinct, "one lane per distinct triple: %zu lanes, %zu triples", s.lane_index->n, distinct);
+    free(seen);
+    sp_rep_free(&s);
+}
+
 int main(void)
 {
     check_ids();
@@ -414,6 +442,7 @@ int main(void)
     check_shared_intern();
     check_row_limit();
     check_stacks();
+    check_lanes();
     check_nesting(0);
     check_nesting(1);
     check_take();
