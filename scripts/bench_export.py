@@ -13,6 +13,11 @@ the variants other than plain run at the second size only, distinct at the third
 per launch, every range's name distinct: 1M distinct range names at 1M launches), BENCH_EXPORT_TIMEOUT_S
 (default 120 per run: a run past it is reported as such, it means a super-linear export),
 BENCH_EXPORT_CUPTI (default 1; 0 measures the host side alone).
+
+Each row starts after a sync(): the rows before it wrote up to ~1 GB of traces within seconds, and
+their writeback (the kernel's flusher threads, on a 2-core machine) would otherwise be charged to this
+row's export: the CUPTI-off 3M row ran at 1.7-1.8M events/s after the rows before it and at 2.7-2.9M
+after a sync. A program's windows are minutes apart, not seconds.
 """
 import gzip
 import os
@@ -120,6 +125,7 @@ def main():
             if v != "plain" and not ((v == "distinct" and i == min(2, len(SIZES) - 1)) or
                                      (v != "distinct" and i == min(1, len(SIZES) - 1))):
                 continue
+            os.sync()   # the rows before wrote up to ~1 GB of traces: their writeback is not this row's
             r = measure(n, v)
             if not isinstance(r, dict):
                 print("  %-9s %9d  %s" % (v, n, r or "export past %.0f s (or failed)" % TIMEOUT))
