@@ -12,6 +12,8 @@
 #define _GNU_SOURCE
 #include "kernels.h"
 
+#include "hash.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -274,13 +276,6 @@ static demangle_fn find_demangler(void)
     return fn;
 }
 
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    while (*s)
-        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-    return h;
-}
 
 static char *demangle_now(const char *m)
 {
@@ -302,7 +297,7 @@ static char *demangle_now(const char *m)
 /* The pretty_t of a mangled name, made on first sight; caller holds lock. */
 static pretty_t *pretty_locked(const char *m)
 {
-    uint64_t h = hash_str(m);
+    uint64_t h = sp_hash_bytes(m, strlen(m));
     if ((pretty_used + 1) * 2 > pretty_cap) {
         size_t ncap = pretty_cap ? pretty_cap * 2 : 1024;
         pretty_t **nt = calloc(ncap, sizeof *nt);

@@ -14,6 +14,8 @@
  * batches (sp_str_intern_many) whose cache misses overlap. */
 #include "strings.h"
 
+#include "hash.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -53,22 +55,11 @@ static size_t arena_left;                /* under lock */
 static const char **_Atomic pages[MAX_PAGES];
 static _Atomic uint32_t count = 1;      /* id 0 is reserved for "none" */
 
-/* 8 bytes at a time (the length first, with libc's vector strlen), each
- * word mixed in with a multiply, then a final avalanche. */
+/* The length first, with libc's vector strlen, then sp_hash_bytes. */
 static uint64_t hash_str(const char *s, size_t *len)
 {
-    size_t n = *len = strlen(s);
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-    for (; n >= 8; n -= 8, s += 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
-        h ^= h >> 31;
-    }
-    uint64_t w = 0;
-    memcpy(&w, s, n);
-    h = (h ^ w) * 0x94D049BB133111EBull;
-    return h ^ (h >> 29);
+    *len = strlen(s);
+    return sp_hash_bytes(s, *len);
 }
 
 /* The entry holding s, or NULL with *at the empty slot where it would go. */

@@ -5,6 +5,8 @@
  * shape texts of launches and copies. */
 #include "agg_int.h"
 
+#include "../collectors/hash.h"
+
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -30,14 +32,6 @@ typedef struct sp_intern {
 
 #define ARENA_CHUNK (256u * 1024u)
 #define STR_TOP_BYTES (((size_t)1 << (32 - SP_REP_STR_PAGE_BITS)) * sizeof(const char **))
-
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
 
 static char *arena_copy(intern_t *t, const char *s, size_t n)
 {
@@ -131,7 +125,7 @@ static int intern_room(sp_rep_set_t *s, intern_t *t, size_t n)
 
 static sp_rep_str_t intern_locked(sp_rep_set_t *s, intern_t *t, const char *str, size_t len)
 {
-    return intern_room(s, t, 1) == 0 ? intern_hashed(s, t, str, len, hash_bytes(str, len) >> 32) : 0;
+    return intern_room(s, t, 1) == 0 ? intern_hashed(s, t, str, len, sp_hash_bytes(str, len) >> 32) : 0;
 }
 
 void sp_rep_intern_many(sp_rep_set_t *s, const char *const *str, const size_t *len, sp_rep_str_t *ids, size_t n)
@@ -149,7 +143,7 @@ void sp_rep_intern_many(sp_rep_set_t *s, const char *const *str, const size_t *l
             break;
         }
         for (size_t k = 0; k < g; k++) {   /* hashes first, each slot fetched while the next hashes */
-            h[k] = hash_bytes(str[i + k], len[i + k]) >> 32;
+            h[k] = sp_hash_bytes(str[i + k], len[i + k]) >> 32;
             __builtin_prefetch(&t->slot[h[k] & (t->cap - 1)]);
         }
         for (size_t k = 0; k < g; k++)
