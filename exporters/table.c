@@ -274,7 +274,7 @@ int sp_rep_table(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rb_t *out)
                           : f.gpu                   ? "self_cuda_time_total"
                                                     : "self_cpu_time_total";
     layout_t l;
-    build_layout(&l, &f, rows, n);   /* widths from every row, as torch's table: before the sort keeps only the shown */
+    build_layout(&l, &f, rows, n);   /* widths from every row, as torch's table */
     if (sp_rep_sort_rows(rows, n, sort_by, o->row_limit) != 0) {
         free(rows);
         return -1;

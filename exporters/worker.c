@@ -44,7 +44,7 @@ static pthread_cond_t idle = PTHREAD_COND_INITIALIZER;   /* broadcast when a que
 /* Nodes for a job whose malloc failed, so that every export still runs on
  * the exporter's thread, one at a time: running it on the program's thread
  * instead, while the exporter may be exporting, put two exports on the same
- * collect cursors. When both are queued, the closing thread waits for one
+ * collect cursors. When both are in use, the closing thread waits for one
  * (an export never waits for the program's thread). */
 #define SPARE_NODES 2
 static node_t spare[SPARE_NODES];
