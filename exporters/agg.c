@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(sp_rep_event_t) == 56, "a report event is 56 bytes: one per event of a window");
+_Static_assert(sizeof(sp_rep_event_t) == 48, "a report event is 48 bytes: one per event of a window");
 
 void sp_rep_init(sp_rep_set_t *s)
 {
@@ -75,8 +75,8 @@ int sp_rep_cmp(const sp_rep_set_t *s, const sp_rep_event_t *a, const sp_rep_even
     int c;
     if ((c = cmp_i64(a->ts, b->ts)) || (c = cmp_i64(b->dur, a->dur)) || (c = cmp_i64(a->cat, b->cat)))
         return c;
-    if (a->lane != b->lane) {   /* by pid, then tid (two lanes may differ by device alone) */
-        const sp_rep_lane_t *la = &s->lanes[a->lane], *lb = &s->lanes[b->lane];
+    if (sp_rep_lane_of(a) != sp_rep_lane_of(b)) {   /* by pid, then tid (two lanes may differ by device alone) */
+        const sp_rep_lane_t *la = &s->lanes[sp_rep_lane_of(a)], *lb = &s->lanes[sp_rep_lane_of(b)];
         if ((c = cmp_i64(la->pid, lb->pid)) || (c = cmp_i64(la->tid, lb->tid)))
             return c;
     }

@@ -34,30 +34,49 @@ static inline int sp_rep_is_gpu_work(int cat) { return cat >= SP_REP_KERNEL && c
  * which a stack or copy direction uses for none. */
 typedef uint32_t sp_rep_str_t;
 
-/* 56 bytes: a window of millions of events holds one per event (strings by
+/* 48 bytes: a window of millions of events holds one per event (strings by
  * 32-bit id; pid, tid and device as a lane of the set; a field only one
- * kind of event has shares its room with another's). */
+ * kind of event has shares its room with another's; durations, sizes and
+ * correlation ids in 48 bits, the small fields in the bits left over). */
+#define SP_REP_48_MAX (((int64_t)1 << 47) - 1)   /* dur, self_cpu, bytes: ns past 39 hours clamp */
 typedef struct sp_rep_event {
-    int64_t ts, dur;        /* ns from the trace base */
+    int64_t ts;             /* ns from the trace base */
+    int64_t dur : 48;       /* ns (sp_rep_set_dur clamps) */
+    uint64_t lane_lo : 16;  /* the lane: pid, tid and device (sp_rep_set_lane, sp_rep_pid...) */
+    int64_t bytes : 48;     /* copy / set / allocation size, memory event delta; -1 = none;
+                             * annotations: ProfilerStep#N's N (sp_rep_step), else -1
+                             * (sp_rep_set_bytes clamps) */
+    uint64_t lane_hi : 16;
     union {
-        uint64_t correlation;   /* links a GPU event to its launching API call; 0 = none */
-        int64_t self_cpu;       /* host events, from sp_rep_analyze on (which has read their
-                                 * correlation by then): dur minus direct children */
+        struct {
+            uint64_t correlation : 48;  /* links a GPU event to its launching API call; 0 = none */
+            uint64_t cat : 4;           /* enum sp_rep_cat */
+            uint64_t launch : 1;        /* a kernel launch API call (it has grid / block) */
+            uint64_t kind : 11;         /* runtime copy direction ("HtoD"...) by the set's number
+                                         * (sp_rep_kind), 0 when none */
+        };
+        struct {
+            int64_t self_cpu : 48;      /* host events, from sp_rep_analyze on (which has read their
+                                         * correlation by then): dur minus direct children */
+            uint64_t : 16;
+        };
     };
-    int64_t bytes;          /* copy / set / allocation size, memory event delta; -1 = none;
-                             * annotations: ProfilerStep#N's N (sp_rep_step), else -1 */
     sp_rep_str_t name;
     sp_rep_str_t shape;     /* input shapes text, "[]" when none */
     sp_rep_str_t stack;     /* "outermost;...;innermost", 0 when none */
-    sp_rep_str_t kind;      /* runtime copy direction ("HtoD"...), 0 when none */
     union {                 /* filled by sp_rep_analyze */
         int32_t parent;     /* host events: the enclosing host event on the same thread, -1 */
         int32_t launcher;   /* GPU work: the API call with the same correlation, -1 */
     };
-    uint32_t cat : 8;       /* enum sp_rep_cat */
-    uint32_t launch : 1;    /* a kernel launch API call (it has grid / block) */
-    uint32_t lane : 23;     /* pid, tid and device (sp_rep_set_lane, sp_rep_pid...) */
 } sp_rep_event_t;
+
+static inline int64_t sp_rep_clamp48(int64_t v)
+{
+    return v > SP_REP_48_MAX ? SP_REP_48_MAX : v < -SP_REP_48_MAX ? -SP_REP_48_MAX : v;
+}
+static inline void sp_rep_set_dur(sp_rep_event_t *e, int64_t ns) { e->dur = sp_rep_clamp48(ns); }
+static inline void sp_rep_set_bytes(sp_rep_event_t *e, int64_t b) { e->bytes = sp_rep_clamp48(b); }
+static inline uint32_t sp_rep_lane_of(const sp_rep_event_t *e) { return (uint32_t)e->lane_lo | (uint32_t)e->lane_hi << 16; }
 
 /* An event's process and thread (GPU work: device and stream; syncs: 0 and
  * stream) and device (GPU events: the device id; memory events: Device Type,
@@ -102,6 +121,9 @@ typedef struct sp_rep_set {
                              * move: a thread reads texts while another interns (sp_rep_share) */
     sp_rep_lane_t *lanes;   /* by an event's lane; lane 0 is (0, 0, 0), a new event's */
     struct sp_rep_lane_index *lane_index;   /* lanes by value (agg_lanes.c) */
+    sp_rep_str_t *kinds;    /* by an event's kind number (sp_rep_set_kind); 0 is none */
+    uint16_t *kind_slot;    /* open addressing by string id: kind number, 0 = empty */
+    size_t nkinds;
     uint64_t dropped;       /* records lost in the window (stepprof_dropped_events) */
     int has_memory;         /* any SP_REP_MEMORY event */
     sp_rep_str_t no_shape_id;       /* interned "[]", every event's default shape ("" is id 0) */
@@ -129,11 +151,15 @@ static inline const char *sp_rep_str(const sp_rep_set_t *s, sp_rep_str_t id)
  * oom is atomic). */
 void sp_rep_share(sp_rep_set_t *s);
 /* e's lane: the one of (pid, tid, device), new ones added (lane 0 when out
- * of memory or past 2^23 lanes: s->oom set). Not once the set is shared. */
+ * of memory or past 2^31 lanes: s->oom set). Not once the set is shared. */
 void sp_rep_set_lane(sp_rep_set_t *s, sp_rep_event_t *e, long pid, long tid, int device);
-static inline int32_t sp_rep_pid(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->lanes[e->lane].pid; }
-static inline int32_t sp_rep_tid(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->lanes[e->lane].tid; }
-static inline int32_t sp_rep_device(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->lanes[e->lane].device; }
+static inline int32_t sp_rep_pid(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->lanes[sp_rep_lane_of(e)].pid; }
+static inline int32_t sp_rep_tid(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->lanes[sp_rep_lane_of(e)].tid; }
+static inline int32_t sp_rep_device(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->lanes[sp_rep_lane_of(e)].device; }
+/* e's copy direction: kind (an interned string, 0 for none) numbered in the
+ * set (past 2047 distinct ones: none, s->oom set). Not once the set is shared. */
+void sp_rep_set_kind(sp_rep_set_t *s, sp_rep_event_t *e, sp_rep_str_t kind);
+static inline sp_rep_str_t sp_rep_kind(const sp_rep_set_t *s, const sp_rep_event_t *e) { return e->kind ? s->kinds[e->kind] : 0; }
 /* A zeroed event (bytes -1, step -1, shape "[]", lane 0) appended to the set; NULL
  * when out of memory (s->oom set). */
 sp_rep_event_t *sp_rep_add(sp_rep_set_t *s);

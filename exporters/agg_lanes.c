@@ -1,6 +1,6 @@
 /* exporters/agg_lanes.c — lanes by value: the report set's (pid, tid,
- * device) triples, which an event holds as a 23-bit number instead of ten
- * bytes, and the host threads of the per-thread nesting pass (agg.c), each
+ * device) triples, which an event holds as a 32-bit number instead of ten
+ * bytes, its copy directions as 11-bit numbers, and the host threads of the per-thread nesting pass (agg.c), each
  * with its stack of open events. The pass visits the events once in
  * canonical order and keeps one stack per thread, so its memory is the
  * threads and their depth; ordering the events by thread first took two
@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_LANES (1u << 23)   /* sp_rep_event_t's lane field */
+#define MAX_LANES (1u << 31)   /* sp_rep_event_t's lane fields, as a long */
+#define MAX_KINDS 2048         /* sp_rep_event_t's kind field */
+#define KIND_SLOTS 4096        /* a power of two >= 2 * MAX_KINDS */
 
 static int same(const sp_rep_lane_t *a, const sp_rep_lane_t *b)
 {
@@ -97,6 +99,11 @@ void sp_rep_lanes_free_set(sp_rep_set_t *s)
     }
     s->lane_index = NULL;
     s->lanes = NULL;
+    free(s->kinds);
+    free(s->kind_slot);
+    s->kinds = NULL;
+    s->kind_slot = NULL;
+    s->nkinds = 0;
 }
 
 void sp_rep_set_lane(sp_rep_set_t *s, sp_rep_event_t *e, long pid, long tid, int device)
@@ -110,7 +117,40 @@ void sp_rep_set_lane(sp_rep_set_t *s, sp_rep_event_t *e, long pid, long tid, int
     } else {
         s->lanes = s->lane_index->key;   /* it may have moved */
     }
-    e->lane = (uint32_t)k;
+    e->lane_lo = (uint32_t)k & 0xffffu;
+    e->lane_hi = (uint32_t)k >> 16;
+}
+
+void sp_rep_set_kind(sp_rep_set_t *s, sp_rep_event_t *e, sp_rep_str_t kind)
+{
+    e->kind = 0;
+    if (!kind)
+        return;
+    if (!s->kinds) {
+        s->kinds = calloc(MAX_KINDS, sizeof *s->kinds);
+        s->kind_slot = calloc(KIND_SLOTS, sizeof *s->kind_slot);
+        if (!s->kinds || !s->kind_slot) {
+            free(s->kinds);
+            free(s->kind_slot);
+            s->kinds = NULL;
+            s->kind_slot = NULL;
+            s->oom = 1;
+            return;
+        }
+        s->nkinds = 1;   /* number 0 is none */
+    }
+    size_t i = (kind * 0x9e3779b1u >> 20) & (KIND_SLOTS - 1);
+    while (s->kind_slot[i] && s->kinds[s->kind_slot[i]] != kind)
+        i = (i + 1) & (KIND_SLOTS - 1);
+    if (!s->kind_slot[i]) {
+        if (s->nkinds == MAX_KINDS) {
+            s->oom = 1;
+            return;
+        }
+        s->kinds[s->nkinds] = kind;
+        s->kind_slot[i] = (uint16_t)s->nkinds++;
+    }
+    e->kind = s->kind_slot[i];
 }
 
 /* ---- the nesting pass's threads --------------------------------------------- */

@@ -76,11 +76,11 @@ static void api_fields(sp_rep_set_t *s, sp_rep_event_t *r, const sp_event_t *e)
         break;
     }
     case SP_SHAPE_COPY:
-        r->kind = sp_rep_intern_id(s, sp_api_copy_kind_name(e->a[2]));
+        sp_rep_set_kind(s, r, sp_rep_intern_id(s, sp_api_copy_kind_name(e->a[2])));
         __attribute__((fallthrough)); /* copies, sets and allocations all have bytes in a[1] */
     case SP_SHAPE_SET:
     case SP_SHAPE_ALLOC:
-        r->bytes = (int64_t)e->a[1];
+        sp_rep_set_bytes(r, (int64_t)e->a[1]);
         r->shape = sp_rep_shape_bytes(s, r->bytes);
         break;
     default:
@@ -171,7 +171,7 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
     if (e->kind == SP_EV_API && e->name >= SP_API_COUNT)
         return 0;
     r->ts = (int64_t)(e->t0 - a->base_ns);
-    r->dur = sp_trace_dur(r->ts, (int64_t)(e->t1 - e->t0));
+    sp_rep_set_dur(r, sp_trace_dur(r->ts, (int64_t)(e->t1 - e->t0)));
     sp_rep_set_lane(s, r, a->pid, sp_ev_owner(a->ev[i].ev)->tid, 0);
     if (e->kind == SP_EV_API) {
         r->cat = SP_REP_RUNTIME;
@@ -215,9 +215,9 @@ static int fill_gpu(adapt_t *a, const sp_gpu_event_t *g, sp_rep_event_t *r)
     r->cat = cat[g->kind];
     r->ts = (int64_t)(g->start - a->base_ns);
     if (g->kind == SP_GPU_RUNTIME || g->kind == SP_GPU_DRIVER)
-        r->dur = g->end > g->start ? sp_trace_dur(r->ts, (int64_t)(g->end - g->start)) : 0;
+        sp_rep_set_dur(r, g->end > g->start ? sp_trace_dur(r->ts, (int64_t)(g->end - g->start)) : 0);
     else
-        r->dur = sp_trace_dur(r->ts, (int64_t)(sp_gpu_end(g) - g->start));
+        sp_rep_set_dur(r, sp_trace_dur(r->ts, (int64_t)(sp_gpu_end(g) - g->start)));
     r->correlation = g->correlation;
     if (r->cat == SP_REP_RUNTIME || r->cat == SP_REP_DRIVER) {
         const char *api = sp_cupti_api_name(g->kind == SP_GPU_DRIVER, g->cbid);
@@ -236,7 +236,7 @@ static int fill_gpu(adapt_t *a, const sp_gpu_event_t *g, sp_rep_event_t *r)
         unsigned block[3] = {(unsigned)g->block[0], (unsigned)g->block[1], (unsigned)g->block[2]};
         r->shape = sp_rep_shape_launch(s, grid, block, (uint64_t)(g->static_smem + g->dynamic_smem));
     } else if (g->kind == SP_GPU_MEMCPY || g->kind == SP_GPU_MEMSET) {
-        r->bytes = (int64_t)g->bytes;
+        sp_rep_set_bytes(r, (int64_t)g->bytes);
         r->shape = sp_rep_shape_bytes(s, r->bytes);
     }
     return 1;
@@ -270,7 +270,7 @@ static int fill_memory(adapt_t *a, size_t i, sp_rep_event_t *r)
     r->name = sp_rep_intern_id(a->s, "[memory]");
     r->ts = (int64_t)(t - a->base_ns);
     sp_rep_set_lane(a->s, r, a->pid, op->tid ? op->tid : a->pid, op->slot == SP_MEM_HOST ? 0 : 1);
-    r->bytes = op->type == SP_MOP_FREE ? -(int64_t)op->bytes : (int64_t)op->bytes;
+    sp_rep_set_bytes(r, op->type == SP_MOP_FREE ? -(int64_t)op->bytes : (int64_t)op->bytes);
     return 1;
 }
 

@@ -265,7 +265,7 @@ static void add_args(sp_rep_set_t *set, sp_rep_event_t *r, const cJSON *args)
     if (cJSON_IsNumber(v)) {   /* an annotation's bytes field is its step (stepprof writes none there) */
         int64_t bytes = num_i64(v->valuedouble);
         if (r->cat != SP_REP_ANNOTATION)
-            r->bytes = bytes;
+            sp_rep_set_bytes(r, bytes);
         r->shape = sp_rep_shape_bytes(set, bytes);
     }
     unsigned grid[3], block[3];
@@ -276,7 +276,7 @@ static void add_args(sp_rep_set_t *set, sp_rep_event_t *r, const cJSON *args)
         r->launch = r->cat == SP_REP_RUNTIME || r->cat == SP_REP_DRIVER;
     }
     if (r->cat == SP_REP_RUNTIME || r->cat == SP_REP_DRIVER) {
-        r->kind = str_arg(set, args, "kind");
+        sp_rep_set_kind(set, r, str_arg(set, args, "kind"));
         r->stack = str_arg(set, args, "Call stack");
     }
 }
@@ -305,7 +305,7 @@ static void add_event(sp_rep_set_t *set, const cJSON *e)
     long pid = id_of(cJSON_GetObjectItemCaseSensitive(e, "pid")), tid = id_of(cJSON_GetObjectItemCaseSensitive(e, "tid"));
     int device = 0;
     r->ts = ns_of(cJSON_GetObjectItemCaseSensitive(e, "ts"));
-    r->dur = c == SP_REP_MEMORY ? 0 : ns_of(cJSON_GetObjectItemCaseSensitive(e, "dur"));
+    sp_rep_set_dur(r, c == SP_REP_MEMORY ? 0 : ns_of(cJSON_GetObjectItemCaseSensitive(e, "dur")));
     if (sp_rep_is_gpu_work(c) || c == SP_REP_SYNC)
         device = (int16_t)pid;   /* as the in-process view keeps it: 16 bits */
     if (c == SP_REP_ANNOTATION && strncmp(name->valuestring, "ProfilerStep#", 13) == 0) {
@@ -316,7 +316,7 @@ static void add_event(sp_rep_set_t *set, const cJSON *e)
     if (c == SP_REP_MEMORY) {
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(args, "Bytes"),
                     *d = cJSON_GetObjectItemCaseSensitive(args, "Device Type");
-        r->bytes = cJSON_IsNumber(b) ? num_i64(b->valuedouble) : 0;
+        sp_rep_set_bytes(r, cJSON_IsNumber(b) ? num_i64(b->valuedouble) : 0);
         int64_t type = cJSON_IsNumber(d) ? num_i64(d->valuedouble) : 0;
         device = (int16_t)(type < 0 ? 0 : type > INT16_MAX ? INT16_MAX : type);
     } else if (cJSON_IsObject(args)) {

@@ -230,7 +230,7 @@ static int is_blocking_d2h(const sp_rep_set_t *s, const sp_rep_event_t *e)
     const char *name = sp_rep_str(s, e->name);
     if (!strstr(name, "Memcpy") || strstr(name, "Async"))
         return 0;
-    return strcmp(sp_rep_str(s, e->kind), "DtoH") == 0 || strstr(name, "DtoH") != NULL;
+    return strcmp(sp_rep_str(s, sp_rep_kind(s, e)), "DtoH") == 0 || strstr(name, "DtoH") != NULL;
 }
 
 enum { CALL_OTHER = 1, CALL_SYNC, CALL_BLOCKING_D2H };
@@ -261,7 +261,7 @@ static void measure_host(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t 
         return;
     st->launches += e->launch;
     if (e->kind)
-        count(&m->host_dirs, s, e->kind, e->bytes, e->dur);
+        count(&m->host_dirs, s, sp_rep_kind(s, e), e->bytes, e->dur);
     int cls = call_class(s, m, e);
     if (cls == CALL_SYNC) {
         st->host_syncs++;

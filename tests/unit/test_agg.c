@@ -7,7 +7,9 @@
  * key-average rows' top-k order against a full sort (ties included), the
  * in-place permutation, the id-indexed map, two threads interning into one
  * shared set while reading texts, events' lanes (pid, tid and device back
- * through a 23-bit number, one lane per distinct triple), and the analysis's nesting (one stack per
+ * through a 32-bit number, one lane per distinct triple), the 48-byte event's
+ * packed fields (each kept apart from its neighbours, clamped at 48 bits, copy
+ * directions numbered up to 2047), and the analysis's nesting (one stack per
  * thread, 70 threads interleaved, one 200 deep): every host event's parent,
  * self CPU time and CUDA total against the tree they were generated from. */
 #include "../../collectors/cupti_window.h"
@@ -405,7 +407,64 @@ static void check_nesting(int with_gpu)
     sp_rep_free(&s);
 }
 
-/* Lanes: an event's (pid, tid, device) back through its 23-bit lane, one lane per distinct triple. */
+/* The packed fields: each written at its extremes beside the others at theirs,
+ * every one read back; self CPU time written over the correlation id leaves
+ * the category, launch flag and copy direction beside it. */
+static void check_fields(void)
+{
+    sp_rep_set_t s;
+    sp_rep_init(&s);
+    const int64_t big[] = {0, 1, -1, 123456789, SP_REP_48_MAX, -SP_REP_48_MAX};
+    const uint32_t lanes[] = {0, 1, 0xffff, 0x10000, 0x12345678, 0x7fffffff};
+    sp_rep_str_t k1 = sp_rep_intern_id(&s, "HtoD"), k2 = sp_rep_intern_id(&s, "DtoH");
+    size_t bad = 0;
+    for (size_t i = 0; i < 6; i++)
+        for (size_t j = 0; j < 6; j++) {
+            sp_rep_event_t e;
+            sp_rep_reset(&s, &e);
+            e.ts = INT64_MIN + (int64_t)j;
+            sp_rep_set_dur(&e, big[i]);
+            sp_rep_set_bytes(&e, big[j]);
+            e.lane_lo = lanes[i] & 0xffffu;
+            e.lane_hi = lanes[i] >> 16;
+            e.correlation = ((uint64_t)1 << 48) - 1 - j;
+            e.cat = SP_REP_MEMORY;
+            e.launch = 1;
+            sp_rep_set_kind(&s, &e, j % 2 ? k1 : k2);
+            bad += e.ts != INT64_MIN + (int64_t)j || e.dur != big[i] || e.bytes != big[j] ||
+                   sp_rep_lane_of(&e) != lanes[i] || e.correlation != ((uint64_t)1 << 48) - 1 - j ||
+                   e.cat != SP_REP_MEMORY || !e.launch || sp_rep_kind(&s, &e) != (j % 2 ? k1 : k2);
+            e.self_cpu = -big[j];
+            bad += e.self_cpu != -big[j] || e.cat != SP_REP_MEMORY || !e.launch ||
+                   sp_rep_kind(&s, &e) != (j % 2 ? k1 : k2) || e.dur != big[i] || sp_rep_lane_of(&e) != lanes[i];
+        }
+    CHECK(bad == 0, "packed fields: %zu of 72 read back wrong", bad);
+    sp_rep_event_t e;
+    sp_rep_reset(&s, &e);
+    sp_rep_set_dur(&e, INT64_MAX);
+    sp_rep_set_bytes(&e, INT64_MIN);
+    CHECK(e.dur == SP_REP_48_MAX && e.bytes == -SP_REP_48_MAX, "48-bit fields clamp: dur %" PRId64 ", bytes %" PRId64,
+          (int64_t)e.dur, (int64_t)e.bytes);
+    CHECK(!s.oom && s.nkinds == 3, "two copy directions, numbers 1 and 2: %zu", s.nkinds);
+    /* 2047 distinct directions fit (number 0 is none); the 2048th is none, and the reports say incomplete. */
+    size_t wrong = 0;
+    char text[32];
+    for (int i = 0; i < 2045; i++) {
+        snprintf(text, sizeof text, "kind%d", i);
+        sp_rep_str_t id = sp_rep_intern_id(&s, text);
+        sp_rep_set_kind(&s, &e, id);
+        sp_rep_set_kind(&s, &e, id);   /* the same one again: the same number */
+        wrong += sp_rep_kind(&s, &e) != id;
+    }
+    sp_rep_set_kind(&s, &e, k1);
+    wrong += sp_rep_kind(&s, &e) != k1;
+    CHECK(wrong == 0 && !s.oom && s.nkinds == 2048, "2047 directions back: %zu wrong, %zu numbered", wrong, s.nkinds);
+    sp_rep_set_kind(&s, &e, sp_rep_intern_id(&s, "one too many"));
+    CHECK(e.kind == 0 && s.oom, "the 2048th direction is none and marks the set incomplete");
+    sp_rep_free(&s);
+}
+
+/* Lanes: an event's (pid, tid, device) back through its 32-bit lane, one lane per distinct triple. */
 static void check_lanes(void)
 {
     enum { N = 200000 };
@@ -429,7 +488,8 @@ static void check_lanes(void)
         distinct += !seen[k] && !(want[i][0] == 0 && want[i][1] == 0 && want[i][2] == 0);
         seen[k] = 1;
     }
-    CHECK(s.lane_index->n == distinct, "one lane per distinct triple: %zu lanes, %zu triples", s.lane_index->n, distinct);
+    CHECK(s.lane_index->n == distinct && distinct > 0x10000, "one lane per distinct triple: %zu lanes, %zu triples (past 2^16)",
+          s.lane_index->n, distinct);
     free(seen);
     sp_rep_free(&s);
 }
@@ -443,6 +503,7 @@ int main(void)
     check_row_limit();
     check_stacks();
     check_lanes();
+    check_fields();
     check_nesting(0);
     check_nesting(1);
     check_take();
