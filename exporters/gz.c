@@ -11,6 +11,7 @@
 
 #include "../collectors/log.h"
 #include "export.h"
+#include "writeback.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -47,6 +48,7 @@ static struct {
 
 struct sp_gz {
     int fd;
+    uint64_t written, synced;   /* compressed bytes written; where the writeback was last started */
     int isal;           /* 1: ISA-L's stream below, 0: zlib's */
     z_stream z;
     struct isal_zstream *i;
@@ -151,6 +153,8 @@ static int put(sp_gz_t *g, size_t have)
             return k < 0 ? errno : EIO;
         off += (size_t)k;
     }
+    g->written += have;
+    sp_writeback(g->fd, g->written, &g->synced);
     return 0;
 }
 

@@ -1,9 +1,11 @@
 /* exporters/jsonw.c — see jsonw.h. Writes go through write(2) directly so an
  * error (ENOSPC, EFBIG, EIO) is seen at the call that caused it. */
+#define _GNU_SOURCE
 #include "jsonw.h"
 
 #include "gz.h"
 #include "json_escape.h"
+#include "writeback.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -21,6 +23,7 @@ void sp_jw_init(sp_jw_t *w, int fd, struct sp_gz *gz)
     w->err = 0;
     w->n = 0;
     w->written = 0;
+    w->synced = 0;
 }
 
 int sp_jw_flush(sp_jw_t *w)
@@ -47,6 +50,8 @@ int sp_jw_flush(sp_jw_t *w)
     }
     w->written += off;
     w->n = 0;
+    if (!w->err)
+        sp_writeback(w->fd, w->written, &w->synced);
     return w->err ? -1 : 0;
 }
 

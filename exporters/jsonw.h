@@ -16,6 +16,7 @@ typedef struct sp_jw {
     int err;          /* errno of the first failed write, 0 if none */
     size_t n;
     uint64_t written; /* bytes handed to write(2) so far */
+    uint64_t synced;  /* where the writeback was last started (writeback.h) */
     char buf[256 * 1024];
 } sp_jw_t;
 
