@@ -12,7 +12,8 @@
 # step-time overhead; (4) a CuPy RawKernel (driver-API launch); (5) the driver
 # records the runtime makes. GV_STEPS / GV_WAIT / GV_WARMUP / GV_ACTIVE change
 # the loops' schedule; DEVICE=cpu runs the loops on the CPU (a dry run of the
-# script). Without a GPU it runs what a CPU can check and says what it skipped.
+# script); (6) the launch hot path on the host CPU with the stand-in (issue
+# 10). Without a GPU it runs what a CPU can check and says what it skipped.
 # The traces it leaves in OUTDIR feed gpu_clients.py (HTA, TensorBoard) on the
 # CPU machine.
 set -u
@@ -146,3 +147,12 @@ C=$(ls "$OUT"/cupy/*.pt.trace.json* 2>/dev/null | head -1)
 echo
 echo "## 5. driver records made by the runtime (item 6), train.cu"
 for t in "$OUT"/train/*.pt.trace.json* "$OUT"/checklist/train/*.pt.trace.json*; do [ -f "$t" ] && $X nested "$t"; done
+echo
+echo "## 6. hot path on this host's CPU (issue 10: the stand-in, no-op runtime, CUPTI off)"
+echo "The CPU VM cannot resolve the launch path's targets (one rdtsc costs ~15 ns there); this host can."
+if [ -x "$B/programs/launch_bench" ] && [ -f "$B/fakecuda/libcudart.so.13" ]; then
+    BENCH_HOTPATH_ONLY=1 BENCH_ROUNDS=${GV_BENCH_ROUNDS:-30} BENCH_CALLS=${GV_BENCH_CALLS:-3000000} SP_BUILD="$B" \
+        sh "$ROOT/scripts/bench.sh" 2>&1 | grep -v "stack capture" | sed 's/^/    /'
+else
+    echo "skipped: $B/programs/launch_bench or the stand-in was not built"
+fi
