@@ -2,7 +2,9 @@
  * names by stub and by launch handle, demangled; re-registration and handle
  * remapping seen by the next lookup; unknown pointers NULL; and lookups from
  * 64 threads (without the lock) while names are registered and handles mapped,
- * each answer one the stub could have had. Clean under ThreadSanitizer:
+ * each answer one the stub could have had (built with SP_KERN_TEST_YIELD, which
+ * yields after each lock-free probe that missed: the reader that re-read the
+ * slot there failed 10 of 10 runs). Clean under ThreadSanitizer:
  *   cc -std=gnu11 -O1 -g -fsanitize=thread tests/unit/test_kernels.c collectors/kernels.c -ldl -lpthread */
 #include "../../collectors/kernels.h"
 #include "check.h"
