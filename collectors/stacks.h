@@ -56,6 +56,14 @@ const uintptr_t *sp_stack_get(uint32_t id, size_t *n);
 /* Stacks dropped because the table was full. */
 uint64_t sp_stack_overflow_count(void);
 
+#ifdef SP_STACKS_TEST
+/* The unit test's build (tests/unit/test_stacks.c): the id of the stack of
+ * the n return addresses pc, added when new, and the table slot where its
+ * probe starts. */
+uint32_t sp_stack_intern_test(void *const *pc, int n);
+uint32_t sp_stack_home_test(void *const *pc, int n);
+#endif
+
 /* After fork() in the child: the table lock may have been held. */
 void sp_stack_after_fork_child(void);
 

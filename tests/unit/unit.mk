@@ -8,7 +8,7 @@
 
 UNIT_OUT := $(BUILD)/unit
 UNIT_TESTS := $(UNIT_OUT)/test_config $(UNIT_OUT)/test_plan $(UNIT_OUT)/test_jsonw $(UNIT_OUT)/test_strings $(UNIT_OUT)/test_cupti_names $(UNIT_OUT)/test_kernels $(UNIT_OUT)/test_nvtx_glob $(UNIT_OUT)/test_radix $(UNIT_OUT)/test_events $(UNIT_OUT)/test_clock \
-              $(UNIT_OUT)/test_agg
+              $(UNIT_OUT)/test_agg $(UNIT_OUT)/test_stacks
 UNIT_LIBYAML := $(or $(LIBYAML_A),/usr/lib/x86_64-linux-gnu/libyaml.a)
 # test_config reads profiling.example.yaml from the repository root.
 UNIT_CFLAGS := $(CFLAGS_COMMON) -DSP_REPO_ROOT='"$(CURDIR)"'
@@ -28,6 +28,11 @@ $(UNIT_OUT)/test_kernels: collectors/kernels.c
 # A yield after each lock-free probe that missed: where a reader once re-read the slot a writer was
 # filling and answered with another kernel's name (50 of 50 runs failed with it, 1 in thousands without).
 $(UNIT_OUT)/test_kernels: UNIT_CFLAGS += -DSP_KERN_TEST_YIELD
+# A yield after each lock-free lookup that missed (see the test's header).
+$(UNIT_OUT)/test_stacks: collectors/stacks.c collectors/pystack.c collectors/pyname.c collectors/events.c collectors/prefault.c \
+                         collectors/threads.c collectors/clock.c collectors/strings.c collectors/strings_log.c collectors/log.c \
+                         collectors/stacks.h
+$(UNIT_OUT)/test_stacks: UNIT_CFLAGS += -DSP_STACKS_TEST
 $(UNIT_OUT)/test_nvtx_glob: inject/nvtx_glob.c
 $(UNIT_OUT)/test_radix: exporters/radix.c
 $(UNIT_OUT)/test_clock: collectors/clock.c collectors/clock.h
