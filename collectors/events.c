@@ -192,10 +192,13 @@ sp_thread_t *sp_ev_thread_alias(const sp_thread_t *of)
 }
 
 /* Adds the full chunk's records of the counted window to the count, unless
- * the gate moved to another window meanwhile; 1 once the cap is reached. */
-static int cycle_full(const sp_chunk_t *full, uint64_t max)
+ * the gate moved to another window meanwhile; 1 once the cap is reached, with
+ * *window the window judged (the gate may have moved on by the time the caller
+ * notes it: reading the cycle again would mark the next window capped). */
+static int cycle_full(const sp_chunk_t *full, uint64_t max, uint32_t *window)
 {
     uint64_t st = atomic_load(&cycle);
+    *window = (uint32_t)(st >> 32);
     if ((uint32_t)st >= max)
         return 1;
     if (!full)
@@ -227,8 +230,9 @@ sp_event_t *sp_ev_reserve_slow(sp_thread_t *t)
 {
     sp_chunk_t *c = NULL;
     uint64_t max = atomic_load_explicit(&cycle_max, memory_order_relaxed);
-    if (max && cycle_full(t->cur, max))
-        note_capped((uint32_t)(atomic_load(&cycle) >> 32));
+    uint32_t full_window;
+    if (max && cycle_full(t->cur, max, &full_window))
+        note_capped(full_window);
     else if (!(c = pop_free()))
         c = bump_frontier();
     if (c) {

@@ -82,6 +82,7 @@ static struct {
     open_range_t r;
 } slots[SLOTS];
 static _Atomic uint64_t next_id = 1;
+#define SLOT_BUSY UINT64_MAX   /* a start is writing the slot's range (ids never get there) */
 static _Atomic uint32_t early_window; /* 0: ranges opened before activation are not stored */
 
 
@@ -398,13 +399,17 @@ uint64_t sp_range_start(const char *text, uint32_t id)
     uint32_t w = sp_ev_gate_load();
     uint64_t rid = atomic_fetch_add(&next_id, 1);
     unsigned i = (unsigned)(rid & (SLOTS - 1));
-    if (atomic_load_explicit(&slots[i].id, memory_order_relaxed)) {
+    /* The slot is claimed before its range is written: a start SLOTS ids
+     * later, or the end of the range it held, must not write or read it
+     * meanwhile (the end checks the id before it reads the range). */
+    uint64_t had = atomic_exchange(&slots[i].id, SLOT_BUSY);
+    if (had == SLOT_BUSY)
+        return rid;   /* another start is writing it: this range is lost (its end finds another id) */
+    if (had) {
         /* SLOTS ranges started since this one, which never ended: it is lost. */
-        if (atomic_exchange(&slots[i].id, 0)) {   /* the slot's text is ours once its id is taken */
-            open_range_t old = slots[i].r;
-            if (sp_win_records(old.window) && old.window == w)
-                lost(sp_ev_thread(), &old);
-        }
+        open_range_t old = slots[i].r;
+        if (sp_win_records(old.window) && old.window == w)
+            lost(sp_ev_thread(), &old);
     }
     slots[i].r = (open_range_t){stamp(w), name_in(w, text, id), w, {0, 0, 0, 0}};
     atomic_store_explicit(&slots[i].id, rid, memory_order_release);
@@ -415,7 +420,9 @@ void sp_range_end(uint64_t id)
 {
     unsigned i = (unsigned)(id & (SLOTS - 1));
     uint64_t expect = id;
-    open_range_t r = slots[i].r;
+    if (atomic_load_explicit(&slots[i].id, memory_order_acquire) != id)
+        return;
+    open_range_t r = slots[i].r;   /* kept only if no start claimed the slot meanwhile */
     if (!atomic_compare_exchange_strong(&slots[i].id, &expect, 0))
         return;
     store(&r, 0, SP_EV_RANGE, 0);

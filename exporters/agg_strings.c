@@ -266,7 +266,7 @@ void sp_rep_strings_free(sp_rep_set_t *s)
 sp_rep_str_t sp_rep_shape_launch(sp_rep_set_t *s, const unsigned grid[3], const unsigned block[3], uint64_t shm)
 {
     struct shape_memo *m = NULL;
-    if (s->strings) {
+    if (s->strings && !s->strings->shared) {   /* the memo takes no lock: off once two threads share the set */
         unsigned v[6] = {grid[0], grid[1], grid[2], block[0], block[1], block[2]};
         uint64_t h = shm * 0x9e3779b97f4a7c15ull;
         for (int i = 0; i < 6; i++)

@@ -51,10 +51,15 @@ static int live_add(const char *tmp)
     return -1; /* more than NLIVE files at once: written unlisted */
 }
 
+/* Frees the slot, unless the abandon claimed it (4): the abandon reads the
+ * path after its claim, so a slot it holds is never reused for another file. */
 static void live_drop(int slot)
 {
-    if (slot >= 0)
-        atomic_store(&live[slot].state, 0);
+    if (slot < 0)
+        return;
+    int s = atomic_load(&live[slot].state);
+    while (s != 4 && !atomic_compare_exchange_weak(&live[slot].state, &s, 0))
+        ;
 }
 
 int sp_outfile_abandon(void)

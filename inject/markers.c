@@ -43,26 +43,38 @@ static int name_matches(const char *glob, const char *name)
     return fnmatch(glob, bare, 0) == 0;
 }
 
+/* sp_mark_forget calls so far: a verdict worked out while a kernel was
+ * renamed is taken back instead of staying cached with the old name's answer. */
+static _Atomic unsigned long forgets;
+
 static int matches(const sp_config_t *cfg, const void *fn, int is_handle)
 {
     _Atomic uint64_t *slot = &sp_mark_cache[sp_mark_slot(fn)];
     uint64_t v = atomic_load_explicit(slot, memory_order_relaxed), f = (uint64_t)(uintptr_t)fn;
     if (v == f || v == ~f)
         return v != f;
+    unsigned long seen = atomic_load_explicit(&forgets, memory_order_seq_cst);
     if (is_handle == SP_MARK_CUFUNCTION) {
         sp_drv_name_function(fn);
         is_handle = 0;  /* named like a stub (driver_api_hooks.c) */
     }
     const char *name = sp_kern_name(fn, is_handle);
     int m = name && name_matches(cfg->marker.name, name);
-    atomic_store_explicit(slot, m ? ~f : f, memory_order_relaxed);
+    uint64_t verdict = m ? ~f : f;
+    /* Store, then look for a forget; a forget counts, then looks at the slot
+     * (both seq_cst): one of the two sees the other, so a verdict on the old
+     * name never outlives the rename. */
+    atomic_store_explicit(slot, verdict, memory_order_seq_cst);
+    if (atomic_load_explicit(&forgets, memory_order_seq_cst) != seen)
+        atomic_compare_exchange_strong(slot, &verdict, 0);
     return m;
 }
 
 void sp_mark_forget(const void *fn)
 {
+    atomic_fetch_add_explicit(&forgets, 1, memory_order_seq_cst);
     _Atomic uint64_t *slot = &sp_mark_cache[sp_mark_slot(fn)];
-    uint64_t v = atomic_load_explicit(slot, memory_order_relaxed), f = (uint64_t)(uintptr_t)fn;
+    uint64_t v = atomic_load_explicit(slot, memory_order_seq_cst), f = (uint64_t)(uintptr_t)fn;
     if (fn && (v == f || v == ~f))
         atomic_compare_exchange_strong_explicit(slot, &v, 0, memory_order_relaxed, memory_order_relaxed);
 }
