@@ -14,6 +14,8 @@
 #define _GNU_SOURCE
 #include "events.h"
 
+#include "bigmem.h"
+
 #include "log.h"
 #include "prefault.h"
 #include "strings.h"
@@ -280,7 +282,7 @@ size_t sp_ev_collect(uint32_t window, int names, sp_event_ref_t **out)
         cnt[i] = c->owner ? atomic_load_explicit(&c->count, memory_order_acquire) : 0;
         n += c->owner ? window_records(c, cnt[i], window) : 0;
     }
-    sp_event_ref_t *v = cnt && n ? malloc(n * sizeof *v) : NULL;
+    sp_event_ref_t *v = cnt && n ? sp_big_alloc(n * sizeof *v, 0) : NULL;
     size_t k = 0;
     for (uint32_t i = 0; v && i < used; i++) {
         sp_chunk_t *c = chunk_at(i);

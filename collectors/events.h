@@ -131,8 +131,8 @@ int sp_ev_pool_init(long buffer_mb);
 void sp_ev_set_gate(uint32_t value);
 
 /* Read API for exporters. sp_ev_collect finds every stored record of
- * `window` (published so far) and returns, in a malloc'ed array sized
- * exactly, a reference to each (its thread: sp_ev_owner), advancing
+ * `window` (published so far) and returns, in an array sized exactly
+ * (collectors/bigmem.h: freed with sp_big_free), a reference to each (its thread: sp_ev_owner), advancing
  * the chunks' cursors past them. The records stay in place and belong to the
  * caller (which may rewrite their times) until sp_ev_release, which recycles
  * the chunks that are retired and wholly consumed. Collects and releases come

@@ -3,6 +3,7 @@
  * correlation charging of GPU time. Everything is O(n log n) in the number of
  * events: traces hold millions of them. */
 #include "agg_int.h"
+#include "../collectors/bigmem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,15 +22,15 @@ void sp_rep_free(sp_rep_set_t *s)
 {
     sp_rep_strings_free(s);
     sp_rep_lanes_free_set(s);
-    free(s->ev);
-    free(s->mem);
-    free(s->cuda);
+    sp_big_free(s->ev);
+    sp_big_free(s->mem);
+    sp_big_free(s->cuda);
     memset(s, 0, sizeof *s);
 }
 
 static int grow_to(sp_rep_set_t *s, size_t cap)
 {
-    sp_rep_event_t *ev = realloc(s->ev, cap * sizeof *ev);
+    sp_rep_event_t *ev = cap <= SIZE_MAX / sizeof *ev ? sp_big_realloc(s->ev, cap * sizeof *ev) : NULL;
     if (!ev) {
         s->oom = 1;
         return -1;
@@ -115,10 +116,10 @@ static int sort_canonical(sp_rep_set_t *s)
         sorted++;
     if (sorted >= n)   /* the adapter merges its sources: usually in order already */
         return 0;
-    uint32_t *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    uint32_t *a = sp_big_alloc(n * sizeof *a, 0), *b = sp_big_alloc(n * sizeof *b, 0);
     if (!a || !b || n > UINT32_MAX) {
-        free(a);
-        free(b);
+        sp_big_free(a);
+        sp_big_free(b);
         return -1;
     }
     for (size_t i = 0; i < n; i++)
@@ -157,8 +158,8 @@ static int sort_canonical(sp_rep_set_t *s)
         s->ev[k] = held;
         a[k] = (uint32_t)k;
     }
-    free(a);
-    free(b);
+    sp_big_free(a);
+    sp_big_free(b);
     return 0;
 }
 
@@ -408,10 +409,10 @@ int sp_rep_analyze(sp_rep_set_t *s)
         s->has_memory |= e->cat == SP_REP_MEMORY;
         gpu |= sp_rep_is_gpu_work(e->cat) || e->cat == SP_REP_SYNC;
     }
-    free(s->mem);
-    free(s->cuda);
-    s->mem = s->has_memory ? calloc(s->n, sizeof *s->mem) : NULL;
-    s->cuda = gpu ? malloc(s->n * sizeof *s->cuda) : NULL;
+    sp_big_free(s->mem);
+    sp_big_free(s->cuda);
+    s->mem = s->has_memory ? sp_big_alloc(s->n * sizeof *s->mem, 1) : NULL;
+    s->cuda = gpu ? sp_big_alloc(s->n * sizeof *s->cuda, 0) : NULL;
     if ((s->has_memory && !s->mem) || (gpu && !s->cuda) || nest_threads(s) != 0) {
         corr_free(&m);
         return -1;

@@ -7,6 +7,8 @@
  * with very short steps) are dropped, said in one line. */
 #include "export.h"
 
+#include "../collectors/bigmem.h"
+
 #include "../collectors/clock.h"
 #include "../collectors/cupti.h"
 #include "../collectors/events.h"
@@ -89,9 +91,10 @@ static int ref_before(const sp_event_ref_t *ev, size_t i, size_t j)
  * sorted (sort_side), and one merge joins the two. */
 static sp_event_ref_t *to_ns_sorted(sp_event_ref_t *ev, size_t n)
 {
-    size_t *run = malloc(n * sizeof *run), *side_order = malloc(n * sizeof *side_order), nrun = 0, nside = 0;
-    sp_kv_t *side = malloc(2 * n * sizeof *side);
-    sp_event_ref_t *out = malloc(n * sizeof *out);
+    size_t *run = sp_big_alloc(n * sizeof *run, 0), *side_order = sp_big_alloc(n * sizeof *side_order, 0), nrun = 0,
+           nside = 0;
+    sp_kv_t *side = sp_big_alloc(2 * n * sizeof *side, 0);
+    sp_event_ref_t *out = sp_big_alloc(n * sizeof *out, 0);
     for (size_t i = 0; i < n; i++) {   /* in place: the records are ours until sp_ev_release */
         ev[i].ev->t0 = sp_clock_to_ns(ev[i].ev->t0);
         ev[i].ev->t1 = sp_clock_to_ns(ev[i].ev->t1);
@@ -103,15 +106,15 @@ static sp_event_ref_t *to_ns_sorted(sp_event_ref_t *ev, size_t n)
             side[nside++] = (sp_kv_t){ev[i].ev->t0, i};
     }
     if (!run || !side || !side_order || !out || sort_side(ev, side, nside, side_order) != 0) {
-        free(out);
+        sp_big_free(out);
         out = NULL;
     } else {
         for (size_t i = 0, a = 0, b = 0; i < n; i++)
             out[i] = ev[b == nside || (a < nrun && ref_before(ev, run[a], side_order[b])) ? run[a++] : side_order[b++]];
     }
-    free(run);
-    free(side_order);
-    free(side);
+    sp_big_free(run);
+    sp_big_free(side_order);
+    sp_big_free(side);
     return out;
 }
 
@@ -167,7 +170,7 @@ static void discard(const sp_export_job_t *job)
 {
     sp_event_ref_t *ev = NULL;
     sp_ev_collect(job->window, 0, &ev);
-    free(ev);
+    sp_big_free(ev);
     sp_ev_release();
     free(job->gpu);
     sp_mem_cycle_free(sp_mem_cycle_take(job->window));
@@ -273,7 +276,7 @@ int sp_export_run(const sp_export_job_t *job_in)
     sp_mem_cycle_t *mem = sp_mem_cycle_take(job->window); /* NULL unless profile_memory */
     if (!settled)
         sp_report_share_wait_while(&rt.share, &rt.settled, 0);
-    free(collected);
+    sp_big_free(collected);
     sp_ops_regroup(ev, n);   /* before either thread reads an operator's Input Dims */
     /* The reports beside the trace, on a second thread: from here the
      * reports only read the records, the GPU view and the memory operations;
@@ -304,7 +307,7 @@ int sp_export_run(const sp_export_job_t *job_in)
     sp_report_share_destroy(&rt.share);
     sp_mem_cycle_free(mem);
     sp_gpuv_free(&gpu);
-    free(ev);
+    sp_big_free(ev);   /* the sorted array, or the collected one sorted in place */
     sp_ev_release();
     if (rc == 0 && rt.rc == 0)
         rc = sp_report_write(&rt.rep, job, stem);

@@ -1,6 +1,8 @@
 /* exporters/gpu_annot.c — see gpu_annot.h. */
 #include "gpu_annot.h"
 
+#include "../collectors/bigmem.h"
+
 #include "../collectors/ranges.h"
 #include "../collectors/strings.h"
 
@@ -30,7 +32,7 @@ void sp_annot_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
     size_t want = 1;
     for (size_t i = 0; i < nev; i++)
         want += ev[i].ev->kind == SP_EV_RANGE || ev[i].ev->kind == SP_EV_STEP;
-    v->ext = nev < UINT32_MAX ? calloc(nev ? nev : 1, sizeof *v->ext) : NULL;
+    v->ext = nev < UINT32_MAX ? sp_big_alloc((nev ? nev : 1) * sizeof *v->ext, 1) : NULL;
     v->range_ev = malloc(want * sizeof *v->range_ev);
     v->range_parent = malloc(want * sizeof *v->range_parent);
     v->range_call = malloc(want * sizeof *v->range_call);
@@ -43,7 +45,7 @@ void sp_annot_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
     thread_stack_t *ts = calloc(nts ? nts : 1, sizeof *ts);
     uint64_t next = 0;
     if (!v->range_ev || !v->range_parent || !v->range_call) {
-        free(v->ext);
+        sp_big_free(v->ext);
         v->ext = NULL;
     }
     for (size_t i = 0; v->ext && ts && i < nev; i++) {

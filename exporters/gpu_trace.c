@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "gpu_trace.h"
 #include "gpu_annot.h"
+#include "../collectors/bigmem.h"
 #include "gpu_launch.h"
 #include "radix.h"
 
@@ -125,7 +126,7 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
             v->devices |= 1u << gpu[i].device;
     /* Without CUPTI's API records no host event has a match: no array (4
      * bytes an event at the export's peak). */
-    v->host_match = napi ? malloc((nev ? nev : 1) * sizeof *v->host_match) : NULL;
+    v->host_match = napi ? sp_big_alloc((nev ? nev : 1) * sizeof *v->host_match, 0) : NULL;
     v->api_used = calloc(ngpu ? ngpu : 1, 1);
     for (int r = 0; ngpu && r < 2; r++)   /* NULL: no memo, names asked each time */
         v->memo[r] = calloc(1, sizeof *v->memo[r]);
@@ -189,9 +190,9 @@ void sp_gpuv_build_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev
 void sp_gpuv_free(sp_gpu_view_t *v)
 {
     free(v->gpu);
-    free(v->host_match);
+    sp_big_free(v->host_match);
     free(v->api_used);
-    free(v->ext);
+    sp_big_free(v->ext);
     free(v->range_ev);
     free(v->range_parent);
     free(v->range_call);

@@ -13,6 +13,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "../../collectors/bigmem.h"
 #include "../../collectors/events.h"
 #include "../../collectors/pystack.h"
 #include "../../collectors/stacks.h"
@@ -73,7 +74,7 @@ static PyObject *recording(PyObject *self, PyObject *fn)
     sp_ev_set_gate(0);
     sp_event_ref_t *ev = NULL;
     sp_ev_collect(window, 0, &ev);
-    free(ev);
+    sp_big_free(ev);
     sp_ev_release();
     return r;
 }

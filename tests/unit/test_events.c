@@ -7,6 +7,7 @@
  * per-cycle cap must stop a window once its records reach it. Run it under -fsanitize=thread
  * too (SP_UNIT_TSAN=1 make ...): the races it looks for are there. */
 #define _GNU_SOURCE
+#include "../../collectors/bigmem.h"
 #include "../../collectors/events.h"
 #include "check.h"
 
@@ -59,7 +60,7 @@ static size_t take(int *bad)
         else
             seen_rec[id][seq] = 1;
     }
-    free(v);
+    sp_big_free(v);
     sp_ev_release();
     return n;
 }
@@ -112,7 +113,7 @@ static void cycle_cap(void)
     pthread_join(th, NULL);
     sp_event_ref_t *v = NULL;
     size_t n = sp_ev_collect(9u, 0, &v);
-    free(v);
+    sp_big_free(v);
     sp_ev_release();
     CHECK(n >= cap && n <= cap + SP_CHUNK_EVENTS, "%zu records kept under a cap of %llu", n, (unsigned long long)cap);
     CHECK(sp_ev_dropped_total() - before == 20u * SP_CHUNK_EVENTS - n, "dropped records not counted");
