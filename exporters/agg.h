@@ -75,6 +75,13 @@ static inline int64_t sp_rep_clamp48(int64_t v)
     return v > SP_REP_48_MAX ? SP_REP_48_MAX : v < -SP_REP_48_MAX ? -SP_REP_48_MAX : v;
 }
 static inline void sp_rep_set_dur(sp_rep_event_t *e, int64_t ns) { e->dur = sp_rep_clamp48(ns); }
+/* ts within +-2^62 ns (146 years from the trace base), so that ts + dur
+ * never overflows (a trace read back may say anything). */
+static inline void sp_rep_set_ts(sp_rep_event_t *e, int64_t ns)
+{
+    const int64_t lim = (int64_t)1 << 62;
+    e->ts = ns > lim ? lim : ns < -lim ? -lim : ns;
+}
 static inline void sp_rep_set_bytes(sp_rep_event_t *e, int64_t b) { e->bytes = sp_rep_clamp48(b); }
 static inline uint32_t sp_rep_lane_of(const sp_rep_event_t *e) { return (uint32_t)e->lane_lo | (uint32_t)e->lane_hi << 16; }
 

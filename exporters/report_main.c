@@ -304,7 +304,7 @@ static void add_event(sp_rep_set_t *set, const cJSON *e)
     r->name = sp_rep_intern_id(set, name->valuestring);
     long pid = id_of(cJSON_GetObjectItemCaseSensitive(e, "pid")), tid = id_of(cJSON_GetObjectItemCaseSensitive(e, "tid"));
     int device = 0;
-    r->ts = ns_of(cJSON_GetObjectItemCaseSensitive(e, "ts"));
+    sp_rep_set_ts(r, ns_of(cJSON_GetObjectItemCaseSensitive(e, "ts")));
     sp_rep_set_dur(r, c == SP_REP_MEMORY ? 0 : ns_of(cJSON_GetObjectItemCaseSensitive(e, "dur")));
     if (sp_rep_is_gpu_work(c) || c == SP_REP_SYNC)
         device = (int16_t)pid;   /* as the in-process view keeps it: 16 bits */
