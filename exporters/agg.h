@@ -111,6 +111,20 @@ typedef struct sp_rep_mem {
     int64_t cpu, self_cpu, cuda, self_cuda;
 } sp_rep_mem_t;
 
+/* From a set's string id to a position + 1 (0: none yet): what groups by
+ * name index instead of hashing, since ids are dense and, in a window of many
+ * distinct names, mostly rising. Pages of 1024 ids are allocated as ids in
+ * them are asked for, so a list of a few names costs a page or two however
+ * many strings the set has. */
+typedef struct sp_rep_idmap {
+    uint32_t **page;
+    size_t npages;
+} sp_rep_idmap_t;
+
+/* The entry of id; NULL when out of memory. */
+uint32_t *sp_rep_idmap_at(sp_rep_idmap_t *m, sp_rep_str_t id);
+void sp_rep_idmap_free(sp_rep_idmap_t *m);
+
 struct sp_intern;
 
 #define SP_REP_STR_PAGE_BITS 14u
@@ -129,7 +143,7 @@ typedef struct sp_rep_set {
     sp_rep_lane_t *lanes;   /* by an event's lane; lane 0 is (0, 0, 0), a new event's */
     struct sp_rep_lane_index *lane_index;   /* lanes by value (agg_lanes.c) */
     sp_rep_str_t *kinds;    /* by an event's kind number (sp_rep_set_kind); 0 is none */
-    uint16_t *kind_slot;    /* open addressing by string id: kind number, 0 = empty */
+    sp_rep_idmap_t kind_number;     /* a copy direction's string id -> its kind number */
     size_t nkinds;
     uint64_t dropped;       /* records lost in the window (stepprof_dropped_events) */
     int has_memory;         /* any SP_REP_MEMORY event */
@@ -203,19 +217,6 @@ static inline int64_t sp_rep_cuda_total(const sp_rep_set_t *s, size_t i)
  * Before sp_rep_analyze only (host events' correlation ids are gone after). */
 int sp_rep_cmp(const sp_rep_set_t *s, const sp_rep_event_t *a, const sp_rep_event_t *b);
 
-/* From a set's string id to a position + 1 (0: none yet): what groups by
- * name index instead of hashing, since ids are dense and, in a window of many
- * distinct names, mostly rising. Pages of 1024 ids are allocated as ids in
- * them are asked for, so a list of a few names costs a page or two however
- * many strings the set has. */
-typedef struct sp_rep_idmap {
-    uint32_t **page;
-    size_t npages;
-} sp_rep_idmap_t;
-
-/* The entry of id; NULL when out of memory. */
-uint32_t *sp_rep_idmap_at(sp_rep_idmap_t *m, sp_rep_str_t id);
-void sp_rep_idmap_free(sp_rep_idmap_t *m);
 
 /* ---- key averages ---------------------------------------------------- */
 

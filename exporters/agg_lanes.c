@@ -12,7 +12,6 @@
 
 #define MAX_LANES (1u << 31)   /* sp_rep_event_t's lane fields, as a long */
 #define MAX_KINDS 2048         /* sp_rep_event_t's kind field */
-#define KIND_SLOTS 4096        /* a power of two >= 2 * MAX_KINDS */
 
 static int same(const sp_rep_lane_t *a, const sp_rep_lane_t *b)
 {
@@ -100,9 +99,8 @@ void sp_rep_lanes_free_set(sp_rep_set_t *s)
     s->lane_index = NULL;
     s->lanes = NULL;
     free(s->kinds);
-    free(s->kind_slot);
+    sp_rep_idmap_free(&s->kind_number);
     s->kinds = NULL;
-    s->kind_slot = NULL;
     s->nkinds = 0;
 }
 
@@ -126,31 +124,19 @@ void sp_rep_set_kind(sp_rep_set_t *s, sp_rep_event_t *e, sp_rep_str_t kind)
     e->kind = 0;
     if (!kind)
         return;
-    if (!s->kinds) {
-        s->kinds = calloc(MAX_KINDS, sizeof *s->kinds);
-        s->kind_slot = calloc(KIND_SLOTS, sizeof *s->kind_slot);
-        if (!s->kinds || !s->kind_slot) {
-            free(s->kinds);
-            free(s->kind_slot);
-            s->kinds = NULL;
-            s->kind_slot = NULL;
-            s->oom = 1;
-            return;
-        }
-        s->nkinds = 1;   /* number 0 is none */
+    if (!s->kinds && !(s->kinds = calloc(MAX_KINDS, sizeof *s->kinds))) {
+        s->oom = 1;
+        return;
     }
-    size_t i = (kind * 0x9e3779b1u >> 20) & (KIND_SLOTS - 1);
-    while (s->kind_slot[i] && s->kinds[s->kind_slot[i]] != kind)
-        i = (i + 1) & (KIND_SLOTS - 1);
-    if (!s->kind_slot[i]) {
-        if (s->nkinds == MAX_KINDS) {
-            s->oom = 1;
-            return;
-        }
-        s->kinds[s->nkinds] = kind;
-        s->kind_slot[i] = (uint16_t)s->nkinds++;
+    uint32_t *number = sp_rep_idmap_at(&s->kind_number, kind);
+    if (number && !*number && s->nkinds + 1 < MAX_KINDS) {   /* number 0 is none */
+        *number = (uint32_t)++s->nkinds;
+        s->kinds[*number] = kind;
     }
-    e->kind = s->kind_slot[i];
+    if (!number || !*number)
+        s->oom = 1;
+    else
+        e->kind = *number;
 }
 
 /* ---- the nesting pass's threads --------------------------------------------- */
