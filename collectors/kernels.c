@@ -130,27 +130,26 @@ static void forget_resolved(void)
     atomic_fetch_add_explicit(&resolved_gen, 1, memory_order_release);
 }
 
-/* The node for key in t, NULL when none: the node the probe saw. Reloading
- * the slot it ended on (as rslot's callers do under the lock) would race a
- * writer filling that empty slot with another key's node in between, and
- * answer with that kernel's name. */
-static rnode_t *rfind(rtable_t *t, const void *key)
+/* One probe for key in t: the slot where it ended (key's, or the empty one
+ * where it goes) and, in *seen, the node it read there. A lock-free reader
+ * answers from *seen: reading the slot again would race a writer filling that
+ * empty slot with another key's node, and answer with that kernel's name. */
+static size_t rprobe(rtable_t *t, const void *key, rnode_t **seen)
 {
     for (size_t i = hash_ptr(key, t->cap);; i = (i + 1) & (t->cap - 1)) {
         rnode_t *n = atomic_load_explicit(&t->slot[i], memory_order_acquire);
-        if (!n || n->key == key)
-            return n;
+        if (!n || n->key == key) {
+            *seen = n;
+            return i;
+        }
     }
 }
 
 /* Caller holds lock: the slot of key, or the empty one where it goes. */
 static _Atomic(rnode_t *) *rslot(rtable_t *t, const void *key)
 {
-    for (size_t i = hash_ptr(key, t->cap);; i = (i + 1) & (t->cap - 1)) {
-        rnode_t *n = atomic_load_explicit(&t->slot[i], memory_order_acquire);
-        if (!n || n->key == key)
-            return &t->slot[i];
-    }
+    rnode_t *seen;
+    return &t->slot[rprobe(t, key, &seen)];
 }
 
 /* Caller holds lock. */
@@ -291,7 +290,6 @@ static demangle_fn find_demangler(void)
     return fn;
 }
 
-
 static char *demangle_now(const char *m)
 {
     demangle_fn dm = (m[0] == '_' && m[1] == 'Z') ? find_demangler() : NULL;
@@ -369,10 +367,12 @@ const char *sp_kern_name(const void *ptr, int is_handle)
     int which = is_handle ? 1 : 0;
     uint64_t gen = atomic_load_explicit(&resolved_gen, memory_order_acquire);
     rtable_t *t = atomic_load_explicit(&resolved[which], memory_order_acquire);
-    rnode_t *n = t ? rfind(t, ptr) : NULL;
+    rnode_t *n = NULL;
+    if (t)
+        rprobe(t, ptr, &n);
 #ifdef SP_KERN_TEST_YIELD
     /* The unit test's build widens the window after a probe that missed, where
-     * a second read of the slot once raced a writer filling it (rfind). */
+     * a second read of the slot once raced a writer filling it (rprobe). */
     if (!n)
         sched_yield();
 #endif

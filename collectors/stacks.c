@@ -161,27 +161,22 @@ static int same(const entry_t *e, void *const *pc, int n)
     return e->n == (uint32_t)n && memcmp(chunks[e->chunk] + e->off, pc, (size_t)n * sizeof *pc) == 0;
 }
 
-/* The id of this stack, 0 when the table has none yet: from the slot the
- * probe saw. Reading a slot again after the probe ended on it empty raced an
- * insert filling it with another stack, and answered with that stack's id. */
-static uint32_t lookup(uint64_t h, void *const *pc, int n)
+/* One probe for this stack: its id, 0 when the table has none yet, read from
+ * the slot the probe saw (reading a slot again after the probe ended on it
+ * empty raced an insert filling it with another stack, and answered with
+ * that stack's id); with *empty (under the lock) the empty slot where it
+ * belongs. */
+static uint32_t lookup(uint64_t h, void *const *pc, int n, slot_t **empty)
 {
     for (uint32_t i = (uint32_t)h & (SLOTS - 1);; i = (i + 1) & (SLOTS - 1)) {
         uint64_t k = atomic_load_explicit(&slots[i].hash, memory_order_acquire);
-        if (k == 0)
+        if (k == 0) {
+            if (empty)
+                *empty = &slots[i];
             return 0;
+        }
         if (k == h && same(&entries[slots[i].id], pc, n))
             return slots[i].id;
-    }
-}
-
-/* Caller holds lock: the slot holding this stack, or the empty slot where it belongs. */
-static slot_t *probe(uint64_t h, void *const *pc, int n)
-{
-    for (uint32_t i = (uint32_t)h & (SLOTS - 1);; i = (i + 1) & (SLOTS - 1)) {
-        uint64_t k = atomic_load_explicit(&slots[i].hash, memory_order_acquire);
-        if (k == 0 || (k == h && same(&entries[slots[i].id], pc, n)))
-            return &slots[i];
     }
 }
 
@@ -189,11 +184,9 @@ static uint32_t insert(uint64_t h, void *const *pc, int n)
 {
     uint32_t id = 0;
     pthread_mutex_lock(&lock);
-    slot_t *s = probe(h, pc, n);
-    if (atomic_load_explicit(&s->hash, memory_order_relaxed)) {
-        id = s->id;   /* another thread inserted it meanwhile */
+    slot_t *s = NULL;
+    if ((id = lookup(h, pc, n, &s)) != 0)   /* another thread inserted it meanwhile */
         goto out;
-    }
     if (nstacks >= MAX_STACKS)
         goto out;
     if (!nchunks || chunk_used + (uint32_t)n > CHUNK_PCS) {
@@ -218,7 +211,7 @@ out:
 static uint32_t intern_pcs(void *const *pc, int n)
 {
     uint64_t h = hash_pcs(pc, n);
-    uint32_t id = lookup(h, pc, n);
+    uint32_t id = lookup(h, pc, n, NULL);
 #ifdef SP_STACKS_TEST
     if (!id)   /* the unit test widens the window after a lookup that missed */
         sched_yield();

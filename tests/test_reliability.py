@@ -191,7 +191,6 @@ def test_signal_handler_calls_cuda_inside_interposer():
 ENDS_ENV = {"PROF_MARKER": "cudaProfilerApi", "PROF_REPEAT": 0, "PROF_TABLE_PRINT": "none"}
 
 
-
 def _launch_counts(traces):
     """Each trace checked valid: its launches and its stepprof_truncated flag, in two lists."""
     counts, flags = [], []

@@ -71,7 +71,7 @@ static int pick_stacks(void)
 
 static void *racer(void *arg)
 {
-    size_t me = (size_t)arg, n = GROUPS * PER;
+    size_t me = (size_t)arg;
     for (size_t g = 0; g < GROUPS; g++) {   /* group by group, each thread in its own order inside a group */
         pthread_barrier_wait(&at_group);
         for (size_t j = 0; j < PER; j++) {
@@ -85,7 +85,6 @@ static void *racer(void *arg)
                 atomic_fetch_add(&wrong, 1);
         }
     }
-    (void)n;
     return NULL;
 }
 
