@@ -28,7 +28,7 @@ printf "  %-34s %8.2f ns/call\n" "bare" "$bare" "preloaded, not recording" "$idl
     "preloaded, kernel: marker, idle" "$kidle"
 # with_stack's native stacks by each unwinder (config key unwinder): libunwind's unw_backtrace, and
 # glibc's backtrace(), the fallback where libunwind.so.8 is missing.
-for u in libunwind glibc; do   # issue 10: the cost per captured frame, reported
+for u in $([ "${BENCH_HOTPATH_ONLY:-0}" = 1 ] || echo libunwind glibc); do   # issue 10: the cost per captured frame, reported
     "$B/programs/report_stack_bench" bench 1000000 "$u" | awk -v u="$u" '/^frames/ {f = $2} /ns_per_capture/ {
         printf "  %-34s %8.1f ns per %d-frame stack (%.1f ns per frame)\n", "stack capture (" u ")", $2, f, $2 / f }'
 done

@@ -152,7 +152,7 @@ echo "## 6. hot path on this host's CPU (issue 10: the stand-in, no-op runtime, 
 echo "The CPU VM cannot resolve the launch path's targets (one rdtsc costs ~15 ns there); this host can."
 if [ -x "$B/programs/launch_bench" ] && [ -f "$B/fakecuda/libcudart.so.13" ]; then
     BENCH_HOTPATH_ONLY=1 BENCH_ROUNDS=${GV_BENCH_ROUNDS:-30} BENCH_CALLS=${GV_BENCH_CALLS:-3000000} SP_BUILD="$B" \
-        sh "$ROOT/scripts/bench.sh" 2>&1 | grep -v "stack capture" | sed 's/^/    /'
+        sh "$ROOT/scripts/bench.sh" 2>&1 | sed 's/^/    /'
 else
     echo "skipped: $B/programs/launch_bench or the stand-in was not built"
 fi
