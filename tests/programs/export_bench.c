@@ -9,7 +9,7 @@
  * cycling through the kernels, one NVTX range per 8 launches (LAUNCHES_PER_RANGE; named
  * "layer_<i mod 16>", or with DISTINCT_RANGE_NAMES > 0 "range_<i mod DISTINCT_RANGE_NAMES>"), a cudaMalloc/cudaFree pair per
  * 1024 launches; then the push of the next "step", which closes the window, timed.
- * Stdout: `launches N`, `ranges N`, `rss_before_close_kb N`, `close_stall_ns N`,
+ * Stdout: `launches N`, `ranges N`, `rss_before_close_kb N` (read once it holds still for 10 ms), `close_stall_ns N`,
  * `close_realtime_ns N` (CLOCK_REALTIME at the close), `cpu_before_close_ns N` (the process's CPU
  * time before the close: what the export costs in CPU is the rest), then it returns from main (stepprof exports
  * the window before the process ends). Exit 0; 2 on bad usage. Linked with libstdc++, as nvcc's
@@ -98,7 +98,18 @@ int main(int argc, char **argv)
     }
     nvtxRangePop();
     nvtxRangePop();
+    /* The event pool's prefault helper may still be populating its lead (up to 64 MiB in front of
+     * the last record): wait until the RSS holds still, so that what the recording populated is not
+     * counted as the export's (it moved the 1M-launch row's figure by up to 15 B/event). */
     long rss = rss_kb();
+    for (int i = 0; i < 100; i++) {
+        struct timespec pause = {0, 10 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        long again = rss_kb();
+        if (again == rss)
+            break;
+        rss = again;
+    }
     long cpu = now_ns(CLOCK_PROCESS_CPUTIME_ID);
     long t0 = now_ns(CLOCK_MONOTONIC);
     nvtxRangePushA("step");
