@@ -1,7 +1,8 @@
 /* inject/torch.c — the C side of the PyTorch bootstrap (inject/python/). In
  * a Python interpreter the constructor prepends stepprof's Python folder to
- * PYTHONPATH, so the interpreter runs its sitecustomize.py (which chains to
- * the user's own) before the program; nothing else happens until the program
+ * PYTHONPATH, so the interpreter runs its sitecustomize.py (which gives the
+ * program its own PYTHONPATH back and chains to the user's own sitecustomize)
+ * before the program; nothing else happens until the program
  * imports torch. Python then talks to the library through one exported entry
  * point, stepprof_torch(op): torch is being imported (the torch marker becomes
  * the default), torch is ready (activate, and say which parts are wanted), an

@@ -250,6 +250,24 @@ def test_python_without_torch_stays_inert_and_user_sitecustomize_runs():
     assert p.stdout == "[]\n", p.stdout
 
 
+def test_program_and_its_children_see_their_own_pythonpath():
+    # The constructor puts stepprof's folder on PYTHONPATH for the interpreter's start only: the
+    # program's environment (printed, or handed to a shell and its children) is its own, and a
+    # preloaded Python child still gets the bootstrap.
+    code = ("import os, subprocess, sys\n"
+            "print(os.environ.get('PYTHONPATH'))\n"
+            "sys.stdout.flush()\n"
+            "subprocess.run('echo \"sh $PYTHONPATH\"', shell=True)\n"
+            "subprocess.run([sys.executable, '-c', 'import os, sys; "
+            "print(os.environ.get(\"PYTHONPATH\")); print(sys.argv[1] in sys.modules)', sys.argv[1]])\n")
+    for pp in (None, "/x:/y"):
+        env = {"PYTHONPATH": pp}
+        ref = run([sys.executable, "-c", code, "os"], preload=False, fake=False, env=env)
+        r = run([sys.executable, "-c", code, "_stepprof_torch"], fake=False, env=env)
+        assert ref.stdout == "%s\nsh %s\n%s\nTrue\n" % (pp, pp or "", pp), ref.stdout
+        assert (r.returncode, r.stdout, r.stderr) == (ref.returncode, ref.stdout, ref.stderr), r.stdout
+
+
 def test_explicit_marker_and_record_shapes_off():
     r = under_stepprof("torch_mlp.py", env={"PROF_MARKER": "torch", "PROF_RECORD_SHAPES": 0})
     assert r.returncode == 0, r.stderr
