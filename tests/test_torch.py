@@ -207,6 +207,31 @@ def test_dataloader_spawn_workers_stay_inert():
     _dataloader_workers_stay_inert("spawn")
 
 
+def test_forked_child_has_no_autograd_profiler():
+    # A child forked while the operators are on (a DataLoader fork worker made in a window, or at any
+    # time with no schedule) must not carry the autograd profiler: torch's NVTX text costs it per op.
+    code = ("import os, sys, warnings\n"
+            "import torch\n"
+            "warnings.simplefilter('ignore', DeprecationWarning)\n"
+            "m = torch.nn.Linear(4, 2)\n"
+            "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+            "for i in range(4):\n"
+            "    opt.zero_grad(); m(torch.ones(3, 4)).sum().backward(); opt.step()\n"
+            "    if i == 2:\n"
+            "        print('parent', torch._C._autograd._profiler_enabled(), flush=True)\n"
+            "        pid = os.fork()\n"
+            "        if pid == 0:\n"
+            "            torch.ones(2).sum()\n"
+            "            print('child', torch._C._autograd._profiler_enabled(), flush=True)\n"
+            "            os._exit(0)\n"
+            "        os.waitpid(pid, 0)\n")
+    for env in (SCHED, {}):   # step 3 is recorded; no schedule: the whole run is
+        r = run([sys.executable, "-c", code], fake=False, env=env, timeout=300)
+        assert r.returncode == 0 and r.other_stderr == "", r.stderr
+        assert r.stdout == "parent True\nchild False\n", r.stdout
+        assert len(r.traces()) == 1
+
+
 def test_program_running_torch_profiler_keeps_it():
     for env in ({}, SCHED):
         mine_dir = os.path.join(run([sys.executable, "-c", "pass"], preload=False, fake=False).cwd, "own")

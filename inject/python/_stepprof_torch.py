@@ -15,10 +15,11 @@
 # just before Kineto sets up, stepprof turns its operators off and hands
 # CUPTI over for good (inject/torch.c, collectors/cupti.c) and says so once;
 # emit_nvtx gets the operators. DataLoader and multiprocessing children stay
-# inert. Ops and answer bits are the numbers of inject/torch.c. With
-# with_stack the operator switch also switches stepprof's Python frame
-# recording on that thread (inject/pystack.c). With record_shapes the
-# operators that take tensor lists are handed over once (inject/torch_lists.c).
+# inert (a forked one switches off the operators and frames it inherited).
+# Ops and answer bits are the numbers of inject/torch.c. With with_stack the
+# operator switch also switches stepprof's Python frame recording on that
+# thread (inject/pystack.c). With record_shapes the operators that take tensor
+# lists are handed over once (inject/torch_lists.c).
 #
 # Which optimizer step ends a step (prof.step() sits after optimizer.step()):
 # with one optimizer, each of its steps, so with gradient accumulation steps
@@ -121,8 +122,6 @@ class _State:
         self.steps = bool(ans & _STEPS)
         self.shapes = bool(ans & _SHAPES)
         self.pystack = _pystack() if ans & _STACK else None
-        if self.pystack:  # a forked child (a DataLoader worker) is inert: no profile function there
-            os.register_at_fork(after_in_child=lambda: self.pystack(0))
         # With no schedule the window never closes at a step: only the main
         # thread, switched off at exit, may have the profiler on (a thread
         # that ends with it on makes torch warn about a leaked callback).
@@ -137,6 +136,21 @@ class _State:
         # Per thread (optimizers may step on several threads at once): .pending, the id()s of
         # optimizers whose step the post hook saw; .depth, the nesting of Optimizer.step calls.
         self.tls = threading.local()
+        os.register_at_fork(after_in_child=self.forked)
+
+    def forked(self):
+        """A forked child (a DataLoader worker) is inert: the forking thread's autograd profiler
+        and profile function, if on, go off there (torch's NVTX text cost it per operator)."""
+        was_on = threading.get_ident() in self.ops_threads
+        self.ops_threads.clear()
+        if self.pystack:
+            self.pystack(0)
+        if was_on:
+            try:
+                self.torch.autograd.profiler._disable_profiler()
+            except Exception as e:
+                sys.stderr.write("stepprof: cannot switch PyTorch's autograd profiler off in a forked child "
+                                 "(%s)\n" % e)
 
     def apply(self, ans):
         me = threading.get_ident()
