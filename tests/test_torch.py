@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import re
+import signal
 import sys
 
 import test_reports as reports
@@ -230,6 +231,26 @@ def test_forked_child_has_no_autograd_profiler():
         assert r.returncode == 0 and r.other_stderr == "", r.stderr
         assert r.stdout == "parent True\nchild False\n", r.stdout
         assert len(r.traces()) == 1
+
+
+def test_keyboard_interrupt_keeps_the_cycle_in_progress():
+    # Ctrl-C: Python finalizes, then ends itself by SIGINT with the default action (no atexit, and
+    # stepprof's signal handler is never installed over Python's): the cycle in progress is written
+    # anyway, truncated, as a terminating signal leaves it; the exit is still the signal's.
+    code = ("import torch\n"
+            "m = torch.nn.Linear(4, 2)\n"
+            "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+            "for i in range(8):\n"
+            "    opt.zero_grad(); m(torch.ones(3, 4)).sum().backward(); opt.step()\n"
+            "    if i == 3:\n"
+            "        raise KeyboardInterrupt\n")
+    ref = run([sys.executable, "-c", code], preload=False, fake=False, timeout=300)
+    for env, recorded in ((SCHED, [2, 3, 4]), ({}, [0, 1, 2, 3, 4])):
+        r = run([sys.executable, "-c", code], fake=False, env=env, timeout=300)
+        assert (r.returncode, r.stdout, r.other_stderr) == (ref.returncode, ref.stdout, ref.stderr), r.stderr
+        assert r.returncode == -signal.SIGINT
+        trace = load(r.trace())
+        assert sorted(steps(trace)) == recorded and trace["stepprof_truncated"] is True, r.stderr
 
 
 def test_program_running_torch_profiler_keeps_it():
