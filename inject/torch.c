@@ -1,6 +1,6 @@
 /* inject/torch.c — the C side of the PyTorch bootstrap (inject/python/). In
- * a Python interpreter the constructor prepends stepprof's Python folder to
- * PYTHONPATH, so the interpreter runs its sitecustomize.py (which gives the
+ * a Python interpreter that reads PYTHONPATH and runs site.py (no -E, -I or
+ * -S) the constructor prepends stepprof's Python folder to PYTHONPATH, so the interpreter runs its sitecustomize.py (which gives the
  * program its own PYTHONPATH back and chains to the user's own sitecustomize)
  * before the program; nothing else happens until the program
  * imports torch. Python then talks to the library through one exported entry
@@ -21,6 +21,7 @@
 #include "../schedule/schedule.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <stdio.h>
@@ -47,6 +48,48 @@ static int is_python(void)
     return fnmatch("python*", base, 0) == 0;
 }
 
+/* The interpreter's own options, before the script, -c or -m: -E and -I
+ * ignore PYTHONPATH and -S skips site.py (so sitecustomize); with any of them
+ * stepprof's folder would only be left in the program's environment, or on
+ * its sys.path. */
+static int python_skips_bootstrap(void)
+{
+    char buf[4096];
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    const char *end = buf + n, *a = buf + strlen(buf) + 1; /* argv[1] */
+    while (a < end) {
+        const char *next = a + strlen(a) + 1;
+        if (a[0] != '-' || !a[1] || strcmp(a, "--") == 0)
+            return 0; /* the script, stdin, or the end of the options */
+        if (a[1] == '-') {
+            if (strcmp(a, "--check-hash-based-pycs") == 0 && next < end)
+                next += strlen(next) + 1;
+            a = next;
+            continue;
+        }
+        for (const char *c = a + 1; *c; c++) {
+            if (*c == 'E' || *c == 'I' || *c == 'S')
+                return 1;
+            if (*c == 'c' || *c == 'm')
+                return 0; /* what follows is the program's */
+            if (*c == 'W' || *c == 'X') {
+                if (!c[1] && next < end)
+                    next += strlen(next) + 1;
+                break;
+            }
+        }
+        a = next;
+    }
+    return 0;
+}
+
 /* <dir of libstepprof.so>/python in the build tree, <dir>/stepprof/python installed. */
 static int python_dir(char *out, size_t len)
 {
@@ -71,7 +114,7 @@ static int python_dir(char *out, size_t len)
 void sp_torch_bootstrap_env(void)
 {
     char dir[PATH_MAX];
-    if (!is_python() || python_dir(dir, sizeof dir) != 0)
+    if (!is_python() || python_skips_bootstrap() || python_dir(dir, sizeof dir) != 0)
         return;
     const char *old = getenv("PYTHONPATH");
     if (old && *old) {

@@ -314,6 +314,19 @@ def test_program_and_its_children_see_their_own_pythonpath():
         assert (r.returncode, r.stdout, r.stderr) == (ref.returncode, ref.stdout, ref.stderr), r.stdout
 
 
+def test_isolated_and_no_site_interpreters_are_left_alone():
+    # -E and -I ignore PYTHONPATH and -S skips site.py: no bootstrap runs there, so stepprof's folder
+    # must not be left in their environment or on their sys.path. An -S after -c is the program's.
+    code = "import os, sys; print(os.environ.get('PYTHONPATH'), sys.path, '_stepprof_torch' in sys.modules)"
+    for opts in (["-S"], ["-E"], ["-I"], ["-uS"], ["-W", "ignore", "-S"], ["-Wignore", "-E"], ["-X", "dev", "-I"]):
+        ref = run([sys.executable, *opts, "-c", code], preload=False, fake=False)
+        r = run([sys.executable, *opts, "-c", code], fake=False)
+        assert ref.stdout.endswith(" False\n"), ref.stdout
+        assert (r.returncode, r.stdout, r.stderr) == (ref.returncode, ref.stdout, ref.stderr), (opts, r.stdout)
+    r = run([sys.executable, "-c", code, "-S"], fake=False)
+    assert r.returncode == 0 and r.stdout.startswith("None [") and r.stdout.endswith(" True\n"), r.stdout
+
+
 def test_explicit_marker_and_record_shapes_off():
     r = under_stepprof("torch_mlp.py", env={"PROF_MARKER": "torch", "PROF_RECORD_SHAPES": 0})
     assert r.returncode == 0, r.stderr
