@@ -233,6 +233,31 @@ def test_forked_child_has_no_autograd_profiler():
         assert len(r.traces()) == 1
 
 
+def test_record_function_around_the_step_leaves_stderr_alone():
+    # A program's record_function around each iteration is still open when the optimizer step ends
+    # a window: torch asserts (a C++ trace on stderr) if the autograd profiler is off when it ends,
+    # so stepprof switches it off when that record_function ends, within the same iteration.
+    code = ("import sys, contextlib\n"
+            "import torch\n"
+            "m = torch.nn.Linear(4, 2)\n"
+            "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+            "on = ''\n"
+            "for i in range(7):\n"
+            "    with (torch.autograd.profiler.record_function('train_step') if sys.argv[1] == 'rf'\n"
+            "          else contextlib.nullcontext()):\n"
+            "        opt.zero_grad(); m(torch.ones(3, 4)).sum().backward(); opt.step()\n"
+            "    on += str(int(torch._C._autograd._profiler_enabled()))\n"
+            "print(on)\n")
+    plain = run([sys.executable, "-c", code, "plain"], fake=False, env=SCHED, timeout=300)
+    r = run([sys.executable, "-c", code, "rf"], fake=False, env=SCHED, timeout=300)
+    assert r.returncode == 0 and r.other_stderr == "", r.stderr
+    assert r.stdout == plain.stdout == "1111000\n", (r.stdout, plain.stdout)
+    trace = load(r.trace())
+    assert sorted(steps(trace)) == [2, 3, 4]
+    per = ops_per_step(trace)
+    assert all(sum(c for (name, _), c in per[n].items() if name == "aten::addmm") == 1 for n in (2, 3, 4)), per
+
+
 def test_keyboard_interrupt_keeps_the_cycle_in_progress():
     # Ctrl-C: Python finalizes, then ends itself by SIGINT with the default action (no atexit, and
     # stepprof's signal handler is never installed over Python's): the cycle in progress is written

@@ -8,9 +8,11 @@
 # ends there (the rule below) and PyTorch's autograd profiler goes on in NVTX
 # mode only while stepprof's window is warmup or record, so operators reach
 # the library as NVTX ranges (collectors/ops.c) and cost nothing outside
-# windows. The autograd profiler is per thread: it is switched on and off on
-# the thread that steps the optimizer; when the whole run is one window, on
-# the main thread only (from import to exit). torch carries it into
+# windows (it goes off once the program's record_functions that began with it
+# on have ended: torch asserts when one ends with it off). The autograd
+# profiler is per thread: it is switched on and off on the thread that steps
+# the optimizer; when the whole run is one window, on the main thread only
+# (from import to exit). torch carries it into
 # autograd's threads. A program that starts torch.profiler itself gets it:
 # just before Kineto sets up, stepprof turns its operators off and hands
 # CUPTI over for good (inject/torch.c, collectors/cupti.c) and says so once;
@@ -68,8 +70,9 @@ def _pystack():
     except Exception:
         prefixes = sorted({os.path.abspath(p) + os.sep for p in sys.path})  # the longest match wins (pystack.c)
     hide = "!" + os.path.dirname(os.path.abspath(__file__)) + os.sep  # this file's frames are not the program's
-    # ... but what the optimizer step's wrapper calls is (torch's trace has the step's frames, not the wrapper)
-    pending = ["\n".join([hide, "=step_through"] + prefixes).encode()]
+    # ... but what the wrappers of the optimizer step and record_function call is (torch's trace has their
+    # frames, not the wrappers')
+    pending = ["\n".join([hide, "=step_through", "=rf_enter_through", "=rf_exit_through"] + prefixes).encode()]
 
     def switch(on):  # the prefixes go down once; NULL afterwards keeps them (no copy per switch)
         if on in (3, 4):  # step-end notices (pystack.c) take no prefixes: keep them for the first switch
@@ -134,7 +137,10 @@ class _State:
         self.learned = False   # the opener has stepped twice: closer is final
         self.other = None      # last optimizer other than the opener before that
         # Per thread (optimizers may step on several threads at once): .pending, the id()s of
-        # optimizers whose step the post hook saw; .depth, the nesting of Optimizer.step calls.
+        # optimizers whose step the post hook saw; .depth, the nesting of Optimizer.step calls;
+        # .rf, the record_functions open that began with the autograd profiler on (torch asserts,
+        # with a C++ trace on stderr, when one ends with it off); .off_due, switching it off waits
+        # for them.
         self.tls = threading.local()
         os.register_at_fork(after_in_child=self.forked)
 
@@ -152,7 +158,7 @@ class _State:
                 sys.stderr.write("stepprof: cannot switch PyTorch's autograd profiler off in a forked child "
                                  "(%s)\n" % e)
 
-    def apply(self, ans):
+    def apply(self, ans, now=False):
         me = threading.get_ident()
         want = bool(ans & _OPS_NOW) and not self.user_owns and not self.broken and \
             (not self.main_only or me == threading.main_thread().ident)
@@ -170,6 +176,11 @@ class _State:
                 if self.pystack and sys.getprofile() is None:  # never over the program's own profiler
                     self.pystack(1)
             else:
+                tls = self.mine()
+                if tls.rf and not now:
+                    tls.off_due = True
+                    return
+                tls.off_due = False
                 self.ops_threads.discard(me)
                 if self.pystack:  # -1: the program's own profile function replaced ours; it stays
                     self.pystack(0 if sys.getprofile() is None else -1)
@@ -184,7 +195,7 @@ class _State:
         An uncaught KeyboardInterrupt (Ctrl-C) ends the process by SIGINT after this, with no C
         atexit: the library writes the cycle in progress now."""
         if threading.get_ident() in self.ops_threads:
-            self.apply(0)
+            self.apply(0, now=True)
         if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
             self.entry(_INTERRUPTED)
 
@@ -200,8 +211,21 @@ class _State:
     def mine(self):
         tls = self.tls
         if not hasattr(tls, "depth"):
-            tls.depth, tls.pending = 0, []
+            tls.depth, tls.pending, tls.rf, tls.off_due = 0, [], 0, False
         return tls
+
+    def rf_entered(self, rf):
+        if threading.get_ident() in self.ops_threads:
+            rf._stepprof_counted = True
+            self.mine().rf += 1
+
+    def rf_exited(self, rf):
+        if not rf.__dict__.pop("_stepprof_counted", False):
+            return
+        tls = self.mine()
+        tls.rf = max(tls.rf - 1, 0)
+        if not tls.rf and tls.off_due:
+            self.apply(self.entry(_STATE))
 
     def post_hook(self, optimizer, args, kwargs):
         self.mine().pending.append(id(optimizer))
@@ -248,7 +272,7 @@ class _State:
     def user_profiler(self, op):
         if self.user_owns == _YIELD or self.user_owns == op:
             return
-        self.apply(0)
+        self.apply(0, now=True)
         self.user_owns = op
         self.entry(op)
 
@@ -261,6 +285,28 @@ def _wrap_yield(cls, name, state, op):
         return orig(self, *a, **kw)
 
     setattr(cls, name, wrapper)
+
+
+def _wrap_record_function(cls, state):
+    enter, leave = cls.__enter__, cls.__exit__
+
+    @functools.wraps(enter)
+    def rf_enter_through(self):  # pass-through frames, like step_through (see _pystack)
+        r = enter(self)
+        state.rf_entered(self)
+        return r
+
+    @functools.wraps(leave)
+    def rf_exit_through(self, *exc):
+        try:
+            return leave(self, *exc)
+        finally:
+            try:
+                state.rf_exited(self)
+            except Exception as e:  # never the program's problem
+                sys.stderr.write("stepprof: record_function hook failed (%s)\n" % e)
+
+    cls.__enter__, cls.__exit__ = rf_enter_through, rf_exit_through
 
 
 def _attach(torch, entry):
@@ -276,6 +322,7 @@ def _attach(torch, entry):
     Optimizer.profile_hook_step = staticmethod(lambda func: state.wrap_step(profile_hook_step(func)))
     _wrap_yield(torch.autograd.profiler.profile, "_prepare_trace", state, _YIELD)   # torch.profiler's Kineto
     _wrap_yield(torch.autograd.profiler.emit_nvtx, "__enter__", state, _YIELD_OPS)
+    _wrap_record_function(torch.autograd.profiler.record_function, state)
     atexit.register(state.at_exit)
     state.apply(ans)
 
