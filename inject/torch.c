@@ -1,15 +1,16 @@
 /* inject/torch.c — the C side of the PyTorch bootstrap (inject/python/). In
  * a Python interpreter that reads PYTHONPATH and runs site.py (no -E, -I or
- * -S) the constructor prepends stepprof's Python folder to PYTHONPATH, so the interpreter runs its sitecustomize.py (which gives the
- * program its own PYTHONPATH back and chains to the user's own sitecustomize)
- * before the program; nothing else happens until the program
- * imports torch. Python then talks to the library through one exported entry
- * point, stepprof_torch(op): torch is being imported (the torch marker becomes
- * the default), torch is ready (activate, and say which parts are wanted), an
- * optimizer step ended a step (a boundary), the program runs torch.profiler
- * itself (stepprof hands CUPTI and operators over to it) or emit_nvtx
- * (operators only), the interpreter is ending by KeyboardInterrupt (the cycle
- * is written now: no atexit follows). Every answer carries whether operators are wanted now:
+ * -S) the constructor prepends stepprof's Python folder to PYTHONPATH, so the
+ * interpreter runs its sitecustomize.py (which gives the program its own
+ * PYTHONPATH back and chains to the user's own sitecustomize) before the
+ * program; nothing else happens until the program imports torch. Python then
+ * talks to the library through one exported entry point, stepprof_torch(op):
+ * torch is being imported (the torch marker becomes the default), torch is
+ * ready (activate, and say which parts are wanted), an optimizer step ended a
+ * step (a boundary), the program runs torch.profiler itself (stepprof hands
+ * CUPTI and operators over to it) or emit_nvtx (operators only), the
+ * interpreter is ending by KeyboardInterrupt (the cycle is written now: no
+ * atexit follows). Every answer carries whether operators are wanted now:
  * only in warmup and record windows. */
 #define _GNU_SOURCE
 #include "exitpaths.h"
