@@ -9,7 +9,9 @@
  * that an end of the process that cannot wait for a write to finish (a bound
  * reached at exit, a signal's finalize_timeout_s) removes it with
  * sp_outfile_abandon, which is async-signal-safe: no `.tmp` file outlives the
- * process, whatever way it ends but SIGKILL. */
+ * process, whatever way it ends but SIGKILL. A fork child starts with an
+ * empty table: the temporaries listed at the fork are the parent's, still
+ * being written by its exporter, and not the child's to remove. */
 #define _GNU_SOURCE
 #include "outfile.h"
 
@@ -104,6 +106,14 @@ static int nprob;
 /* The disk refused (full, quota, file size limit): no more files this run. */
 static int refused;
 static unsigned long refused_dropped;
+
+void sp_outfile_after_fork_child(void)
+{
+    for (int i = 0; i < NLIVE; i++)
+        atomic_store(&live[i].state, 0);
+    atomic_store(&abandoned, 0);
+    pthread_mutex_init(&fail_lock, NULL);
+}
 
 /* EFBIG (RLIMIT_FSIZE) is per file: a smaller trace still fits, so it is
  * an ordinary problem, said once. */

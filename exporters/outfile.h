@@ -45,5 +45,8 @@ int sp_outfile_abandon(void);
 int sp_outfile_abandoned(void);
 /* A file is being renamed to its final name (its commit won over any abandon). */
 int sp_outfile_committing(void);
+/* In a fork child: the temporaries listed are the parent's, still being
+ * written by its exporter; the child's abandon must not remove them. */
+void sp_outfile_after_fork_child(void);
 
 #endif

@@ -553,6 +553,7 @@ void sp_sched_after_fork_child(void)
     idle_gate_count = signal_mode = signal_only = whole_run = 0;
     sp_ev_after_fork_child();
     sp_export_after_fork_child();
+    sp_outfile_after_fork_child();
     sp_cupti_after_fork_child();
     sp_mem_after_fork_child();
     sp_stack_after_fork_child();

@@ -264,6 +264,33 @@ def test_exec_itself_three_deep_every_image_traced():
         _cleanup(bare, r)
 
 
+# ---- fork -------------------------------------------------------------------------------------
+
+def test_fork_child_abandoning_its_trace_leaves_the_parents_alone():
+    """A fork child inherits the parent's table of temporaries being written. A child that uses
+    CUDA and gives up its own export (SIGTERM, `finalize_timeout_s: 0`) removed every listed
+    temporary, the parent's trace included, which its exporter was still writing: the parent's
+    finished recording was lost ('cannot write ...: No such file or directory'). The child gives
+    up while the parent's temporary is there; when the parent's export was done first the run is
+    repeated with twice the launches."""
+    env = dict(CYCLE_ENV, PROF_FINALIZE_TIMEOUT_S=0)
+    for launches in (BIG, 2 * BIG, 4 * BIG):
+        r = rel.run([prog("rel_exitrace"), "fork-abandon", str(launches)], env=env, timeout=120)
+        try:
+            assert r.returncode == 0 and "child signal 15" in r.stdout, (rel.status(r.returncode), r.stdout,
+                                                                         r.stderr[-2000:])
+            assert not r.temporaries(), r.files()
+            assert not [l for l in r.sp_lines if "cannot write" in l], r.sp_lines
+            # The parent's trace has all its launches; the child's, if its export won the race, 1000.
+            counts = sorted(len(rel.launches(load(t), "race_kernel")) for t in r.traces())
+            assert counts in ([launches], [1000, launches]), (counts, r.files(), r.sp_lines)
+            if "parent's trace already written" not in r.stdout:
+                return
+        finally:
+            _cleanup(r)
+    raise AssertionError(f"every parent's export up to {4 * BIG} launches finished before the child gave up")
+
+
 # ---- output problems: one line per problem for the run, a full disk stops writing, a rate bound --
 
 def test_full_disk_one_line_for_the_run_and_no_file_after():

@@ -19,14 +19,23 @@
  *                cudaProfilerStop; a signal from the test ends it. LAUNCHES launches happen first,
  *                outside any cycle, as in every mode. REL_CYCLES (env) limits the cycles (then
  *                returns 0); REL_ALTERNATE=K (env) makes every odd cycle's first half K x LAUNCHES.
+ *   fork-abandon (PROF_MARKER=cudaProfilerApi) one cycle of LAUNCHES launches; once its trace's
+ *                temporary is in PROF_OUTPUT_DIR (being written), a fork child records 1000
+ *                launches in a cycle of its own and raises SIGTERM (with finalize_timeout_s: 0 its
+ *                unfinished trace is abandoned), printing "parent's trace already written" first
+ *                when no temporary is left; the parent prints "child signal N" and returns 0
  * Exit codes: as above; 2 on bad arguments.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cuda_profiler_api.h>
@@ -43,6 +52,19 @@ static void launches(long n)
     dim3 g = {1, 1, 1}, b = {32, 1, 1};
     for (long i = 0; i < n; i++)
         CHECK(cudaLaunchKernel((const void *)race_kernel, g, b, NULL, 0, 0));
+}
+
+/* Whether a file whose name contains part is in dir now. */
+static int file_in(const char *dir, const char *part)
+{
+    DIR *d = opendir(dir);
+    int found = 0;
+    struct dirent *e;
+    while (d && !found && (e = readdir(d)))
+        found = strstr(e->d_name, part) != NULL;
+    if (d)
+        closedir(d);
+    return found;
 }
 
 static void *exit_now(void *arg)
@@ -101,6 +123,31 @@ int main(int argc, char **argv)
             launches(n);
             CHECK(cudaProfilerStop());
         }
+        return 0;
+    }
+    if (!strcmp(mode, "fork-abandon")) {
+        const char *dir = getenv("PROF_OUTPUT_DIR");
+        CHECK(cudaProfilerStart());
+        launches(n);
+        CHECK(cudaProfilerStop());
+        dir = dir ? dir : ".";
+        while (!file_in(dir, ".tmp.") && !file_in(dir, ".pt.trace.json"))
+            sched_yield();
+        pid_t c = fork();
+        if (c < 0)
+            return 2;
+        if (c == 0) {
+            CHECK(cudaProfilerStart());
+            launches(1000);
+            if (!file_in(dir, ".tmp."))
+                printf("parent's trace already written\n");
+            fflush(stdout);
+            raise(SIGTERM);
+            _exit(3);
+        }
+        int st = 0;
+        waitpid(c, &st, 0);
+        printf("child signal %d\n", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
         return 0;
     }
     if (strcmp(mode, "exit-thread"))
