@@ -1,7 +1,8 @@
 /* inject/exitpaths.c — the ends of a profiled process that atexit does not
  * see: terminating signals, faults and _exit. It owns the handlers stepprof
  * installs for them, the finisher thread that does the work those handlers
- * cannot do, and the _exit/_Exit interposers.
+ * cannot do, the _exit/_Exit interposers and the at_quick_exit handler
+ * (quick_exit reaches _exit inside libc, where no interposer sees it).
  *
  * Writing a trace is not async-signal-safe (malloc, locks, stdio-free but
  * lock-taking code), and the interrupted thread may hold any lock. So a
@@ -242,6 +243,15 @@ static void install(int sig, const sigset_t *mask)
         sp_log(SP_LOG_DEBUG, "cannot watch signal %d (%s)", sig, strerror(errno));
 }
 
+/* Registered at activation, like the schedule's atexit handler: the
+ * program's own handlers registered later run first, as they do before an
+ * interposed _exit. */
+static void on_quick_exit(void)
+{
+    if (!sp_outfile_abandoned())
+        finish_and_wait(SP_FINISH_EXIT);
+}
+
 void sp_exit_install(double timeout)
 {
     timeout_s = timeout;
@@ -260,6 +270,9 @@ void sp_exit_install(double timeout)
         return;
     }
     atomic_store(&owner, getpid());
+    static int quick_exit_registered; /* survives fork: so does the at_quick_exit list */
+    if (!quick_exit_registered)
+        quick_exit_registered = at_quick_exit(on_quick_exit) == 0;
     /* A second terminating signal waits until the first is handled. */
     sigset_t mask;
     sigemptyset(&mask);

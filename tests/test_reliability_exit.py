@@ -103,6 +103,29 @@ def test_long_whole_run_written_at_exit_whatever_finalize_timeout():
         _cleanup(r)
 
 
+def test_quick_exit_writes_the_recording():
+    """quick_exit runs the at_quick_exit handlers, then calls _exit inside libc, where the _exit
+    interposer never sees it: the whole-run recording was lost without a word (and a trace being
+    written at that moment left its temporary). It ends like an interposed _exit now."""
+    argv = [prog("rel_exitrace"), "quick-exit", "20000"]
+    bare = rel.run(argv, preload=False)
+    r = rel.run(argv, env=WHOLE_RUN)
+    try:
+        assert bare.returncode == r.returncode == 8, (rel.status(r.returncode), r.stderr[-2000:])
+        assert r.stdout == bare.stdout, r.stdout
+        assert not r.temporaries(), r.files()
+        (path,) = r.traces()
+        assert_valid(path)
+        n = len(rel.launches(load(path), "race_kernel"))
+        assert n == 20000, n
+        rel.record("quick_exit(8) after a whole-run recording of 20000 launches",
+                   "written as for _exit (quick_exit's own _exit is inside libc: at_quick_exit handler); "
+                   "no temporary; status 8", (20000, n), (1, len(r.traces())),
+                   (rel.status(bare.returncode), rel.status(r.returncode)))
+    finally:
+        _cleanup(bare, r)
+
+
 def test_exit_timeout_reached_removes_temporary_and_says_what_is_lost():
     r = rel.run([prog("rel_exitrace"), "exit-status", str(BIG)], env=dict(WHOLE_RUN, PROF_EXIT_TIMEOUT_S=0),
                 timeout=120)

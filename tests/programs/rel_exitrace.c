@@ -11,6 +11,7 @@
  *                (default 300) launching one kernel per millisecond, then prints "main done" and
  *                returns 0. Bare, the process ends with status 5 and never prints "main done".
  *   exit-status  exit(7) from main
+ *   quick-exit   quick_exit(8) from main
  *   exec         MS is a depth: while it is above 0 the program execs itself with depth - 1
  *                (depth 3 by execv, 2 by execvp, 1 by execl, others by execve), so each image
  *                makes LAUNCHES launches; prints "image DEPTH pid PID" before
@@ -86,6 +87,8 @@ int main(int argc, char **argv)
         return 0;
     if (!strcmp(mode, "exit-status"))
         exit(7);
+    if (!strcmp(mode, "quick-exit"))
+        quick_exit(8);
     if (!strcmp(mode, "exec")) {
         printf("image %ld pid %d\n", ms, (int)getpid());
         fflush(stdout);
