@@ -7,8 +7,11 @@
  * sp_exit_hold_others sends a real-time signal to each other thread of the
  * program (not stepprof's own: the exporter runs on). Its handler parks the thread in a futex wait
  * with every signal blocked, unless the thread is inside one of stepprof's
- * interposers (it may hold a lock the exporter needs): then it returns and
- * the signal is sent again a millisecond later, by when it has left. Threads
+ * interposers, or inside the C library or the dynamic loader other than
+ * blocked in a system call (malloc holding an arena's lock, dlopen holding
+ * the loader's): it may hold a lock the exporter needs, and the exit would
+ * wait for it forever. Then it returns and the signal is sent again a
+ * millisecond later, by when it has left. Threads
  * that are not parked within HOLD_WAIT_MS, or by the time the exports are
  * written, are left running (a line at debug level). sp_exit_release_others lets them all go; the exit then goes on as
  * it would have bare. The handler stays installed (a no-op once released):
@@ -23,14 +26,17 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <link.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #define HOLD_WAIT_MS 200
@@ -42,12 +48,67 @@ static _Atomic int nheld;          /* entries of held[] */
 static _Atomic pid_t held[MAX_HELD]; /* threads that have parked */
 static int hold_sig;               /* 0: not holding */
 
-static void on_hold(int sig)
+/* The executable segments of libc and the dynamic loader, found before the
+ * first hold signal is sent (the handler only compares addresses). */
+#define MAX_TEXT 8
+static struct {
+    uintptr_t lo, hi;
+} libc_text[MAX_TEXT];
+static int nlibc_text;
+
+static int find_libc_text(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    const char *name = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    name = name ? name + 1 : info->dlpi_name ? info->dlpi_name : "";
+    if (strncmp(name, "libc.so", 7) != 0 && strncmp(name, "ld-linux", 8) != 0)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum && nlibc_text < MAX_TEXT; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            libc_text[nlibc_text].lo = info->dlpi_addr + ph->p_vaddr;
+            libc_text[nlibc_text].hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+            nlibc_text++;
+        }
+    }
+    return 0;
+}
+
+/* Interrupted inside libc or the loader, where it may hold one of their
+ * locks, and not blocked in a system call there (the kernel then leaves the
+ * pc on the syscall instruction to restart it, or just after it with
+ * -EINTR; a call that completed, mmap inside malloc, has neither).
+ * Async-signal-safe. */
+static int inside_libc(const void *uctx)
+{
+#if defined(__x86_64__)
+    const ucontext_t *uc = uctx;
+    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    int in = 0;
+    for (int i = 0; i < nlibc_text && !in; i++)
+        in = pc >= libc_text[i].lo + 2 && pc + 2 <= libc_text[i].hi;
+    if (!in)
+        return 0;
+    const unsigned char *ip = (const unsigned char *)pc;
+    if (ip[0] == 0x0f && ip[1] == 0x05)
+        return 0;
+    if (ip[-2] == 0x0f && ip[-1] == 0x05 && uc->uc_mcontext.gregs[REG_RAX] == -EINTR)
+        return 0;
+    return 1;
+#else
+    (void)uctx;
+    return 0;
+#endif
+}
+
+static void on_hold(int sig, siginfo_t *si, void *uctx)
 {
     (void)sig;
+    (void)si;
     int saved = errno;
     sp_thread_t *t = sp_ev_self;
-    if (t && t->in_hook) { /* inside stepprof: asked again once it is out */
+    if ((t && t->in_hook) || inside_libc(uctx)) { /* asked again once it is out */
         errno = saved;
         return;
     }
@@ -132,10 +193,12 @@ void sp_exit_hold_others(pid_t skip, int (*done)(void))
         sp_log(SP_LOG_DEBUG, "exit: no other thread to hold");
         return;
     }
+    if (!nlibc_text)
+        dl_iterate_phdr(find_libc_text, NULL);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_hold;
-    sa.sa_flags = SA_RESTART;
+    sa.sa_sigaction = on_hold;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigfillset(&sa.sa_mask); /* a parked thread takes no other signal */
     atomic_store(&hold, 1);
     if (sigaction(sig, &sa, NULL) != 0)

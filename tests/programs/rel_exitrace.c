@@ -12,6 +12,8 @@
  *                returns 0. Bare, the process ends with status 5 and never prints "main done".
  *   exit-status  exit(7) from main
  *   quick-exit   quick_exit(8) from main
+ *   malloc-threads  starts MS threads that allocate and free without pause (most of their time
+ *                inside malloc, holding an arena's lock), lets them run 100 ms, then exit(9)
  *   exec         MS is a depth: while it is above 0 the program execs itself with depth - 1
  *                (depth 3 by execv, 2 by execvp, 1 by execl, others by execve), so each image
  *                makes LAUNCHES launches; prints "image DEPTH pid PID" before
@@ -68,6 +70,19 @@ static int file_in(const char *dir, const char *part)
     return found;
 }
 
+static void *allocate(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        void *p[64];
+        for (int i = 0; i < 64; i++)
+            p[i] = malloc(100 + (size_t)i * 37);
+        for (int i = 0; i < 64; i++)
+            free(p[i]);
+    }
+    return NULL;
+}
+
 static void *exit_now(void *arg)
 {
     (void)arg;
@@ -89,6 +104,15 @@ int main(int argc, char **argv)
         exit(7);
     if (!strcmp(mode, "quick-exit"))
         quick_exit(8);
+    if (!strcmp(mode, "malloc-threads")) {
+        for (long i = 0; i < ms; i++) {
+            pthread_t th;
+            pthread_create(&th, NULL, allocate, NULL);
+        }
+        struct timespec t = {0, 100000000};
+        nanosleep(&t, NULL);
+        exit(9);
+    }
     if (!strcmp(mode, "exec")) {
         printf("image %ld pid %d\n", ms, (int)getpid());
         fflush(stdout);
