@@ -2,7 +2,11 @@
  * see: terminating signals, faults and _exit. It owns the handlers stepprof
  * installs for them, the finisher thread that does the work those handlers
  * cannot do, the _exit/_Exit interposers and the at_quick_exit handler
- * (quick_exit reaches _exit inside libc, where no interposer sees it).
+ * (quick_exit reaches _exit inside libc, where no interposer sees it), and
+ * pthread_exit on the main thread: bare, the process ends with exit(0) when
+ * its last thread ends, but stepprof's own threads never end, so once main
+ * has left, a watcher thread ends the process the same way when only
+ * stepprof's threads are left.
  *
  * Writing a trace is not async-signal-safe (malloc, locks, stdio-free but
  * lock-taking code), and the interrupted thread may hold any lock. So a
@@ -45,8 +49,10 @@
 
 #include "../collectors/threads.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -82,6 +88,10 @@ static _Atomic int64_t hurry_ns;         /* a signal came meanwhile: wait until 
 
 typedef void (*exit_fn)(int);
 static exit_fn real_exit;
+typedef void (*pthread_exit_fn)(void *);
+static pthread_exit_fn real_pthread_exit;
+static _Atomic int main_gone;            /* the main thread called pthread_exit */
+static _Atomic int watching;             /* the watcher of the last thread runs */
 
 static int64_t mono_ns(void)
 {
@@ -252,6 +262,64 @@ static void on_quick_exit(void)
         finish_and_wait(SP_FINISH_EXIT);
 }
 
+/* Whether every thread but the caller is stepprof's (named "stepprof-*")
+ * or has ended (the main thread stays listed, a zombie, until the process
+ * ends). */
+static int only_ours_left(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return 0;
+    pid_t self = (pid_t)syscall(SYS_gettid);
+    int only = 1;
+    struct dirent *e;
+    while (only && (e = readdir(d))) {
+        pid_t tid = (pid_t)atoi(e->d_name);
+        if (tid <= 0 || tid == self)
+            continue;
+        char path[64], stat[512];
+        snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue; /* ended meanwhile */
+        ssize_t k = read(fd, stat, sizeof stat - 1);
+        close(fd);
+        stat[k > 0 ? k : 0] = 0;
+        char *open_ = strchr(stat, '('), *close_ = strrchr(stat, ')');
+        if (!open_ || !close_ || close_[1] != ' ')
+            continue;
+        char state = close_[2];
+        int ours = strncmp(open_ + 1, "stepprof-", 9) == 0;
+        only = ours || state == 'Z' || state == 'X';
+    }
+    closedir(d);
+    return only;
+}
+
+static void *last_thread_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct timespec ms10 = {0, 10000000};
+        nanosleep(&ms10, NULL);
+        if (only_ours_left())
+            exit(0); /* what glibc does when the last thread ends */
+    }
+    return NULL;
+}
+
+/* Once main has left in an activated process: the first call starts the
+ * watcher. */
+static void watch_last_thread(void)
+{
+    int no = 0;
+    if (atomic_load(&main_gone) && atomic_load(&owner) == getpid() &&
+        atomic_compare_exchange_strong(&watching, &no, 1) &&
+        sp_thread_spawn(last_thread_main, NULL, "stepprof-last", NULL) != 0)
+        sp_log(SP_LOG_WARN, "the main thread has ended and no thread watches for the last one: the process "
+                            "will not end by itself when its other threads have");
+}
+
 void sp_exit_install(double timeout)
 {
     timeout_s = timeout;
@@ -282,16 +350,20 @@ void sp_exit_install(double timeout)
         install(term_sigs[i], &mask);
     for (size_t i = 0; i < NFAULT; i++)
         install(fault_sigs[i], &mask);
+    watch_last_thread(); /* main may have left before the first CUDA call */
 }
 
 void sp_exit_after_fork_child(void)
 {
     atomic_store(&owner, 0);
+    atomic_store(&main_gone, 0); /* the child's only thread is alive */
+    atomic_store(&watching, 0);
 }
 
 void sp_exit_preinit(void)
 {
     real_exit = (exit_fn)dlsym(RTLD_NEXT, "_exit");
+    real_pthread_exit = (pthread_exit_fn)dlsym(RTLD_NEXT, "pthread_exit");
     sp_exec_preinit();
 }
 
@@ -311,6 +383,20 @@ static _Noreturn void end_now(int status)
         real_exit(status);
     for (;;)
         syscall(SYS_exit_group, status);
+}
+
+SP_EXPORT void pthread_exit(void *retval)
+{
+    if ((pid_t)syscall(SYS_gettid) == getpid()) {
+        int saved = errno;
+        atomic_store(&main_gone, 1);
+        watch_last_thread();
+        errno = saved;
+    }
+    if (!real_pthread_exit)
+        real_pthread_exit = (pthread_exit_fn)dlsym(RTLD_NEXT, "pthread_exit");
+    real_pthread_exit(retval);
+    __builtin_unreachable();
 }
 
 SP_EXPORT void _exit(int status)

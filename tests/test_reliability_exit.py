@@ -151,6 +151,29 @@ def test_quick_exit_writes_the_recording():
         _cleanup(bare, r)
 
 
+def test_pthread_exit_from_main_ends_with_the_last_thread():
+    """Bare, a process whose main thread calls pthread_exit ends with exit(0) when its last thread
+    ends. stepprof's own threads (exporter, finisher) never end, so the process lived on forever,
+    main a zombie, with every live thread blocking every signal: not even SIGTERM ended it."""
+    argv = [prog("rel_exitrace"), "pthread-exit", "1000", "2000"]
+    bare = rel.run(argv, preload=False)
+    r = rel.run(argv, env=WHOLE_RUN, timeout=60)
+    try:
+        assert bare.returncode == r.returncode == 0, (rel.status(r.returncode), r.stderr[-2000:])
+        assert r.stdout == bare.stdout == "launched 1000\nthread done\n", r.stdout
+        assert not r.temporaries(), r.files()
+        (path,) = r.traces()
+        assert_valid(path)
+        n = len(rel.launches(load(path), "race_kernel"))
+        assert n == 3000, n
+        rel.record("main calls pthread_exit, its other thread makes 2000 launches and returns "
+                   "(whole-run recording)", "the process ends with status 0 when that thread ends, as bare "
+                   "(stepprof's threads do not keep it alive); trace complete, no temporary",
+                   (3000, n), (1, len(r.traces())), (rel.status(bare.returncode), rel.status(r.returncode)))
+    finally:
+        _cleanup(bare, r)
+
+
 def test_exit_timeout_reached_removes_temporary_and_says_what_is_lost():
     r = rel.run([prog("rel_exitrace"), "exit-status", str(BIG)], env=dict(WHOLE_RUN, PROF_EXIT_TIMEOUT_S=0),
                 timeout=120)

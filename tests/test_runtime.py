@@ -29,6 +29,8 @@ def test_exports_only_interposed_symbols():
                                   "stepprof_pystack",  # with_stack: the bootstrap turns Python frames on (inject/pystack.c)
                                   "stepprof_torch_lists",  # record_shapes: operators' tensor-list args (inject/torch_lists.c)
                                   "InitializeInjection", "dlopen", "_exit", "_Exit",
+                                  # main's pthread_exit: the process still ends with its last thread
+                                  "pthread_exit",
                                   # exec writes the image's recording first (inject/exec_hooks.c)
                                   "execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle", "fexecve",
                                   # driver allocation calls and the device tracker of profile_memory

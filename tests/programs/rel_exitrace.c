@@ -12,6 +12,9 @@
  *                returns 0. Bare, the process ends with status 5 and never prints "main done".
  *   exit-status  exit(7) from main
  *   quick-exit   quick_exit(8) from main
+ *   pthread-exit starts a thread that makes MS launches, prints "thread done" and returns, then
+ *                main calls pthread_exit: bare, the process ends with status 0 when that thread
+ *                ends
  *   malloc-threads  starts MS threads that allocate and free without pause (most of their time
  *                inside malloc, holding an arena's lock), lets them run 100 ms, then exit(9)
  *   exec         MS is a depth: while it is above 0 the program execs itself with depth - 1
@@ -83,6 +86,17 @@ static void *allocate(void *arg)
     return NULL;
 }
 
+static long thread_launches;
+
+static void *launch_and_return(void *arg)
+{
+    (void)arg;
+    launches(thread_launches);
+    printf("thread done\n");
+    fflush(stdout);
+    return NULL;
+}
+
 static void *exit_now(void *arg)
 {
     (void)arg;
@@ -104,6 +118,12 @@ int main(int argc, char **argv)
         exit(7);
     if (!strcmp(mode, "quick-exit"))
         quick_exit(8);
+    if (!strcmp(mode, "pthread-exit")) {
+        thread_launches = ms;
+        pthread_t th;
+        pthread_create(&th, NULL, launch_and_return, NULL);
+        pthread_exit(NULL);
+    }
     if (!strcmp(mode, "malloc-threads")) {
         for (long i = 0; i < ms; i++) {
             pthread_t th;
