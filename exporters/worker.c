@@ -184,8 +184,15 @@ static void *worker_main(void *arg)
         node_t *n = pop_wait(&exports);
         pthread_mutex_unlock(&lock);
         sp_export_run(&n->job);
+        /* A heap node is freed outside the lock: the free may wait for a
+         * malloc arena that a program thread held at exit has, and the
+         * exit's wait, which may release that thread, takes this lock. */
+        int heap = !(n >= spare && n < spare + SPARE_NODES);
+        if (heap)
+            free(n);
         pthread_mutex_lock(&lock);
-        release(n);
+        if (!heap)
+            release(n);
         done(&exports);
     }
     return NULL;

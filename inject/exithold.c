@@ -7,13 +7,15 @@
  * sp_exit_hold_others sends a real-time signal to each other thread of the
  * program (not stepprof's own: the exporter runs on). Its handler parks the thread in a futex wait
  * with every signal blocked, unless the thread is inside one of stepprof's
- * interposers, or inside the C library or the dynamic loader other than
- * blocked in a system call (malloc holding an arena's lock, dlopen holding
- * the loader's): it may hold a lock the exporter needs, and the exit would
- * wait for it forever. Then it returns and the signal is sent again a
- * millisecond later, by when it has left. Threads
+ * interposers (it may hold a lock the exporter needs): then it returns and
+ * the signal is sent again a millisecond later, by when it has left. Threads
  * that are not parked within HOLD_WAIT_MS, or by the time the exports are
- * written, are left running (a line at debug level). sp_exit_release_others lets them all go; the exit then goes on as
+ * written, are left running (a line at debug level). A held thread may have
+ * been stopped inside malloc, holding its arena's lock, which the exporter
+ * then waits for: so while threads are held, the exit's wait checks that
+ * stepprof's own threads still use CPU time, and when they have used none for
+ * STALL_NS, it lets the held threads go (sp_exit_hold_check), the export
+ * finishing as if they had never been held. sp_exit_release_others lets them all go; the exit then goes on as
  * it would have bare. The handler stays installed (a no-op once released):
  * a signal still queued for a thread must not meet SIG_DFL, which for a
  * real-time signal ends the process. */
@@ -26,7 +28,7 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <link.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -36,79 +38,26 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #define HOLD_WAIT_MS 200
 #define MAX_HELD 4096
+#define STALL_NS 1000000000LL      /* stepprof's threads used no CPU for this long: release */
 
 static _Atomic int hold;           /* futex word: 1 while threads must stay parked */
 static _Atomic int parked;         /* threads in the handler now */
 static _Atomic int nheld;          /* entries of held[] */
 static _Atomic pid_t held[MAX_HELD]; /* threads that have parked */
 static int hold_sig;               /* 0: not holding */
+static unsigned long long last_ticks; /* stepprof's threads' CPU time at the last check */
+static int64_t last_change_ns;     /* when it last changed; 0: not checked yet */
 
-/* The executable segments of libc and the dynamic loader, found before the
- * first hold signal is sent (the handler only compares addresses). */
-#define MAX_TEXT 8
-static struct {
-    uintptr_t lo, hi;
-} libc_text[MAX_TEXT];
-static int nlibc_text;
-
-static int find_libc_text(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    (void)arg;
-    const char *name = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
-    name = name ? name + 1 : info->dlpi_name ? info->dlpi_name : "";
-    if (strncmp(name, "libc.so", 7) != 0 && strncmp(name, "ld-linux", 8) != 0)
-        return 0;
-    for (int i = 0; i < info->dlpi_phnum && nlibc_text < MAX_TEXT; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-            libc_text[nlibc_text].lo = info->dlpi_addr + ph->p_vaddr;
-            libc_text[nlibc_text].hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
-            nlibc_text++;
-        }
-    }
-    return 0;
-}
-
-/* Interrupted inside libc or the loader, where it may hold one of their
- * locks, and not blocked in a system call there (the kernel then leaves the
- * pc on the syscall instruction to restart it, or just after it with
- * -EINTR; a call that completed, mmap inside malloc, has neither).
- * Async-signal-safe. */
-static int inside_libc(const void *uctx)
-{
-#if defined(__x86_64__)
-    const ucontext_t *uc = uctx;
-    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-    int in = 0;
-    for (int i = 0; i < nlibc_text && !in; i++)
-        in = pc >= libc_text[i].lo + 2 && pc + 2 <= libc_text[i].hi;
-    if (!in)
-        return 0;
-    const unsigned char *ip = (const unsigned char *)pc;
-    if (ip[0] == 0x0f && ip[1] == 0x05)
-        return 0;
-    if (ip[-2] == 0x0f && ip[-1] == 0x05 && uc->uc_mcontext.gregs[REG_RAX] == -EINTR)
-        return 0;
-    return 1;
-#else
-    (void)uctx;
-    return 0;
-#endif
-}
-
-static void on_hold(int sig, siginfo_t *si, void *uctx)
+static void on_hold(int sig)
 {
     (void)sig;
-    (void)si;
     int saved = errno;
     sp_thread_t *t = sp_ev_self;
-    if ((t && t->in_hook) || inside_libc(uctx)) { /* asked again once it is out */
+    if (t && t->in_hook) { /* inside stepprof: asked again once it is out */
         errno = saved;
         return;
     }
@@ -193,17 +142,16 @@ void sp_exit_hold_others(pid_t skip, int (*done)(void))
         sp_log(SP_LOG_DEBUG, "exit: no other thread to hold");
         return;
     }
-    if (!nlibc_text)
-        dl_iterate_phdr(find_libc_text, NULL);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_hold;
-    sa.sa_flags = SA_RESTART | SA_SIGINFO;
+    sa.sa_handler = on_hold;
+    sa.sa_flags = SA_RESTART;
     sigfillset(&sa.sa_mask); /* a parked thread takes no other signal */
     atomic_store(&hold, 1);
     if (sigaction(sig, &sa, NULL) != 0)
         return;
     hold_sig = sig;
+    last_change_ns = 0;
     pid_t pid = getpid();
     int left = n;
     for (int ms = 0; ms < HOLD_WAIT_MS && left > 0 && !(done && done()); ms++) {
@@ -225,6 +173,72 @@ void sp_exit_hold_others(pid_t skip, int (*done)(void))
         sp_log(SP_LOG_DEBUG, "exit: %d of %d other threads held: the files were written first", n - left, n);
     else
         sp_log(SP_LOG_DEBUG, "exit: %d of %d other threads held while the last files are written", n - left, n);
+}
+
+/* CPU time (clock ticks) used so far by stepprof's own threads. No malloc
+ * (no opendir, no stdio): the caller runs while a held thread may have an
+ * arena's lock. */
+static unsigned long long our_cpu_ticks(void)
+{
+    int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return 0;
+    unsigned long long sum = 0;
+    char ents[4096];
+    long n;
+    while ((n = syscall(SYS_getdents64, dfd, ents, sizeof ents)) > 0) {
+        for (long off = 0; off < n;) {
+            struct linux_dirent64 {
+                uint64_t ino;
+                int64_t off;
+                unsigned short reclen;
+                unsigned char type;
+                char name[];
+            } *e = (void *)(ents + off);
+            off += e->reclen;
+            int tid = atoi(e->name);
+            if (tid <= 0)
+                continue;
+            char path[64], stat[512];
+            snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                continue;
+            ssize_t k = read(fd, stat, sizeof stat - 1);
+            close(fd);
+            stat[k > 0 ? k : 0] = 0;
+            char *open_ = strchr(stat, '('), *p = strrchr(stat, ')');
+            if (!open_ || !p || strncmp(open_ + 1, "stepprof-", 9) != 0)
+                continue;
+            /* After "(comm)": state and 10 more fields, then utime and stime. */
+            for (int field = 0; field < 12 && p; field++)
+                p = strchr(p + 1, ' ');
+            if (p) {
+                char *end;
+                unsigned long long ut = strtoull(p + 1, &end, 10);
+                sum += ut + strtoull(end, NULL, 10);
+            }
+        }
+    }
+    close(dfd);
+    return sum;
+}
+
+void sp_exit_hold_check(int64_t now_ns)
+{
+    if (!hold_sig)
+        return;
+    unsigned long long ticks = our_cpu_ticks();
+    if (ticks != last_ticks || !last_change_ns) {
+        last_ticks = ticks;
+        last_change_ns = now_ns;
+        return;
+    }
+    if (now_ns - last_change_ns < STALL_NS)
+        return;
+    sp_log(SP_LOG_DEBUG, "exit: the files made no progress for %.0f s with the other threads held (one may hold "
+           "a lock the exporter needs): they run on", (double)STALL_NS * 1e-9);
+    sp_exit_release_others();
 }
 
 void sp_exit_release_others(void)

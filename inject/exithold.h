@@ -3,6 +3,7 @@
 #ifndef SP_EXITHOLD_H
 #define SP_EXITHOLD_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Parks every other thread of the process (but skip, 0: none) that can take
@@ -11,6 +12,12 @@
  * over: a thread that keeps the signal blocked (a library's worker) must not
  * keep a finished exit waiting. */
 void sp_exit_hold_others(pid_t skip, int (*done)(void));
+
+/* Called now and then (now_ns: CLOCK_MONOTONIC) by the thread that waits
+ * while others are held: lets them go once stepprof's own threads have used
+ * no CPU time for a second (the exporter waits for a lock a held thread has,
+ * malloc's). */
+void sp_exit_hold_check(int64_t now_ns);
 
 /* Lets them go. */
 void sp_exit_release_others(void);

@@ -458,6 +458,7 @@ int sp_exit_wait_exports(double limit_s)
         if (sp_export_drain(left < 0.1 ? (left > 0 ? left : 0) : 0.1) == 0)
             break;
         int64_t now = mono_ns(), hurry = atomic_load(&hurry_ns);
+        sp_exit_hold_check(now);
         if (hurry && now >= hurry) {
             sp_exit_report_lost("finalize_timeout_s", timeout_s);
             rc = -1;

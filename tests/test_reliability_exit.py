@@ -67,9 +67,9 @@ def test_threads_held_inside_malloc_do_not_deadlock_the_exit():
     """The exit holds the program's other threads while the trace is written. A thread stopped
     inside malloc keeps its arena's lock, and the exporter's next malloc or free on that arena
     (128 allocating threads share the 16 arenas of a 2-core machine) waited for it forever: the
-    process never ended, SIGTERM only shortened a wait that was stuck on a mutex. A thread inside
-    libc (not blocked in a system call) is now asked again until it is out, like one inside
-    stepprof."""
+    process never ended, SIGTERM only shortened a wait that was stuck on a mutex. Now, when
+    stepprof's threads use no CPU time for a second while others are held, the held threads are let
+    go and the export finishes."""
     argv = [prog("rel_exitrace"), "malloc-threads", str(BIG), "128"]
     bare = rel.run(argv, preload=False)
     r = rel.run(argv, env=WHOLE_RUN, timeout=60)
@@ -81,8 +81,8 @@ def test_threads_held_inside_malloc_do_not_deadlock_the_exit():
         n = len(rel.launches(load(path), "race_kernel"))
         assert n == BIG, n
         rel.record(f"exit(9) while 128 threads allocate without pause (whole-run recording of {BIG} launches)",
-                   "threads inside malloc are not held there (the exporter needs their arenas): no "
-                   "deadlock; trace complete, no temporary; status 9", (BIG, n), (1, len(r.traces())),
+                   "the export stalls on an arena a held thread has; the held threads are let go after "
+                   "1 s without progress: no deadlock; trace complete, no temporary; status 9", (BIG, n), (1, len(r.traces())),
                    (rel.status(bare.returncode), rel.status(r.returncode)), f"{r.seconds:.1f} s")
     finally:
         _cleanup(bare, r)
