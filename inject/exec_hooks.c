@@ -2,7 +2,9 @@
  * image without running atexit, so the image's recording would be lost. Each
  * interposer first closes the cycle in progress and waits for every queued
  * trace like a normal exit (schedule.c sp_sched_before_exec: exit_timeout_s,
- * the loss said in one line), then calls the real function. The new image,
+ * the loss said in one line; a terminating signal that comes meanwhile
+ * shortens the wait and then ends the process, as it would have bare), then
+ * calls the real function. The new image,
  * which keeps LD_PRELOAD, profiles itself under the same pid with new file
  * stems. If the exec fails the program goes on unprofiled (said at debug
  * level). glibc's exec functions call execve internally, so each entry point
@@ -42,8 +44,10 @@ void sp_exec_preinit(void)
 static void before_exec(void)
 {
     int saved = errno;
-    if (sp_exit_is_owner())
+    if (sp_exit_is_owner()) {
         sp_sched_before_exec();
+        sp_exit_signal_after_exec_wait();
+    }
     errno = saved;
 }
 

@@ -34,7 +34,9 @@
  * up to exit_timeout_s with a progress line every few seconds, and a
  * terminating signal that comes meanwhile does not end the process by that
  * signal: it only shortens the wait to finalize_timeout_s, and the exit
- * status stays the one the program chose. Whenever a bound is reached the
+ * status stays the one the program chose. Before an exec (same wait) such a
+ * signal ends the process once the wait is over, as it would have bare,
+ * instead of letting the new image run. Whenever a bound is reached the
  * temporary files are removed and one line says what was lost. */
 #define _GNU_SOURCE
 #include "exitpaths.h"
@@ -84,6 +86,7 @@ static _Atomic pid_t asker;              /* thread waiting in finish_and_wait, 0
 static _Atomic int deferred;             /* signal the finisher re-raises itself, 0: none */
 static _Atomic int exit_waiting;         /* sp_exit_wait_exports is waiting */
 static _Atomic int64_t hurry_ns;         /* a signal came meanwhile: wait until then */
+static _Atomic int hurry_sig;            /* and which */
 #define PROGRESS_NS 5000000000LL         /* a line every 5 s of a long exit wait */
 
 typedef void (*exit_fn)(int);
@@ -199,7 +202,8 @@ static void on_end_signal(int sig, siginfo_t *si, void *uctx)
         /* The program is already exiting with a status of its own: the
          * signal only shortens the wait (async-signal-safe: atomics). */
         int64_t none = 0;
-        atomic_compare_exchange_strong(&hurry_ns, &none, mono_ns() + (int64_t)(timeout_s * 1e9));
+        if (atomic_compare_exchange_strong(&hurry_ns, &none, mono_ns() + (int64_t)(timeout_s * 1e9)))
+            atomic_store(&hurry_sig, sig);
         errno = saved;
         return;
     }
@@ -449,6 +453,7 @@ static int exports_written(void)
 int sp_exit_wait_exports(double limit_s)
 {
     int64_t t0 = mono_ns(), note = t0 + PROGRESS_NS;
+    atomic_store(&hurry_sig, 0);
     atomic_store(&hurry_ns, 0);
     atomic_store(&exit_waiting, 1);
     sp_exit_hold_others(0, exports_written);
@@ -481,4 +486,11 @@ int sp_exit_wait_exports(double limit_s)
     atomic_store(&exit_waiting, 0);
     sp_exit_release_others();
     return rc;
+}
+
+void sp_exit_signal_after_exec_wait(void)
+{
+    int sig = atomic_load(&hurry_sig);
+    if (sig && atomic_load(&owner) == getpid())
+        end_by(sig);
 }

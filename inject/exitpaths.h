@@ -29,6 +29,11 @@ void sp_exit_after_fork_child(void);
  * program's). 0 when everything was written; else the loss is reported. */
 int sp_exit_wait_exports(double limit_s);
 
+/* After the wait before an exec (exec_hooks.c): a terminating signal that
+ * came during it, and only shortened it, ends the process now by that
+ * signal, as it would have bare, rather than letting the exec go on. */
+void sp_exit_signal_after_exec_wait(void);
+
 /* A bound (named by its key) was reached with traces still being written:
  * removes their temporary files and says in one line what was lost. */
 void sp_exit_report_lost(const char *key, double limit_s);

@@ -362,6 +362,32 @@ def test_fork_child_abandoning_its_trace_leaves_the_parents_alone():
     raise AssertionError(f"every parent's export up to {4 * BIG} launches finished before the child gave up")
 
 
+def test_signal_during_exec_wait_ends_the_process_by_the_signal():
+    """Before an exec, the image's recording is written with the wait of a normal exit. A SIGTERM
+    that came during that wait only shortened it, as it does for an exit, and then the exec went
+    on: the new image ran and the process ended with status 0, where bare it dies by SIGTERM.
+    Now the signal ends the process once the wait is over; the trace is whole, no temporary."""
+    p = rel.start([prog("rel_exitrace"), "exec", str(BIG), "1"], env=WHOLE_RUN)
+    rel.read_until(p, f"launched {BIG}", timeout=120)
+    seen = rel.wait_for(lambda: os.path.isdir(p.sp_outdir) and any(".tmp." in f for f in os.listdir(p.sp_outdir)),
+                        timeout=60)
+    assert seen, "no temporary appeared"
+    p.send_signal(signal.SIGTERM)
+    r = rel.finish(p, timeout=120)
+    try:
+        assert r.returncode == -signal.SIGTERM, (rel.status(r.returncode), r.stdout, r.stderr[-2000:])
+        assert not r.temporaries(), r.files()
+        traces = r.traces()
+        assert traces and len(rel.launches(load(traces[0]), "race_kernel")) == BIG, r.files()
+        rel.record("SIGTERM while an exec waits for the image's trace",
+                   "the wait is shortened to finalize_timeout_s, then the process dies by the signal "
+                   "(the new image does not run); the image's trace whole, no temporary",
+                   (BIG, len(rel.launches(load(traces[0]), "race_kernel"))), (1, len(traces)),
+                   ("SIGTERM", rel.status(r.returncode)))
+    finally:
+        _cleanup(r)
+
+
 # ---- output problems: one line per problem for the run, a full disk stops writing, a rate bound --
 
 def test_full_disk_one_line_for_the_run_and_no_file_after():
