@@ -36,7 +36,10 @@
  * signal: it only shortens the wait to finalize_timeout_s, and the exit
  * status stays the one the program chose. Before an exec (same wait) such a
  * signal ends the process once the wait is over, as it would have bare,
- * instead of letting the new image run. Whenever a bound is reached the
+ * instead of letting the new image run. An exit (or exec) on a thread that
+ * a signal interrupted inside stepprof, where it may hold the schedule's
+ * lock, is finished by the finisher thread instead, as _exit is
+ * (sp_exit_finish_elsewhere). Whenever a bound is reached the
  * temporary files are removed and one line says what was lost. */
 #define _GNU_SOURCE
 #include "exitpaths.h"
@@ -149,6 +152,12 @@ static void finish_and_wait(int how)
     }
     if (!atomic_load(&done))
         give_up();
+}
+
+void sp_exit_finish_elsewhere(void)
+{
+    if (!sp_outfile_abandoned())
+        finish_and_wait(SP_FINISH_EXIT);
 }
 
 /* The emergency end of a deferred signal whose finish did not end by the

@@ -34,6 +34,11 @@ int sp_exit_wait_exports(double limit_s);
  * signal, as it would have bare, rather than letting the exec go on. */
 void sp_exit_signal_after_exec_wait(void);
 
+/* An exit or exec on a thread that a signal interrupted inside stepprof (its
+ * handler called exit): that thread may hold any of stepprof's locks, so the
+ * finisher thread does the work, within finalize_timeout_s, as for _exit. */
+void sp_exit_finish_elsewhere(void);
+
 /* A bound (named by its key) was reached with traces still being written:
  * removes their temporary files and says in one line what was lost. */
 void sp_exit_report_lost(const char *key, double limit_s);

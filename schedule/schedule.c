@@ -27,6 +27,7 @@
 #include <fnmatch.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,7 @@ static long arm_step = -1;     /* step where the armed cycle began, -1 when disa
 static int whole_run;          /* step marker but no schedule: torch records every step, written at exit */
 
 volatile sig_atomic_t sp_sched_signal_flag;
+static _Atomic pid_t lock_owner; /* thread in lock_blocked..unlock_blocked, 0: none */
 
 /* The lock as a program thread takes it: with the terminating signals
  * blocked, so that their handler (exitpaths.c) never runs on the thread that
@@ -70,10 +72,12 @@ static void lock_blocked(sigset_t *old)
     sigaddset(&term, SIGQUIT);
     pthread_sigmask(SIG_BLOCK, &term, old);
     pthread_mutex_lock(&lock);
+    atomic_store(&lock_owner, gettid());
 }
 
 static void unlock_blocked(const sigset_t *old)
 {
+    atomic_store(&lock_owner, 0);
     pthread_mutex_unlock(&lock);
     pthread_sigmask(SIG_SETMASK, old, NULL);
 }
@@ -528,17 +532,34 @@ int sp_sched_finish_bounded(int how, double timeout_s)
     return finish(how == SP_FINISH_SIGNAL, timeout_s, 1, how != SP_FINISH_DRAIN, 0);
 }
 
+/* exit() (or exec) from a signal handler that interrupted this thread
+ * inside stepprof, a program's SIGALRM handler say (only the terminating
+ * signals are blocked under the lock): the thread may hold the schedule lock
+ * (an NVTX marker's boundary) or the exporter's, and taking them again here
+ * would wait forever. exitpaths.c hands the work to its finisher thread
+ * instead. */
+static int interrupted_inside_stepprof(void)
+{
+    sp_thread_t *t = sp_ev_self;
+    return (t && t->in_hook) || atomic_load(&lock_owner) == gettid();
+}
+
 /* A successful exec would replace the image without atexit: its recording
  * is written now, as at exit. */
 void sp_sched_before_exec(void)
 {
-    if (active)
+    if (active && interrupted_inside_stepprof())
+        sp_exit_finish_elsewhere();
+    else if (active)
         finish(0, (double)cfg.finalize_timeout_s, 0, 1, 1);
 }
 
 void sp_sched_exit_handler(void)
 {
-    sp_sched_finish(0);
+    if (interrupted_inside_stepprof())
+        sp_exit_finish_elsewhere();
+    else
+        sp_sched_finish(0);
 }
 
 void sp_sched_after_fork_child(void)

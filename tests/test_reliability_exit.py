@@ -335,6 +335,34 @@ def test_exec_itself_three_deep_every_image_traced():
         _cleanup(bare, r)
 
 
+def test_exit_from_a_signal_handler_that_interrupted_the_schedule_does_not_hang():
+    """A program's SIGALRM handler calls exit(3) while main is at a step boundary (an NVTX push),
+    holding the schedule lock (only the terminating signals are blocked there). The exit's handler
+    took that lock again on the same thread and waited forever. Now the finisher thread does the
+    work, as for _exit, within finalize_timeout_s: the cycle in progress is said lost, no
+    temporary, status 3. The alarm lands at a random point: the run is repeated until it lands
+    inside the schedule (most runs)."""
+    env = {"PROF_MARKER": "nvtx:step", "PROF_ACTIVE": 1, "PROF_WARMUP": 0, "PROF_REPEAT": 0,
+           "PROF_TABLE_PRINT": "none", "PROF_FINALIZE_TIMEOUT_S": 1}
+    for attempt in range(12):
+        r = rel.run([prog("rel_exitrace"), "alarm-exit", "1000", str(30 + 7 * attempt)], env=env, timeout=60)
+        try:
+            assert r.returncode == 3, (rel.status(r.returncode), r.stderr[-2000:])
+            assert r.stdout == "launched 1000\n", r.stdout
+            assert not r.temporaries(), r.files()
+            for path in r.traces():
+                assert_valid(path)
+            if [l for l in r.sp_lines if "the cycle in progress is lost" in l]:
+                rel.record("exit(3) from a SIGALRM handler that interrupted a step boundary (schedule lock held)",
+                           "no hang: the finisher does the work within finalize_timeout_s; the cycle in "
+                           "progress said lost; no temporary; status 3", ("lost, said", "lost, said"),
+                           ("-", len(r.traces())), ("exit 3", rel.status(r.returncode)), f"{r.seconds:.1f} s")
+                return
+        finally:
+            _cleanup(r)
+    raise AssertionError("the alarm never landed inside the schedule in 12 runs")
+
+
 # ---- fork -------------------------------------------------------------------------------------
 
 def test_fork_child_abandoning_its_trace_leaves_the_parents_alone():

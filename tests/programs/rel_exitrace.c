@@ -15,6 +15,9 @@
  *   pthread-exit starts a thread that makes MS launches, prints "thread done" and returns, then
  *                main calls pthread_exit: bare, the process ends with status 0 when that thread
  *                ends
+ *   alarm-exit   (PROF_MARKER=nvtx:step) a SIGALRM handler calls exit(3) MS ms from now, while main
+ *                loops over nvtxRangePushA("step"), one launch, nvtxRangePop() (each push a step
+ *                boundary, taken under the schedule lock the handler may interrupt)
  *   malloc-threads  starts MS threads that allocate and free without pause (most of their time
  *                inside malloc, holding an arena's lock), lets them run 100 ms, then exit(9)
  *   exec         MS is a depth: while it is above 0 the program execs itself with depth - 1
@@ -40,12 +43,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
+#include <nvtx3/nvToolsExt.h>
 
 #define PROG "rel_exitrace"
 #include "cuda_check.h"
@@ -97,6 +102,12 @@ static void *launch_and_return(void *arg)
     return NULL;
 }
 
+static void exit_on_alarm(int sig)
+{
+    (void)sig;
+    exit(3);
+}
+
 static void *exit_now(void *arg)
 {
     (void)arg;
@@ -123,6 +134,16 @@ int main(int argc, char **argv)
         pthread_t th;
         pthread_create(&th, NULL, launch_and_return, NULL);
         pthread_exit(NULL);
+    }
+    if (!strcmp(mode, "alarm-exit")) {
+        signal(SIGALRM, exit_on_alarm);
+        struct itimerval it = {{0, 0}, {ms / 1000, (ms % 1000) * 1000}};
+        setitimer(ITIMER_REAL, &it, NULL);
+        for (;;) {
+            nvtxRangePushA("step");
+            launches(1);
+            nvtxRangePop();
+        }
     }
     if (!strcmp(mode, "malloc-threads")) {
         for (long i = 0; i < ms; i++) {
