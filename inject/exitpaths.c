@@ -72,7 +72,10 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-static const int term_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT};
+/* Every signal whose default action ends the process and that a program
+ * commonly dies of: SIGPIPE is `./train | head`, SIGALRM an alarm() without
+ * a handler. The schedule blocks the same ones under its lock (schedule.c). */
+static const int term_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT, SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2};
 static const int fault_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
 #define NTERM (sizeof term_sigs / sizeof term_sigs[0])
 #define NFAULT (sizeof fault_sigs / sizeof fault_sigs[0])

@@ -70,6 +70,10 @@ static void lock_blocked(sigset_t *old)
     sigaddset(&term, SIGINT);
     sigaddset(&term, SIGHUP);
     sigaddset(&term, SIGQUIT);
+    sigaddset(&term, SIGPIPE);
+    sigaddset(&term, SIGALRM);
+    sigaddset(&term, SIGUSR1);
+    sigaddset(&term, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &term, old);
     pthread_mutex_lock(&lock);
     atomic_store(&lock_owner, gettid());

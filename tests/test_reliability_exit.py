@@ -336,16 +336,16 @@ def test_exec_itself_three_deep_every_image_traced():
 
 
 def test_exit_from_a_signal_handler_that_interrupted_the_schedule_does_not_hang():
-    """A program's SIGALRM handler calls exit(3) while main is at a step boundary (an NVTX push),
-    holding the schedule lock (only the terminating signals are blocked there). The exit's handler
+    """A program's SIGPROF handler (a timer) calls exit(3) while main is at a step boundary (an NVTX
+    push), holding the schedule lock (only the terminating signals are blocked there). The exit's handler
     took that lock again on the same thread and waited forever. Now the finisher thread does the
     work, as for _exit, within finalize_timeout_s: the cycle in progress is said lost, no
-    temporary, status 3. The alarm lands at a random point: the run is repeated until it lands
+    temporary, status 3. The timer fires at a random point: the run is repeated until it lands
     inside the schedule (most runs)."""
     env = {"PROF_MARKER": "nvtx:step", "PROF_ACTIVE": 1, "PROF_WARMUP": 0, "PROF_REPEAT": 0,
            "PROF_TABLE_PRINT": "none", "PROF_FINALIZE_TIMEOUT_S": 1}
     for attempt in range(12):
-        r = rel.run([prog("rel_exitrace"), "alarm-exit", "1000", str(30 + 7 * attempt)], env=env, timeout=60)
+        r = rel.run([prog("rel_exitrace"), "timer-exit", "1000", str(30 + 7 * attempt)], env=env, timeout=60)
         try:
             assert r.returncode == 3, (rel.status(r.returncode), r.stderr[-2000:])
             assert r.stdout == "launched 1000\n", r.stdout
@@ -353,14 +353,39 @@ def test_exit_from_a_signal_handler_that_interrupted_the_schedule_does_not_hang(
             for path in r.traces():
                 assert_valid(path)
             if [l for l in r.sp_lines if "the cycle in progress is lost" in l]:
-                rel.record("exit(3) from a SIGALRM handler that interrupted a step boundary (schedule lock held)",
+                rel.record("exit(3) from a SIGPROF handler that interrupted a step boundary (schedule lock held)",
                            "no hang: the finisher does the work within finalize_timeout_s; the cycle in "
                            "progress said lost; no temporary; status 3", ("lost, said", "lost, said"),
                            ("-", len(r.traces())), ("exit 3", rel.status(r.returncode)), f"{r.seconds:.1f} s")
                 return
         finally:
             _cleanup(r)
-    raise AssertionError("the alarm never landed inside the schedule in 12 runs")
+    raise AssertionError("the timer never fired inside the schedule in 12 runs")
+
+
+def test_sigpipe_during_export_leaves_no_temporary():
+    """A program whose reader went away (`./train | head`) dies by SIGPIPE at its next write.
+    SIGPIPE was not among the signals stepprof watches: the trace being written lost, and its
+    `.tmp.<pid>` file left behind. Now it ends like SIGTERM: the trace is finished within
+    finalize_timeout_s, then the process dies by SIGPIPE. Repeated with twice the launches when
+    the export was done before the write."""
+    for launches in (BIG, 2 * BIG, 4 * BIG):
+        argv = [prog("rel_exitrace"), "sigpipe", str(launches)]
+        r = rel.run(argv, env=CYCLE_ENV, timeout=120)
+        try:
+            assert r.returncode == -signal.SIGPIPE, (rel.status(r.returncode), r.stdout, r.stderr[-2000:])
+            assert not r.temporaries(), r.files()
+            (path,) = r.traces()
+            n = len(rel.launches(load(path), "race_kernel"))
+            assert n == launches, n
+            if "trace already written" not in r.stdout:
+                rel.record("SIGPIPE (write to a pipe whose reader is gone) while a finished cycle is exported",
+                           "the trace is finished within finalize_timeout_s, no temporary; death by SIGPIPE",
+                           (launches, n), (1, len(r.traces())), ("SIGPIPE", rel.status(r.returncode)))
+                return
+        finally:
+            _cleanup(r)
+    raise AssertionError(f"every export up to {4 * BIG} launches finished before the write")
 
 
 # ---- fork -------------------------------------------------------------------------------------

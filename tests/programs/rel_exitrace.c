@@ -15,9 +15,14 @@
  *   pthread-exit starts a thread that makes MS launches, prints "thread done" and returns, then
  *                main calls pthread_exit: bare, the process ends with status 0 when that thread
  *                ends
- *   alarm-exit   (PROF_MARKER=nvtx:step) a SIGALRM handler calls exit(3) MS ms from now, while main
- *                loops over nvtxRangePushA("step"), one launch, nvtxRangePop() (each push a step
- *                boundary, taken under the schedule lock the handler may interrupt)
+ *   timer-exit   (PROF_MARKER=nvtx:step) a SIGPROF handler calls exit(3) after MS ms of CPU time
+ *                (ITIMER_PROF), while main loops over nvtxRangePushA("step"), one launch,
+ *                nvtxRangePop() (each push a step boundary, taken under the schedule lock the
+ *                handler may interrupt)
+ *   sigpipe      (PROF_MARKER=cudaProfilerApi) one cycle of LAUNCHES launches; once its trace's
+ *                temporary is in PROF_OUTPUT_DIR, writes to a pipe whose reader is gone: SIGPIPE
+ *                (default action) ends the process; "trace already written" first when no
+ *                temporary was left by then
  *   malloc-threads  starts MS threads that allocate and free without pause (most of their time
  *                inside malloc, holding an arena's lock), lets them run 100 ms, then exit(9)
  *   exec         MS is a depth: while it is above 0 the program execs itself with depth - 1
@@ -102,7 +107,7 @@ static void *launch_and_return(void *arg)
     return NULL;
 }
 
-static void exit_on_alarm(int sig)
+static void exit_on_timer(int sig)
 {
     (void)sig;
     exit(3);
@@ -135,10 +140,29 @@ int main(int argc, char **argv)
         pthread_create(&th, NULL, launch_and_return, NULL);
         pthread_exit(NULL);
     }
-    if (!strcmp(mode, "alarm-exit")) {
-        signal(SIGALRM, exit_on_alarm);
+    if (!strcmp(mode, "sigpipe")) {
+        const char *dir = getenv("PROF_OUTPUT_DIR");
+        dir = dir ? dir : ".";
+        CHECK(cudaProfilerStart());
+        launches(n);
+        CHECK(cudaProfilerStop());
+        while (!file_in(dir, ".tmp.") && !file_in(dir, ".pt.trace.json"))
+            sched_yield();
+        int fds[2];
+        if (pipe(fds) != 0)
+            return 2;
+        close(fds[0]);
+        if (!file_in(dir, ".tmp."))
+            printf("trace already written\n");
+        fflush(stdout);
+        ssize_t w = write(fds[1], "x", 1);
+        (void)w;
+        return 4;
+    }
+    if (!strcmp(mode, "timer-exit")) {
+        signal(SIGPROF, exit_on_timer);
         struct itimerval it = {{0, 0}, {ms / 1000, (ms % 1000) * 1000}};
-        setitimer(ITIMER_REAL, &it, NULL);
+        setitimer(ITIMER_PROF, &it, NULL);
         for (;;) {
             nvtxRangePushA("step");
             launches(1);
