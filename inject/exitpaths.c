@@ -269,15 +269,6 @@ static void install(int sig, const sigset_t *mask)
         sp_log(SP_LOG_DEBUG, "cannot watch signal %d (%s)", sig, strerror(errno));
 }
 
-/* Registered at activation, like the schedule's atexit handler: the
- * program's own handlers registered later run first, as they do before an
- * interposed _exit. */
-static void on_quick_exit(void)
-{
-    if (!sp_outfile_abandoned())
-        finish_and_wait(SP_FINISH_EXIT);
-}
-
 /* Whether every thread but the caller is stepprof's (named "stepprof-*")
  * or has ended (the main thread stays listed, a zombie, until the process
  * ends). */
@@ -354,9 +345,12 @@ void sp_exit_install(double timeout)
         return;
     }
     atomic_store(&owner, getpid());
+    /* quick_exit: the same as _exit. Registered now, like the schedule's
+     * atexit handler, so the program's handlers registered later run first,
+     * as they do before an interposed _exit. */
     static int quick_exit_registered; /* survives fork: so does the at_quick_exit list */
     if (!quick_exit_registered)
-        quick_exit_registered = at_quick_exit(on_quick_exit) == 0;
+        quick_exit_registered = at_quick_exit(sp_exit_finish_elsewhere) == 0;
     /* A second terminating signal waits until the first is handled. */
     sigset_t mask;
     sigemptyset(&mask);
