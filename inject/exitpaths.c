@@ -6,7 +6,8 @@
  * pthread_exit on the main thread: bare, the process ends with exit(0) when
  * its last thread ends, but stepprof's own threads never end, so once main
  * has left, a watcher thread ends the process the same way when only
- * stepprof's threads are left.
+ * stepprof's threads are left. (A program that ends itself by raise or kill
+ * of a signal at SIG_DFL: inject/selfsignal.c, through the finisher here.)
  *
  * Writing a trace is not async-signal-safe (malloc, locks, stdio-free but
  * lock-taking code), and the interrupted thread may hold any lock. So a
@@ -122,6 +123,13 @@ static void give_up(void)
     (void)w;
 }
 
+/* raise(sig) without stepprof's own raise (selfsignal.c), which would ask
+ * for the finish under way again. Async-signal-safe. */
+static void raise_real(int sig)
+{
+    syscall(SYS_tgkill, (long)getpid(), (long)syscall(SYS_gettid), (long)sig);
+}
+
 /* Ends the process by sig with its original disposition, from the calling
  * thread (which unblocks it). Async-signal-safe. */
 static void end_by(int sig)
@@ -131,7 +139,7 @@ static void end_by(int sig)
     sigemptyset(&one);
     sigaddset(&one, sig);
     pthread_sigmask(SIG_UNBLOCK, &one, NULL);
-    raise(sig);
+    raise_real(sig);
 }
 
 /* Async-signal-safe: atomics, sem_post, getpid, clock_gettime, nanosleep.
@@ -161,6 +169,12 @@ void sp_exit_finish_elsewhere(void)
 {
     if (!sp_outfile_abandoned())
         finish_and_wait(SP_FINISH_EXIT);
+}
+
+void sp_exit_finish_for_signal(void)
+{
+    if (!sp_outfile_abandoned())
+        finish_and_wait(SP_FINISH_SIGNAL);
 }
 
 /* The emergency end of a deferred signal whose finish did not end by the
@@ -195,6 +209,14 @@ static void *finisher_main(void *arg)
         sp_exit_release_others(); /* the program made it harmless meanwhile */
     }
     return NULL;
+}
+
+int sp_exit_is_term_signal(int sig)
+{
+    for (size_t i = 0; i < NTERM; i++)
+        if (term_sigs[i] == sig)
+            return 1;
+    return 0;
 }
 
 static int is_fault(int sig)
@@ -243,7 +265,7 @@ static void on_end_signal(int sig, siginfo_t *si, void *uctx)
      * original disposition, as soon as the handler returns. A real fault
      * needs no raise: the instruction faults again. */
     if (!fault)
-        raise(sig);
+        raise_real(sig);
     errno = saved;
 }
 
@@ -375,6 +397,7 @@ void sp_exit_preinit(void)
     real_exit = (exit_fn)dlsym(RTLD_NEXT, "_exit");
     real_pthread_exit = (pthread_exit_fn)dlsym(RTLD_NEXT, "pthread_exit");
     sp_exec_preinit();
+    sp_selfsignal_preinit();
 }
 
 int sp_exit_is_owner(void)

@@ -8,6 +8,7 @@
  * still safe. */
 void sp_exit_preinit(void);
 void sp_exec_preinit(void);   /* exec_hooks.c */
+void sp_selfsignal_preinit(void);   /* selfsignal.c */
 
 /* This process is the one stepprof activated in (not a fork or vfork child). */
 int sp_exit_is_owner(void);
@@ -38,6 +39,14 @@ void sp_exit_signal_after_exec_wait(void);
  * handler called exit): that thread may hold any of stepprof's locks, so the
  * finisher thread does the work, within finalize_timeout_s, as for _exit. */
 void sp_exit_finish_elsewhere(void);
+
+/* sig is one of the terminating signals stepprof handles (not a fault). */
+int sp_exit_is_term_signal(int sig);
+
+/* The program is about to end itself by such a signal at SIG_DFL
+ * (selfsignal.c): the finisher closes the cycle in progress, truncated, and
+ * writes every queued trace, within finalize_timeout_s, as for a signal. */
+void sp_exit_finish_for_signal(void);
 
 /* A bound (named by its key) was reached with traces still being written:
  * removes their temporary files and says in one line what was lost. */

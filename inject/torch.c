@@ -8,12 +8,10 @@
  * torch is being imported (the torch marker becomes the default), torch is
  * ready (activate, and say which parts are wanted), an optimizer step ended a
  * step (a boundary), the program runs torch.profiler itself (stepprof hands
- * CUPTI and operators over to it) or emit_nvtx (operators only), the
- * interpreter is ending by KeyboardInterrupt (the cycle is written now: no
- * atexit follows). Every answer carries whether operators are wanted now:
- * only in warmup and record windows. */
+ * CUPTI and operators over to it) or emit_nvtx (operators only). Every
+ * answer carries whether operators are wanted now: only in warmup and record
+ * windows. (Ctrl-C, an uncaught KeyboardInterrupt: inject/selfsignal.c.) */
 #define _GNU_SOURCE
-#include "exitpaths.h"
 #include "hook.h"
 
 #include "../collectors/cupti.h"
@@ -32,7 +30,7 @@
 
 /* Ops of stepprof_torch and bits of its answer; inject/python/stepprof_torch.py
  * spells the same numbers. */
-enum { OP_IMPORTING = 1, OP_READY = 2, OP_STEP = 3, OP_YIELD = 4, OP_STATE = 5, OP_YIELD_OPS = 6, OP_INTERRUPTED = 7 };
+enum { OP_IMPORTING = 1, OP_READY = 2, OP_STEP = 3, OP_YIELD = 4, OP_STATE = 5, OP_YIELD_OPS = 6 };
 enum { ANS_ON = 1, ANS_STEPS = 2, ANS_SHAPES = 4, ANS_STACK = 8, ANS_OPS_NOW = 16, ANS_WHOLE_RUN = 32 };
 
 int InitializeInjection(void); /* inject/preload.c: activation */
@@ -183,13 +181,6 @@ SP_EXPORT int stepprof_torch(int op)
         return 0;
     case OP_STATE:
         return ops_now();
-    case OP_INTERRUPTED:
-        /* An uncaught KeyboardInterrupt: after finalizing, the interpreter ends itself by SIGINT with
-         * SIG_DFL, so neither atexit nor stepprof's handler (never installed over Python's) runs. The
-         * cycle in progress is closed and written now, as a terminating signal closes it. */
-        if (sp_exit_is_owner())
-            sp_sched_finish(1);
-        return 0;
     default:
         return 0;
     }

@@ -363,6 +363,36 @@ def test_exit_from_a_signal_handler_that_interrupted_the_schedule_does_not_hang(
     raise AssertionError("the timer never fired inside the schedule in 12 runs")
 
 
+def test_program_handler_that_reraises_its_signal_keeps_the_recording():
+    """A program with its own SIGTERM handler (installed before the first CUDA call, so stepprof
+    installs none) that cleans up, restores SIG_DFL and sends the signal again, the usual idiom
+    (glog's and absl's handlers; Python after an uncaught KeyboardInterrupt kill()s itself the same
+    way): no atexit runs, and the whole-run recording was lost. The raise, kill and pthread_kill
+    interposers (inject/selfsignal.c) have it written first; the process still ends by SIGTERM."""
+    for how, by in ((0, "raise"), (1, "kill(getpid())"), (2, "pthread_kill(pthread_self())")):
+        argv = [prog("rel_exitrace"), "reraise", "20000", str(how)]
+        bare = rel.run(argv, preload=False)
+        r = rel.run(argv, env=WHOLE_RUN)
+        try:
+            assert bare.returncode == r.returncode == -signal.SIGTERM, (by, rel.status(r.returncode),
+                                                                        r.stderr[-2000:])
+            assert r.stdout == bare.stdout == "launched 20000\ncleaned up\n", (by, r.stdout)
+            assert not r.temporaries(), (by, r.files())
+            (path,) = r.traces()
+            trace = load(path)
+            assert_valid(path)
+            n = len(rel.launches(trace, "race_kernel"))
+            assert n == 20000, (by, n)
+            if how == 0:
+                rel.record("the program's own SIGTERM handler restores SIG_DFL and re-raises (raise, kill "
+                           "of its pid, pthread_kill of itself), whole-run recording of 20000 launches",
+                           "written before the signal is sent again (inject/selfsignal.c); status SIGTERM; "
+                           "no temporary", (20000, n), (1, len(r.traces())),
+                           (rel.status(bare.returncode), rel.status(r.returncode)))
+        finally:
+            _cleanup(bare, r)
+
+
 def test_sigpipe_during_export_leaves_no_temporary():
     """A program whose reader went away (`./train | head`) dies by SIGPIPE at its next write.
     SIGPIPE was not among the signals stepprof watches: the trace being written lost, and its

@@ -31,6 +31,8 @@ def test_exports_only_interposed_symbols():
                                   "InitializeInjection", "dlopen", "_exit", "_Exit",
                                   # main's pthread_exit: the process still ends with its last thread
                                   "pthread_exit",
+                                  # a program that ends itself by its signal at SIG_DFL (selfsignal.c)
+                                  "raise", "kill", "pthread_kill",
                                   # exec writes the image's recording first (inject/exec_hooks.c)
                                   "execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle", "fexecve",
                                   # driver allocation calls and the device tracker of profile_memory

@@ -43,7 +43,7 @@ import os
 import sys
 import threading
 
-_IMPORTING, _READY, _STEP, _YIELD, _STATE, _YIELD_OPS, _INTERRUPTED = 1, 2, 3, 4, 5, 6, 7
+_IMPORTING, _READY, _STEP, _YIELD, _STATE, _YIELD_OPS = 1, 2, 3, 4, 5, 6
 _ON, _STEPS, _SHAPES, _STACK, _OPS_NOW, _WHOLE_RUN = 1, 2, 4, 8, 16, 32
 
 
@@ -191,13 +191,9 @@ class _State:
                              "recorded from here on\n" % e)
 
     def at_exit(self):
-        """Off on the main thread before the interpreter ends, or torch warns about a leaked callback.
-        An uncaught KeyboardInterrupt (Ctrl-C) ends the process by SIGINT after this, with no C
-        atexit: the library writes the cycle in progress now."""
+        """Off on the main thread before the interpreter ends, or torch warns about a leaked callback."""
         if threading.get_ident() in self.ops_threads:
             self.apply(0, now=True)
-        if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
-            self.entry(_INTERRUPTED)
 
     def boundary(self):
         if not self.pystack or threading.get_ident() not in self.ops_threads:

@@ -38,6 +38,11 @@
  *                launches in a cycle of its own and raises SIGTERM (with finalize_timeout_s: 0 its
  *                unfinished trace is abandoned), printing "parent's trace already written" first
  *                when no temporary is left; the parent prints "child signal N" and returns 0
+ *   reraise      installs its own SIGTERM handler before the first CUDA call (so stepprof installs
+ *                none), then raise(SIGTERM) after the launches: the handler prints "cleaned up",
+ *                restores SIG_DFL and sends the signal again, by raise (MS 0), kill of its own pid
+ *                (1) or pthread_kill of its own thread (2); the process ends by SIGTERM as the
+ *                handler returns
  * Exit codes: as above; 2 on bad arguments.
  */
 #define _GNU_SOURCE
@@ -113,6 +118,22 @@ static void exit_on_timer(int sig)
     exit(3);
 }
 
+static long reraise_how;
+
+static void cleanup_and_reraise(int sig)
+{
+    static const char msg[] = "cleaned up\n";
+    ssize_t w = write(1, msg, sizeof msg - 1);
+    (void)w;
+    signal(sig, SIG_DFL);
+    if (reraise_how == 1)
+        kill(getpid(), sig);
+    else if (reraise_how == 2)
+        pthread_kill(pthread_self(), sig);
+    else
+        raise(sig);
+}
+
 static void *exit_now(void *arg)
 {
     (void)arg;
@@ -125,6 +146,10 @@ int main(int argc, char **argv)
         return 2;
     const char *mode = argv[1];
     long n = atol(argv[2]), ms = argc > 3 ? atol(argv[3]) : 300;
+    if (!strcmp(mode, "reraise")) {
+        reraise_how = ms;
+        signal(SIGTERM, cleanup_and_reraise);
+    }
     launches(n);
     printf("launched %ld\n", n);
     fflush(stdout);
@@ -134,6 +159,10 @@ int main(int argc, char **argv)
         exit(7);
     if (!strcmp(mode, "quick-exit"))
         quick_exit(8);
+    if (!strcmp(mode, "reraise")) {
+        raise(SIGTERM);
+        return 1; /* not reached */
+    }
     if (!strcmp(mode, "pthread-exit")) {
         thread_launches = ms;
         pthread_t th;
