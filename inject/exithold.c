@@ -90,16 +90,29 @@ static int pick_signal(void)
  * thread that blocks the signal now may unblock it soon (it may be inside
  * pthread_create, which blocks everything for a moment): it is waited for
  * like the others, up to HOLD_WAIT_MS. */
+const char *sp_task_stat(pid_t tid, char *buf, size_t len, int *ours)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    ssize_t k = read(fd, buf, len - 1);
+    close(fd);
+    buf[k > 0 ? k : 0] = 0;
+    /* "tid (name) state ...": the name may hold spaces and parentheses. */
+    char *open_ = strchr(buf, '('), *close_ = strrchr(buf, ')');
+    if (!open_ || !close_ || close_[1] != ' ')
+        return NULL;
+    *ours = strncmp(open_ + 1, "stepprof-", 9) == 0;
+    return close_ + 2;
+}
+
 static int ours(pid_t tid)
 {
-    char path[64], name[32] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return 1; /* ended meanwhile */
-    int r = fgets(name, sizeof name, f) != NULL && strncmp(name, "stepprof-", 9) == 0;
-    fclose(f);
-    return r;
+    char stat[512];
+    int o = 1;
+    return sp_task_stat(tid, stat, sizeof stat, &o) ? o : 1; /* ended meanwhile: not to hold */
 }
 
 /* The program's other threads, at most max. */
@@ -199,23 +212,17 @@ static unsigned long long our_cpu_ticks(void)
             int tid = atoi(e->name);
             if (tid <= 0)
                 continue;
-            char path[64], stat[512];
-            snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
-            int fd = open(path, O_RDONLY | O_CLOEXEC);
-            if (fd < 0)
+            char stat[512];
+            int o = 0;
+            const char *p = sp_task_stat(tid, stat, sizeof stat, &o);
+            if (!p || !o)
                 continue;
-            ssize_t k = read(fd, stat, sizeof stat - 1);
-            close(fd);
-            stat[k > 0 ? k : 0] = 0;
-            char *open_ = strchr(stat, '('), *p = strrchr(stat, ')');
-            if (!open_ || !p || strncmp(open_ + 1, "stepprof-", 9) != 0)
-                continue;
-            /* After "(comm)": state and 10 more fields, then utime and stime. */
-            for (int field = 0; field < 12 && p; field++)
-                p = strchr(p + 1, ' ');
+            /* From the state on: 10 more fields, then utime and stime. */
+            for (int field = 0; field < 11 && p; field++)
+                p = (p = strchr(p, ' ')) ? p + 1 : NULL;
             if (p) {
                 char *end;
-                unsigned long long ut = strtoull(p + 1, &end, 10);
+                unsigned long long ut = strtoull(p, &end, 10);
                 sum += ut + strtoull(end, NULL, 10);
             }
         }

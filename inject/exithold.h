@@ -19,6 +19,11 @@ void sp_exit_hold_others(pid_t skip, int (*done)(void));
  * malloc's). */
 void sp_exit_hold_check(int64_t now_ns);
 
+/* /proc/self/task/<tid>/stat read into buf without malloc: the fields from
+ * the thread's state on, NULL once it has ended; *ours: its name is
+ * stepprof's ("stepprof-*", sp_thread_spawn). */
+const char *sp_task_stat(pid_t tid, char *buf, size_t len, int *ours);
+
 /* Lets them go. */
 void sp_exit_release_others(void);
 

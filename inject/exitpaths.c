@@ -306,20 +306,11 @@ static int only_ours_left(void)
         pid_t tid = (pid_t)atoi(e->d_name);
         if (tid <= 0 || tid == self)
             continue;
-        char path[64], stat[512];
-        snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue; /* ended meanwhile */
-        ssize_t k = read(fd, stat, sizeof stat - 1);
-        close(fd);
-        stat[k > 0 ? k : 0] = 0;
-        char *open_ = strchr(stat, '('), *close_ = strrchr(stat, ')');
-        if (!open_ || !close_ || close_[1] != ' ')
-            continue;
-        char state = close_[2];
-        int ours = strncmp(open_ + 1, "stepprof-", 9) == 0;
-        only = ours || state == 'Z' || state == 'X';
+        char stat[512];
+        int ours = 0;
+        const char *state = sp_task_stat(tid, stat, sizeof stat, &ours);
+        if (state) /* NULL: ended meanwhile */
+            only = ours || *state == 'Z' || *state == 'X';
     }
     closedir(d);
     return only;
