@@ -3,7 +3,9 @@
  * LOCAL_RANK), Open MPI (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK), PMI/PMIx
  * (PMI_RANK, PMIX_RANK, PMI_SIZE, MPI_LOCALRANKID) and Slurm (SLURM_PROCID,
  * SLURM_NTASKS, SLURM_LOCALID); the first launcher found wins, in that order
- * (torchrun started by srun or mpirun knows its own ranks best). Read once,
+ * (torchrun started by srun or mpirun knows its own ranks best); a size or
+ * local rank the winner lacks comes from another launcher that says the same
+ * rank (srun --mpi=pmix: PMIX_RANK, SLURM_NTASKS). Read once,
  * at activation, on the thread that activates; later reads take the copy, so
  * the exporter never calls getenv while the program may setenv. Also owns
  * the `ranks` selection syntax ("0,8-15") and the backend guess (nccl when
@@ -48,6 +50,18 @@ void sp_rank_init(void)
         r.world = world > rank ? world : -1;
         r.local = env_num(sources[i].local);
         r.source = sources[i].name;
+        /* A launcher layer that says the same rank describes the same job and
+         * fills what this one leaves out: srun --mpi=pmix sets PMIX_RANK but
+         * no PMI_SIZE, its size and local rank are SLURM_NTASKS/LOCALID. */
+        for (size_t j = 0; j < sizeof sources / sizeof sources[0]; j++) {
+            if (j == i || env_num(sources[j].rank) != rank)
+                continue;
+            long w = env_num(sources[j].world);
+            if (r.world < 0 && w > rank)
+                r.world = w;
+            if (r.local < 0)
+                r.local = env_num(sources[j].local);
+        }
         break;
     }
     cached = r;

@@ -144,6 +144,23 @@ def test_torchrun_slurm_pmi_environments():
     assert "distributedInfo" not in load(r.trace()) and not os.path.basename(r.trace()).startswith("rank")
 
 
+
+def test_srun_pmix_size_from_slurm():
+    # srun --mpi=pmix sets PMIX_RANK and Slurm's variables, but no PMI_SIZE: the job's size is
+    # SLURM_NTASKS (same rank, same job), so world_size and the names' padding are the job's.
+    for rank in (3, 12):
+        env = clean_env(PROF_MARKER="nvtx:train_step", PMIX_RANK=str(rank), SLURM_PROCID=str(rank),
+                        SLURM_NTASKS="16", SLURM_LOCALID=str(rank % 8))
+        r = run([prog("train_c"), "3"], env=env)
+        assert r.returncode == 0, r.stderr
+        info = load(r.trace())["distributedInfo"]
+        assert info == {"rank": rank, "world_size": 16}, info
+        assert os.path.basename(r.trace()).startswith(f"rank{rank:02d}_"), r.trace()
+    # A Slurm rank that says another rank is another job's (torchrun's RANK under srun): not used.
+    r = run([prog("train_c"), "3"], env=clean_env(PROF_MARKER="nvtx:train_step", PMIX_RANK="3",
+                                                  SLURM_PROCID="0", SLURM_NTASKS="16"))
+    assert load(r.trace())["distributedInfo"] == {"rank": 3, "world_size": 4}
+
 def test_ranks_key_without_launcher_and_bad_list():
     # A lone process counts as rank 0.
     r = run([prog("train_c"), "3"], env=clean_env(PROF_MARKER="nvtx:train_step", PROF_RANKS="1-3"))
