@@ -146,11 +146,8 @@ def test_merge_gzip_streams():
     assert rss < 60 * 1024 and size_kb > 35 * 1024, (rss, size_kb)   # the whole file decoded would be ~10x its size
 
 
-def test_run_end_report_ignores_files_other_ranks_are_writing():
-    """Under mpirun every rank's `stepprof run` lists the shared output directory for its end report
-    while the other ranks write theirs: a `NAME.tmp.PID` being written is no file of this run, and
-    one renamed between the listing and its stat must not end the command (it once raised
-    FileNotFoundError, and the rank exited 1 instead of the program's 0)."""
+def load_cmd():
+    """build/stepprof as a module (its functions without running it)."""
     import importlib.machinery
     import importlib.util
     loader = importlib.machinery.SourceFileLoader("stepprof_cmd", CMD)
@@ -161,16 +158,42 @@ def test_run_end_report_ignores_files_other_ranks_are_writing():
         loader.exec_module(cmd)
     finally:
         sys.path.remove(BUILD)
+    return cmd
+
+
+def test_run_end_report_ignores_files_other_ranks_are_writing():
+    """Under mpirun every rank's `stepprof run` lists the shared output directory for its end report
+    while the other ranks write theirs: a `NAME.tmp.PID` being written is no file of this run, and
+    one renamed between the listing and its stat must not end the command (it once raised
+    FileNotFoundError, and the rank exited 1 instead of the program's 0)."""
+    cmd = load_cmd()
     with tempfile.TemporaryDirectory() as out:
         since = time.time() - 1
         for name in ("rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.pt.trace.json.tmp.12", "rank1_vm_12.1.summary.txt"):
             open(os.path.join(out, name), "w").close()
-        assert cmd.own_files(out, since, 11) == ["rank0_vm_11.1.pt.trace.json"]
-        assert cmd.own_files(out, since, 99) == ["rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.summary.txt"]
+        assert cmd.own_files(out, since, 11, "vm") == ["rank0_vm_11.1.pt.trace.json"]
+        assert cmd.own_files(out, since, 99, "vm") == ["rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.summary.txt"]
         listed = os.listdir(out) + ["rank2_vm_13.1.pt.trace.json"]   # gone (renamed) before its stat
         real = os.listdir
         os.listdir = lambda path: listed
         try:
-            assert cmd.own_files(out, since, 99) == ["rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.summary.txt"]
+            assert cmd.own_files(out, since, 99, "vm") == ["rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.summary.txt"]
         finally:
             os.listdir = real
+
+
+def test_run_end_report_keeps_to_its_own_host():
+    """Ranks in containers (one pid namespace each) on several hosts share an output directory:
+    another host's rank can run the program under the same pid. Its files are not this run's: the
+    end report once listed them and showed the highest rank's trace as "the last cycle"."""
+    cmd = load_cmd()
+    with tempfile.TemporaryDirectory() as out:
+        since = time.time() - 1
+        for name in ("rank0_node-a.x_7.5.pt.trace.json", "rank0_node-a.x_7.5.summary.txt",
+                     "rank1_node-b.x_7.4.pt.trace.json", "rank1_node-b.x_7.4.summary.txt", "rank2_node-a.x_70.3.pt.trace.json"):
+            open(os.path.join(out, name), "w").close()
+        assert cmd.own_files(out, since, 7, "node-a.x") == ["rank0_node-a.x_7.5.pt.trace.json",
+                                                           "rank0_node-a.x_7.5.summary.txt"]
+        # Without a rank the worker is <host>_<pid>; a host name's odd characters are '_' in it.
+        open(os.path.join(out, "my_host_7.6.pt.trace.json"), "w").close()
+        assert cmd.own_files(out, since, 7, "my host") == ["my_host_7.6.pt.trace.json"]
