@@ -161,6 +161,7 @@ def test_srun_pmix_size_from_slurm():
                                                   SLURM_PROCID="0", SLURM_NTASKS="16"))
     assert load(r.trace())["distributedInfo"] == {"rank": 3, "world_size": 4}
 
+
 def test_ranks_key_without_launcher_and_bad_list():
     # A lone process counts as rank 0.
     r = run([prog("train_c"), "3"], env=clean_env(PROF_MARKER="nvtx:train_step", PROF_RANKS="1-3"))
