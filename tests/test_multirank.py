@@ -174,6 +174,24 @@ def test_ranks_key_without_launcher_and_bad_list():
                           'profiling disabled for this run'], r.sp_lines
 
 
+def test_ranks_key_in_config_file_picks_the_reporting_rank():
+    # `ranks` from profiling.yaml (no flag, no PROF_RANKS): the lowest recording rank prints the
+    # end report; the inert rank 0 once said "no trace was written" and rank 1 said nothing.
+    import tempfile
+    cwd = tempfile.mkdtemp(prefix="sp-test-")
+    with open(os.path.join(cwd, "profiling.yaml"), "w") as f:
+        f.write('profiling:\n  ranks: "1,3"  # only these\n')
+    err = {}
+    for rank in (0, 1):
+        r = run([CMD, "run", "--marker", "nvtx:train_step", "--active", "2", "--", prog("train_c"), "4"],
+                preload=False, cwd=cwd, env=clean_env(RANK=str(rank), WORLD_SIZE="4"))
+        assert r.returncode == 0, r.stderr
+        err[rank] = r.stderr
+    assert [os.path.basename(t).split("_")[0] for t in r.traces()] == ["rank1"], r.files()
+    assert "stepprof: " not in err[0], err[0]
+    assert err[1].count("stepprof: files in ") == 1 and "key averages of the last cycle (rank1_" in err[1], err[1]
+
+
 def test_backend_nccl_when_loaded():
     import nvidia.nccl
     lib = glob.glob(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so*"))
