@@ -162,7 +162,6 @@ def merge(paths, out_path):
         base = r.header.get("baseTimeNanoseconds", 0)
         heads.append((rank_of(r.header, i), int(base) if isinstance(base, (int, float)) else 0, p))
     base0 = min(h[1] for h in heads)
-    nranks = max(h[0] for h in heads) + 1
     tmp = out_path + ".tmp"
     opener = gzip.open if out_path.endswith(".gz") else open
     maps = {}
@@ -173,7 +172,7 @@ def merge(paths, out_path):
                                                        for h in heads]) + ",\n")
         out.write('  "traceEvents": [\n')
         out.write(json.dumps({"name": "stepprof merge", "ph": "i", "s": "g", "pid": min(heads)[0], "tid": 0, "ts": 0}))
-        for rank, base, path in sorted(heads):
+        for k, (rank, base, path) in enumerate(sorted(heads)):
             m = maps.get(rank)
             if m is None:
                 m = maps[rank] = _RankMap(rank)
@@ -181,13 +180,13 @@ def merge(paths, out_path):
                 meta(out, "process_name", rank, 0, {"name": f"rank {rank}"})
                 meta(out, "process_labels", rank, 0, {"labels": worker})
                 meta(out, "process_sort_index", rank, 0, {"sort_index": rank})
-            _merge_one(Reader(path), m, (base - base0) / 1000.0, nranks, out)
+            _merge_one(Reader(path), m, (base - base0) / 1000.0, k, len(heads), out)
         out.write("\n  ]\n}\n")
     os.replace(tmp, out_path)
     return sorted(maps)
 
 
-def _merge_one(reader, m, shift_us, nranks, out):
+def _merge_one(reader, m, shift_us, k, nfiles, out):
     try:
         for ev in reader.events():
             pid, tid = ev.get("pid"), ev.get("tid")
@@ -207,7 +206,9 @@ def _merge_one(reader, m, shift_us, nranks, out):
             if isinstance(ev.get("ts"), (int, float)) and ev.get("ph") != "M":
                 ev["ts"] = round(ev["ts"] + shift_us, 3)
             if "id" in ev and isinstance(ev["id"], int):
-                ev["id"] = ev["id"] * nranks + m.rank   # flow ids stay unique across ranks
+                # Flow ids stay unique across files: ranks, and two processes of one rank (a
+                # restart, a fork) whose correlation ids both start at 1.
+                ev["id"] = ev["id"] * nfiles + k
             out.write(",\n" + json.dumps(ev, separators=(", ", ": ")))
     finally:
         reader.close()

@@ -125,6 +125,27 @@ def test_merge_one_timeline_and_hta():
     assert all(len(ta.t.get_trace(k)) > 0 for k in range(4))
 
 
+def test_merge_restarted_rank_keeps_flows_apart():
+    # A rank restarted into the same directory (or a process forked from one) is a second trace of
+    # that rank, from a process whose correlation ids start again at 1: its launch -> kernel arrows
+    # once took the same flow ids as the first run's, and each arrow joined two launches.
+    import collections
+    import tempfile
+    cwd = tempfile.mkdtemp(prefix="sp-test-")
+    for rank in (0, 0, 1):
+        r = run([prog("train_c"), "3"], cwd=cwd, env=clean_env(PROF_MARKER="nvtx:train_step", RANK=str(rank),
+                                                                 WORLD_SIZE="2"))
+        assert r.returncode == 0, r.stderr
+    assert len(r.traces()) == 3, r.files()
+    merged = os.path.join(cwd, "merged.pt.trace.json")
+    m = run([CMD, "merge", r.outdir, "-o", merged], preload=False, fake=False)
+    assert m.returncode == 0, m.stderr
+    ends = collections.Counter((e["cat"], e["id"], e["ph"]) for e in load(merged)["traceEvents"]
+                               if e.get("ph") in ("s", "f"))
+    want = sum(1 for t in r.traces() for e in load(t)["traceEvents"] if e.get("ph") in ("s", "f"))
+    assert len(ends) == want and set(ends.values()) == {1}, [k for k, n in ends.items() if n > 1][:5]
+
+
 def test_torchrun_slurm_pmi_environments():
     cases = [  # (variables a launcher sets, rank, world size, worker prefix)
         ({"RANK": "2", "WORLD_SIZE": "16", "LOCAL_RANK": "2", "SLURM_PROCID": "9", "SLURM_NTASKS": "10"}, 2, 16,
