@@ -169,15 +169,18 @@ def test_run_end_report_ignores_files_other_ranks_are_writing():
     cmd = load_cmd()
     with tempfile.TemporaryDirectory() as out:
         since = time.time() - 1
-        for name in ("rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.pt.trace.json.tmp.12", "rank1_vm_12.1.summary.txt"):
+        ns = int(time.time() * 1e9)   # names say when the file was written: <worker>.<ns>
+        for name in (f"rank0_vm_11.{ns}.pt.trace.json", f"rank1_vm_12.{ns}.pt.trace.json.tmp.12",
+                     f"rank1_vm_12.{ns}.summary.txt"):
             open(os.path.join(out, name), "w").close()
-        assert cmd.own_files(out, since, 11, "vm") == ["rank0_vm_11.1.pt.trace.json"]
-        assert cmd.own_files(out, since, 99, "vm") == ["rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.summary.txt"]
-        listed = os.listdir(out) + ["rank2_vm_13.1.pt.trace.json"]   # gone (renamed) before its stat
+        assert cmd.own_files(out, since, 11, "vm") == [f"rank0_vm_11.{ns}.pt.trace.json"]
+        others = [f"rank0_vm_11.{ns}.pt.trace.json", f"rank1_vm_12.{ns}.summary.txt"]
+        assert cmd.own_files(out, since, 99, "vm") == others
+        listed = os.listdir(out) + [f"rank2_vm_13.{ns}.pt.trace.json"]   # gone (renamed) before its stat
         real = os.listdir
         os.listdir = lambda path: listed
         try:
-            assert cmd.own_files(out, since, 99, "vm") == ["rank0_vm_11.1.pt.trace.json", "rank1_vm_12.1.summary.txt"]
+            assert cmd.own_files(out, since, 99, "vm") == others
         finally:
             os.listdir = real
 
@@ -189,11 +192,28 @@ def test_run_end_report_keeps_to_its_own_host():
     cmd = load_cmd()
     with tempfile.TemporaryDirectory() as out:
         since = time.time() - 1
-        for name in ("rank0_node-a.x_7.5.pt.trace.json", "rank0_node-a.x_7.5.summary.txt",
-                     "rank1_node-b.x_7.4.pt.trace.json", "rank1_node-b.x_7.4.summary.txt", "rank2_node-a.x_70.3.pt.trace.json"):
+        ns = int(time.time() * 1e9)   # names say when the file was written: <worker>.<ns>
+        for name in (f"rank0_node-a.x_7.{ns}.pt.trace.json", f"rank0_node-a.x_7.{ns}.summary.txt",
+                     f"rank1_node-b.x_7.{ns}.pt.trace.json", f"rank1_node-b.x_7.{ns}.summary.txt",
+                     f"rank2_node-a.x_70.{ns}.pt.trace.json"):
             open(os.path.join(out, name), "w").close()
-        assert cmd.own_files(out, since, 7, "node-a.x") == ["rank0_node-a.x_7.5.pt.trace.json",
-                                                           "rank0_node-a.x_7.5.summary.txt"]
+        assert cmd.own_files(out, since, 7, "node-a.x") == [f"rank0_node-a.x_7.{ns}.pt.trace.json",
+                                                           f"rank0_node-a.x_7.{ns}.summary.txt"]
         # Without a rank the worker is <host>_<pid>; a host name's odd characters are '_' in it.
-        open(os.path.join(out, "my_host_7.6.pt.trace.json"), "w").close()
-        assert cmd.own_files(out, since, 7, "my host") == ["my_host_7.6.pt.trace.json"]
+        open(os.path.join(out, f"my_host_7.{ns}.pt.trace.json"), "w").close()
+        assert cmd.own_files(out, since, 7, "my host") == [f"my_host_7.{ns}.pt.trace.json"]
+
+
+def test_run_end_report_dates_its_files_by_their_names():
+    """On a shared file system the server's clock stamps the mtime: one a few seconds behind once
+    made the end report say "no trace was written"; one ahead (or a container restarted within the
+    second, same host and pid) counted the previous run's files. The name's <ns> is this host's."""
+    cmd = load_cmd()
+    with tempfile.TemporaryDirectory() as out:
+        since = time.time() - 1
+        now_ns, old_ns = int((since + 1) * 1e9), int((since - 60) * 1e9)
+        ours, before = f"rank0_vm_7.{now_ns}.pt.trace.json", f"rank0_vm_7.{old_ns}.pt.trace.json"
+        for name, mtime in ((ours, since - 5), (before, since + 5)):
+            open(os.path.join(out, name), "w").close()
+            os.utime(os.path.join(out, name), (mtime, mtime))
+        assert cmd.own_files(out, since, 7, "vm") == [ours]
