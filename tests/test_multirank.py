@@ -201,7 +201,9 @@ def test_ranks_key_in_config_file_picks_the_reporting_rank():
     import tempfile
     cwd = tempfile.mkdtemp(prefix="sp-test-")
     with open(os.path.join(cwd, "profiling.yaml"), "w") as f:
-        f.write('profiling:\n  ranks: "1,3"  # only these\n')
+        # A larger training config: another section's keys are not stepprof's.
+        f.write('trainer:\n  ranks: "0"\n  output_dir: checkpoints\nprofiling:\n  ranks: "1,3"  # only these\n'
+                'data:\n  output_dir: data\n')
     err = {}
     for rank in (0, 1):
         r = run([CMD, "run", "--marker", "nvtx:train_step", "--active", "2", "--", prog("train_c"), "4"],
@@ -211,6 +213,10 @@ def test_ranks_key_in_config_file_picks_the_reporting_rank():
     assert [os.path.basename(t).split("_")[0] for t in r.traces()] == ["rank1"], r.files()
     assert "stepprof: " not in err[0], err[0]
     assert err[1].count("stepprof: files in ") == 1 and "key averages of the last cycle (rank1_" in err[1], err[1]
+    # output_dir from the same file: the profiling section's, not another section's.
+    r = run([CMD, "run", "--marker", "nvtx:train_step", "--active", "2", "--", prog("train_c"), "4"],
+            preload=False, cwd=cwd, env=clean_env(RANK="1", WORLD_SIZE="4", PROF_OUTPUT_DIR=None))
+    assert r.returncode == 0 and "stepprof: files in ./profiler_traces" in r.stderr, r.stderr
 
 
 def test_backend_nccl_when_loaded():
