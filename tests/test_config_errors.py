@@ -38,6 +38,12 @@ CASES = [
     (None, {"PROF_BUFFER_MB": "99999999999999999999"}, ["PROF_BUFFER_MB"]),
     (None, {"PROF_TABLE_ROW_LIMIT": "-5"}, ["PROF_TABLE_ROW_LIMIT"]),
     (None, {"PROF_CONFIG": "/nonexistent/profiling.yaml"}, ["/nonexistent/profiling.yaml"]),
+    # A control character in what the message quotes (a path, a key, a marker)
+    # must not break the one line: it is shown as '?'.
+    (None, {"PROF_CONFIG": "/nonexistent\nprofiling.yaml"}, ["/nonexistent?profiling.yaml"]),
+    ("profiling:\n  \"act\\nive\": 3\n", {}, ["profiling.act?ive"]),
+    (None, {"PROF_MARKER": "nv\ntx:s"}, ["PROF_MARKER", "unknown marker \"nv?tx\""]),
+    (None, {"PROF_RANKS": "0,a\nb"}, ["PROF_RANKS", "a?b"]),
 ]
 
 
