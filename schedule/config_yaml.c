@@ -263,8 +263,10 @@ static int read_stream(struct reader *r)
 
 /* Opens path without blocking and reads it whole if it is a regular file of
  * at most SP_CFG_MAX_FILE_BYTES. 0 with *text (malloc'd) and *len; 1 for a
- * missing file that need not exist; -1 with the message in msg. */
-static int read_file(const char *path, int named, char **text, size_t *len, char *msg, size_t n)
+ * missing file that need not exist; -1 with the message (naming the file
+ * shown) in msg. */
+static int read_file(const char *path, const char *shown, int named, char **text, size_t *len, char *msg,
+                     size_t n)
 {
     char err[128];
     struct stat st;
@@ -272,23 +274,23 @@ static int read_file(const char *path, int named, char **text, size_t *len, char
     if (fd < 0 && errno == ENOENT && !named)
         return 1;
     if (fd < 0)
-        return sp_cfg_say(msg, n, "%s: cannot open config file: %s%s", path, strerror_r(errno, err, sizeof err),
+        return sp_cfg_say(msg, n, "%s: cannot open config file: %s%s", shown, strerror_r(errno, err, sizeof err),
                           named ? " (named by PROF_CONFIG)" : "");
     int rc = -1;
     size_t got = 0;
     char *buf = NULL;
     if (fstat(fd, &st) != 0)
-        sp_cfg_say(msg, n, "%s: cannot read config file: %s", path, strerror_r(errno, err, sizeof err));
+        sp_cfg_say(msg, n, "%s: cannot read config file: %s", shown, strerror_r(errno, err, sizeof err));
     else if (S_ISDIR(st.st_mode))
-        sp_cfg_say(msg, n, "%s: cannot read config file: it is a directory", path);
+        sp_cfg_say(msg, n, "%s: cannot read config file: it is a directory", shown);
     else if (!S_ISREG(st.st_mode))
         sp_cfg_say(msg, n, "%s: cannot read config file: not a regular file (a pipe, FIFO or device is "
-                   "never read)", path);
+                   "never read)", shown);
     else if ((uint64_t)st.st_size > SP_CFG_MAX_FILE_BYTES)
-        sp_cfg_say(msg, n, "%s: config file is %jd bytes, more than the %u a config file may have", path,
+        sp_cfg_say(msg, n, "%s: config file is %jd bytes, more than the %u a config file may have", shown,
                    (intmax_t)st.st_size, SP_CFG_MAX_FILE_BYTES);
     else if (!(buf = malloc(SP_CFG_MAX_FILE_BYTES + 1)))
-        sp_cfg_say(msg, n, "%s: out of memory while reading YAML", path);
+        sp_cfg_say(msg, n, "%s: out of memory while reading YAML", shown);
     else {
         /* The file may grow after fstat: read at most one byte past the limit. */
         for (;;) {
@@ -296,13 +298,13 @@ static int read_file(const char *path, int named, char **text, size_t *len, char
             if (k < 0 && errno == EINTR)
                 continue;
             if (k < 0) {
-                sp_cfg_say(msg, n, "%s: cannot read config file: %s", path, strerror_r(errno, err, sizeof err));
+                sp_cfg_say(msg, n, "%s: cannot read config file: %s", shown, strerror_r(errno, err, sizeof err));
                 break;
             }
             got += (size_t)k;
             if (k == 0 || got > SP_CFG_MAX_FILE_BYTES) {
                 rc = got > SP_CFG_MAX_FILE_BYTES ? sp_cfg_say(msg, n, "%s: config file is more than the %u "
-                                                              "bytes a config file may have", path,
+                                                              "bytes a config file may have", shown,
                                                               SP_CFG_MAX_FILE_BYTES) : 0;
                 break;
             }
@@ -318,16 +320,28 @@ static int read_file(const char *path, int named, char **text, size_t *len, char
     return 0;
 }
 
+/* The name messages give path: its end when it is long, so that a message
+ * still has room for what is wrong. */
+static const char *shown_path(const char *path, char *buf, size_t n)
+{
+    size_t len = strlen(path);
+    if (len < n)
+        return path;
+    snprintf(buf, n, "...%s", path + len - (n - 4));
+    return buf;
+}
+
 int sp_cfg_load_file(sp_config_t *cfg, const char *path, int named)
 {
-    struct reader r = {.cfg = cfg, .file = path};
+    char shown[256];
+    struct reader r = {.cfg = cfg, .file = shown_path(path, shown, sizeof shown)};
     char *text = NULL;
     size_t len = 0;
-    int rc = read_file(path, named, &text, &len, r.msg, sizeof r.msg);
+    int rc = read_file(path, r.file, named, &text, &len, r.msg, sizeof r.msg);
     if (rc > 0)
         return 0;
     if (rc == 0 && !yaml_parser_initialize(&r.parser))
-        rc = sp_cfg_say(r.msg, sizeof r.msg, "%s: out of memory while reading YAML", path);
+        rc = sp_cfg_say(r.msg, sizeof r.msg, "%s: out of memory while reading YAML", r.file);
     else if (rc == 0) {
         yaml_parser_set_input_string(&r.parser, (const unsigned char *)text, len);
         rc = read_stream(&r);

@@ -44,6 +44,9 @@ CASES = [
     ("profiling:\n  \"act\\nive\": 3\n", {}, ["profiling.act?ive"]),
     (None, {"PROF_MARKER": "nv\ntx:s"}, ["PROF_MARKER", "unknown marker \"nv?tx\""]),
     (None, {"PROF_RANKS": "0,a\nb"}, ["PROF_RANKS", "a?b"]),
+    # A long (legal) path must not push the reason and the outcome off the line.
+    (None, {"PROF_CONFIG": "/nonexistent/" + "x" * 250 + "/" + "y" * 1000 + "/profiling.yaml"},
+     ["/profiling.yaml: cannot open config file: No such file or directory"]),
 ]
 
 
@@ -91,6 +94,19 @@ def test_unwritable_output_dir_one_message_program_unchanged():
     assert (r.returncode, r.stdout, r.other_stderr) == (7, base.stdout, base.stderr)
     errs = [l for l in r.sp_lines if "output directory" in l]
     assert len(errs) == 1 and "cannot create" in errs[0], r.sp_lines
+
+
+def test_long_output_dir_message_keeps_its_reason():
+    """A directory path longer than the message line: the line keeps the
+    reason and what happens to the files, not only the start of the path."""
+    base = _baseline()
+    d = tempfile.mkdtemp(prefix="sp-test-")
+    blocker = os.path.join(d, "file")
+    open(blocker, "w").close()
+    r = run([prog("exitcode")], env={"PROF_OUTPUT_DIR": os.path.join(blocker, "t" * 200, "u" * 1500)})
+    assert (r.returncode, r.stdout, r.other_stderr) == (7, base.stdout, base.stderr)
+    errs = [l for l in r.sp_lines if "output directory" in l]
+    assert len(errs) == 1 and "Not a directory" in errs[0] and "dropped" in errs[0], r.sp_lines
 
 
 def test_enabled_false_is_inert():
