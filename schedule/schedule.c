@@ -499,6 +499,14 @@ static int finish(int truncated, double timeout_s, int try_lock, int close_windo
                 sp_memrep_write_exit(cfg.output_dir, worker);
             }
             sp_ev_set_gate(0);
+            /* A marker that never matched leaves no file: say why, once. The
+             * function marker says so when its hook fails; a torch step
+             * counts from attach. */
+            int waits_for_marker = cfg.marker.kind == SP_MARK_NVTX || cfg.marker.kind == SP_MARK_KERNEL ||
+                                   cfg.marker.kind == SP_MARK_PROFILER_API;
+            if (waits_for_marker && step < 0 && cycle == 0 && !cur_window)
+                sp_log(SP_LOG_WARN, "marker %s never fired in this run: no step began and no trace was written",
+                       cfg.marker_spec);
         }
         pthread_mutex_unlock(&lock);
     } else if (!locked) {

@@ -237,3 +237,21 @@ def test_signal_only_toggles_two_windows_on_the_same_thread():
     assert len(traces) == 2, (traces, err)
     launches = [len(runtime_events(load(t), "cudaLaunchKernel")) for t in traces]
     assert launches == [4, 4], launches   # steps 3-4 and 8-9, 2 launches each
+
+
+def test_marker_never_seen_says_so_once_at_exit():
+    """A step marker that never matches (a misspelt NVTX range or domain, a
+    kernel glob matching nothing, no cudaProfilerStart) records nothing: the
+    run ends with one line naming the marker, not in silence. The program's
+    output and exit code are unchanged."""
+    base = run([prog("train")], preload=False, env={"STEPS": 4})
+    for marker in ("nvtx:no_such_range", "nvtx:train_step@no_such_domain", "kernel:no_such_kernel*",
+                   "cudaProfilerApi"):
+        r = run([prog("train")], env={"STEPS": 4, "PROF_MARKER": marker, "PROF_ACTIVE": 1, "PROF_REPEAT": 0})
+        assert (r.returncode, r.stdout, r.other_stderr) == (base.returncode, base.stdout, base.stderr), marker
+        said = [l for l in r.sp_lines if "never" in l]
+        assert len(said) == 1 and marker in said[0], (marker, r.sp_lines)
+        assert r.traces() == [], marker
+    # A marker that is seen says nothing of the kind.
+    r = run([prog("train")], env={"STEPS": 4, "PROF_MARKER": "nvtx:train_step", "PROF_ACTIVE": 1})
+    assert not [l for l in r.sp_lines if "never" in l] and len(r.traces()) == 1, r.sp_lines
