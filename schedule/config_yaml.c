@@ -3,8 +3,10 @@
  * one pass and no document tree; every other top-level key is skipped
  * unread. It owns what can be wrong with the file itself: syntax errors, a
  * value or group of the wrong node kind, an unknown or repeated key, a typo of
- * profiling:. Values are parsed by config.c (sp_cfg_apply), so a value means
- * the same in the file as in PROF_*. Every message names file:line:column:,
+ * profiling:, settings written at the top level of a file without profiling:
+ * (a warning: a training config may have an output_dir of its own). Values
+ * are parsed by config.c (sp_cfg_apply), so a value means the same in the
+ * file as in PROF_*. Every message names file:line:column:,
  * and a syntax error anywhere in the file wins over a bad value before it.
  * It also owns the file guards: only a regular file of at most
  * SP_CFG_MAX_FILE_BYTES is read (opened without blocking, so a FIFO or a
@@ -12,6 +14,8 @@
  * SP_CFG_MAX_DEPTH stops the parse (libyaml's cost grows with the depth). */
 #define _GNU_SOURCE
 #include "config_int.h"
+
+#include "../collectors/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +44,9 @@ struct reader {
     int syntax;                /* msg is libyaml's */
     size_t profiling_line;     /* of the profiling: key, 0 before it, for "appears twice" */
     int depth;                 /* mappings and sequences open at the last event read */
+    char stray[160];           /* top-level keys named like settings ("active, marker"), for a file
+                                * without profiling: */
+    yaml_mark_t stray_mark;    /* of the first of them */
 };
 
 /* Keeps "file:line:column: <message>" (libyaml marks are 0-based). */
@@ -237,6 +244,11 @@ static int top_pair(struct reader *r, const struct pair *p, const void *ctx)
     }
     if (p->type == YAML_SCALAR_EVENT && sp_cfg_distance(p->key, "profiling") <= 2)
         return rfail(r, p->mark, "top-level key %s looks like a typo (did you mean profiling?)", p->key);
+    if (p->type == YAML_SCALAR_EVENT && (sp_cfg_find_key(p->key) || sp_cfg_is_group(p->key))) {
+        if (!r->stray[0])
+            r->stray_mark = p->mark;
+        sp_cfg_append(r->stray, sizeof r->stray, "%s%s", r->stray[0] ? ", " : "", p->key);
+    }
     return skip_rest(r, p->v.type);
 }
 
@@ -350,6 +362,13 @@ int sp_cfg_load_file(sp_config_t *cfg, const char *path, int named)
     free(text);
     if (rc)
         return sp_cfg_fail("%s", r.msg);
+    /* Settings written without their profiling: parent would be ignored in
+     * silence; they are not an error, since a training config may have keys
+     * of its own called output_dir or ranks. */
+    if (!r.profiling_line && r.stray[0])
+        sp_log(SP_LOG_WARN, "%s:%zu:%zu: %s at the top level: only settings under a top-level profiling: mapping "
+               "are read, so these are ignored (indent them under profiling:)", r.file, r.stray_mark.line + 1,
+               r.stray_mark.column + 1, r.stray);
     snprintf(cfg->source, sizeof cfg->source, "%s", path);
     return 0;
 }

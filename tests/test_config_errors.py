@@ -109,6 +109,27 @@ def test_long_output_dir_message_keeps_its_reason():
     assert len(errs) == 1 and "Not a directory" in errs[0] and "dropped" in errs[0], r.sp_lines
 
 
+def test_settings_without_profiling_section_are_said_ignored():
+    """A profiling.yaml whose settings lack their profiling: parent was read
+    as empty in silence: the run recorded with defaults, not the schedule
+    written. One warning names the keys; profiling goes on with defaults.
+    A training config whose own keys only look like settings below the top
+    level gets no such line."""
+    base = _baseline()
+    d = tempfile.mkdtemp(prefix="sp-test-")
+    with open(os.path.join(d, "profiling.yaml"), "w") as f:
+        f.write("# stepprof settings\nactive: 3\nmarker: nvtx:train_step\ntable:\n  row_limit: 5\n")
+    r = run([prog("exitcode")], cwd=d)
+    assert (r.returncode, r.stdout, r.other_stderr) == (7, base.stdout, base.stderr)
+    said = [l for l in r.sp_lines if "top level" in l]
+    assert len(said) == 1 and "profiling.yaml:2:1: active, marker, table" in said[0] and "profiling:" in said[0], \
+        r.sp_lines
+    with open(os.path.join(d, "profiling.yaml"), "w") as f:
+        f.write("trainer:\n  output_dir: ckpt\n  active: 3\nlr: 0.1\n")
+    r = run([prog("exitcode")], cwd=d)
+    assert not [l for l in r.sp_lines if "top level" in l], r.sp_lines
+
+
 def test_enabled_false_is_inert():
     r = run([prog("train")], env={"STEPS": 2, "PROF_ENABLED": "off"})
     assert r.returncode == 0 and not os.path.exists(r.outdir) and r.sp_lines == []
