@@ -62,8 +62,7 @@ int sp_memrep_write_file(const sp_export_job_t *job, const char *stem, const cha
     if (sp_outfile_open(&f, job->output_dir, stem, suffix) != 0)
         return -1;
     if (sp_rb_write_fd(b, f.fd) != 0) {
-        sp_log(SP_LOG_ERROR, "cannot write %s: %s; that report is dropped", f.final, strerror(errno));
-        sp_outfile_abort(&f);
+        sp_outfile_fail(&f, errno); /* one line per problem for the run (outfile.c) */
         return -1;
     }
     return sp_outfile_commit(&f);

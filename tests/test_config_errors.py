@@ -96,6 +96,20 @@ def test_unwritable_output_dir_one_message_program_unchanged():
     assert len(errs) == 1 and "cannot create" in errs[0], r.sp_lines
 
 
+def test_report_files_over_the_file_size_limit_one_message_per_run():
+    """Files refused by the disk (here RLIMIT_FSIZE: EFBIG; ENOSPC alike)
+    are one line for the run, the key-average table and summaries included:
+    each report once said its own line in every cycle."""
+    argv = ["prlimit", "--fsize=3000:3000", prog("train")]
+    base = run(argv, preload=False, env={"STEPS": 8})
+    r = run(argv, env={"STEPS": 8, "PROF_MARKER": "nvtx:train_step", "PROF_ACTIVE": 1, "PROF_REPEAT": 0,
+                       "PROF_USE_GZIP": 1})
+    assert (r.returncode, r.stdout, r.other_stderr) == (base.returncode, base.stdout, base.stderr)
+    said = [l for l in r.sp_lines if "File too large" in l]
+    assert len(said) == 1, r.sp_lines
+    assert not [f for f in r.files() if ".tmp." in f], r.files()
+
+
 def test_long_output_dir_message_keeps_its_reason():
     """A directory path longer than the message line: the line keeps the
     reason and what happens to the files, not only the start of the path."""
