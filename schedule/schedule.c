@@ -409,7 +409,7 @@ void sp_sched_activate(void)
     }
     sp_mem_init(cfg.profile_memory);
     sched = (sp_sched_t){cfg.skip_first, cfg.skip_first_wait, cfg.wait, cfg.warmup, cfg.active, cfg.repeat};
-    char plan[512];
+    char plan[sizeof cfg.output_dir + sizeof cfg.marker_spec + 512]; /* sp_log shortens it */
     if (sp_plan_format(&cfg, plan, sizeof plan) > 0)
         sp_log(SP_LOG_INFO, "%s", plan);
     sp_outfile_check_dir(cfg.output_dir); /* an unwritable directory said now, not after the run */

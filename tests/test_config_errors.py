@@ -144,6 +144,18 @@ def test_settings_without_profiling_section_are_said_ignored():
     assert not [l for l in r.sp_lines if "top level" in l], r.sp_lines
 
 
+def test_plan_line_with_a_long_output_dir_ends_with_its_end():
+    """The plan line names where the files go: with a long output_dir it
+    keeps the directory's last part (the part that differs), not a cut
+    after a fixed number of bytes."""
+    d = tempfile.mkdtemp(prefix="sp-test-")
+    out = os.path.join(d, "t" * 600, "last_part")
+    r = run([prog("exitcode")], env={"PROF_OUTPUT_DIR": out})
+    assert r.returncode == 7
+    plan = [l for l in r.sp_lines if "traces ->" in l]
+    assert len(plan) == 1 and plan[0].endswith("/last_part"), r.sp_lines
+
+
 def test_enabled_false_is_inert():
     r = run([prog("train")], env={"STEPS": 2, "PROF_ENABLED": "off"})
     assert r.returncode == 0 and not os.path.exists(r.outdir) and r.sp_lines == []
