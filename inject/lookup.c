@@ -4,8 +4,10 @@
  * TensorFlow: invisible to RTLD_NEXT), or later than the first call. So a
  * lookup tries RTLD_NEXT, then every loaded object in load order through its
  * own handle (skipping stepprof itself), and a miss is never cached: the
- * caller's resolver stays in place and tries again on the next call. Objects
- * in other dlmopen namespaces are not reachable from here. */
+ * caller's resolver stays in place and tries again on the next call. A hit
+ * keeps its library loaded (callers cache it; a dlclose by the program must
+ * not unmap it). Objects in other dlmopen namespaces are not reachable from
+ * here. */
 #define _GNU_SOURCE
 #include "hook.h"
 
@@ -95,10 +97,24 @@ static void *search_loaded(const char *name)
     return f;
 }
 
+/* Keeps the object that defines f loaded: callers cache f, and a library in
+ * the global scope (linked, or dlopen'ed RTLD_GLOBAL by a plugin that is
+ * closed later) would otherwise be unmapped under it. */
+static void pin(void *f)
+{
+    Dl_info d;
+    if (dladdr(f, &d) && d.dli_fname && d.dli_fname[0])
+        dlopen(d.dli_fname, RTLD_NOLOAD | RTLD_LAZY); /* never closed, like search_loaded's handle */
+}
+
 void *sp_real(const char *name)
 {
     void *f = sp_glibc_dlsym()(RTLD_NEXT, name);
-    return f && !is_self(f) ? f : search_loaded(name);
+    if (f && !is_self(f)) {
+        pin(f);
+        return f;
+    }
+    return search_loaded(name);
 }
 
 int sp_real_missing(const char *name)

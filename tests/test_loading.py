@@ -79,6 +79,23 @@ def test_library_loaded_after_failed_lookup_real_cudart():
     _late(False, "35")
 
 
+def test_plugin_closed_and_reopened_real_cudart():
+    """A plugin loaded RTLD_GLOBAL brings libcudart into the global scope (RTLD_NEXT finds it there);
+    closed, libcudart is unloaded with it, and reopened it may be mapped elsewhere. The interposers
+    must keep reaching a live runtime: same results as bare, every round recorded (the real function
+    a lookup returned was cached while its library could still be unloaded: a crash in round 2).
+    NVIDIA's libcudart: the stand-in's is never unloaded."""
+    _real_cudart()
+    prog("libcudaplugin.so")
+    bare = run([prog("plugin_host"), "reopen"], preload=False, fake=False)
+    assert bare.returncode == 0 and bare.stdout.endswith("done\n"), (bare.returncode, bare.stderr)
+    on = run([prog("plugin_host"), "reopen"], fake=False)
+    assert on.returncode == 0, (on.returncode, on.stderr)
+    assert on.stdout == bare.stdout, f"stepprof changed what CUDA returned:\n{on.stdout}\nvs\n{bare.stdout}"
+    got = [e["name"] for e in runtime_events(load(on.trace()))]
+    assert got == PLUGIN_CALLS * 3, got
+
+
 def test_dlopen_library():
     """No large initial-exec TLS: the library loads into a process that did not preload it."""
     r = run([prog("dlopen_lib"), LIB], preload=False)

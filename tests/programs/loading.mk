@@ -6,7 +6,7 @@
 # LD_LIBRARY_PATH=build/fakecuda swaps in the stand-in.
 #
 #   libcudaplugin.so   links libcudart; dlopen'ed RTLD_LOCAL by plugin_host
-#   plugin_host        does not link CUDA; loads the plugin (modes local, late)
+#   plugin_host        does not link CUDA; loads the plugin (modes local, late, reopen)
 #   dlopen_lib         dlopens a library given on its command line (libstepprof.so)
 
 LOAD_SRC := tests/programs

@@ -8,6 +8,9 @@
  *                            printing `early=RESULT` (or `early=none`); then load the plugin and run it;
  *                            then call the same pointer again: `late=RESULT` must be what the runtime
  *                            now says, not a failure remembered from before.
+ *        plugin_host reopen  dlopen the plugin RTLD_GLOBAL (its libcudart joins the global scope), run it,
+ *                            dlclose it, three times: each round's calls reach the runtime loaded now,
+ *                            never one unloaded with a plugin closed before.
  *        plugin_host drv     dlopen libdrvblas.so (links libcuda.so.1, like cuBLAS) and run
  *                            drv_work("direct") in it: driver launches from a library the program did
  *                            not link.
@@ -23,7 +26,7 @@
 typedef int (*malloc_fn)(void **, size_t);
 typedef int (*free_fn)(void *);
 
-static void *load_plugin(const char *file)
+static void *load_plugin_mode(const char *file, int mode)
 {
     char path[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
@@ -31,10 +34,15 @@ static void *load_plugin(const char *file)
         return NULL;
     path[n] = 0;
     strcpy(strrchr(path, '/') + 1, file);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(path, mode);
     if (!h)
         fprintf(stderr, "plugin_host: %s\n", dlerror());
     return h;
+}
+
+static void *load_plugin(const char *file)
+{
+    return load_plugin_mode(file, RTLD_NOW | RTLD_LOCAL);
 }
 
 int main(int argc, char **argv)
@@ -45,6 +53,17 @@ int main(int argc, char **argv)
         void *blas = load_plugin("libdrvblas.so");
         int (*work)(const char *) = blas ? (int (*)(const char *))dlsym(blas, "drv_work") : NULL;
         return work ? work("direct") : 1;
+    }
+    if (argc > 1 && strcmp(argv[1], "reopen") == 0) {
+        for (int round = 0; round < 3; round++) {
+            void *h = load_plugin_mode("libcudaplugin.so", RTLD_NOW | RTLD_GLOBAL);
+            if (!h)
+                return 1;
+            ((int (*)(void))dlsym(h, "plugin_run"))();
+            dlclose(h);
+        }
+        printf("done\n");
+        return 0;
     }
     malloc_fn early = late ? (malloc_fn)dlsym(RTLD_DEFAULT, "cudaMalloc") : NULL;
     void *p = NULL;
