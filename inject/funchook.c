@@ -19,7 +19,9 @@
 
 #include <cpuid.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <pthread.h>
@@ -310,10 +312,27 @@ static int in_serinfo(const Dl_serinfo *si, const char *dir)
     return 0;
 }
 
+/* Would glibc take path as a candidate (an ELF object for this machine)?
+ * One it skips (a 32-bit library in a multilib directory) lets the search
+ * go on. */
+static int loadable_elf(const char *path)
+{
+    Elf64_Ehdr eh;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int ok = pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+             eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_machine == EM_X86_64;
+    close(fd);
+    return ok;
+}
+
 /* Once armed, dlopen is called from here, so glibc takes libstepprof for the
  * caller. For a bare file name, look where the real caller's search path
  * would, before the directories ours shares with it: the caller's
- * DT_RPATH/DT_RUNPATH directories are the ones that differ. */
+ * DT_RPATH/DT_RUNPATH directories are the ones that differ. A file found
+ * there that fails to load fails the call, with glibc's message, as it would
+ * without us. */
 static void *dlopen_as(const char *file, int mode, const void *caller)
 {
     Dl_info info;
@@ -323,25 +342,30 @@ static void *dlopen_as(const char *file, int mode, const void *caller)
         return sp_fh_real_dlopen(file, mode);
     Dl_serinfo *theirs = NULL, *ours = NULL;
     void *h = NULL;
+    int found = 0;
     if (serinfo(caller_map, &theirs) == 0 && serinfo(our_map, &ours) == 0) {
         for (unsigned i = 0; i < theirs->dls_cnt; i++) {
             const char *dir = theirs->dls_serpath[i].dls_name;
             char path[PATH_MAX];
-            if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path || access(path, F_OK) != 0)
+            if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path || !loadable_elf(path))
                 continue;
             if (in_serinfo(ours, dir))
                 break;
-            /* Objects already loaded are matched by name before any search. */
-            if ((h = sp_fh_real_dlopen(file, mode | RTLD_NOLOAD)) || (h = sp_fh_real_dlopen(path, mode)))
-                break;
+            /* Objects already loaded are matched by name before any search.
+             * glibc stops at the first file it finds: if that one fails to
+             * load, its error (a missing dependency) is the caller's. */
+            if (!(h = sp_fh_real_dlopen(file, mode | RTLD_NOLOAD)))
+                h = sp_fh_real_dlopen(path, mode);
+            found = 1;
+            break;
         }
     }
     free(theirs);
     free(ours);
-    if (h) {
+    if (h)
         dlerror(); /* a refused RTLD_NOLOAD probe is not the caller's error */
+    if (h || found)
         return h;
-    }
     return sp_fh_real_dlopen(file, mode);
 }
 

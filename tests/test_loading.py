@@ -96,6 +96,21 @@ def test_plugin_closed_and_reopened_real_cudart():
     assert got == PLUGIN_CALLS * 3, got
 
 
+def test_failing_dlopen_error_unchanged_with_function_marker():
+    """A function: marker arms stepprof's dlopen (later libraries get their call sites hooked), which
+    then searches the caller's RUNPATH itself. glibc stops at the first file it finds: when that file
+    cannot load (a missing dependency), dlerror() names the dependency. stepprof went on searching its
+    own path and left a different message ("libdlerr_broken.so: cannot open ...")."""
+    prog("dlerr/libdlerr_broken.so")
+    env = {"PROF_MARKER": "function:puts@libc"}
+    bare = run([prog("dlopen_err")], preload=False, env=env)
+    on = run([prog("dlopen_err")], env=env)
+    assert bare.returncode == on.returncode == 0, (on.returncode, on.stderr)
+    assert "error=libdlerr_missing.so: cannot open shared object file" in bare.stdout, bare.stdout
+    assert on.stdout == bare.stdout, f"stepprof changed what dlopen/dlerror said:\n{on.stdout}\nvs\n{bare.stdout}"
+    assert any("marker function:puts@libc hooks" in l for l in on.sp_lines), on.sp_lines
+
+
 def test_dlopen_library():
     """No large initial-exec TLS: the library loads into a process that did not preload it."""
     r = run([prog("dlopen_lib"), LIB], preload=False)

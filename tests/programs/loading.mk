@@ -71,5 +71,16 @@ $(LOAD_OUT)/drv_bysym: $(LOAD_SRC)/drv_bysym.cu $(LOAD_SRC)/loading.mk
 	$(LOAD_NVCC) -O2 -cudart shared -Xlinker --enable-new-dtags -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64 \
 	  -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda
 
+# dlopen_err: dlerror() after a failing dlopen while a function: marker arms stepprof's dlopen. Its
+# RUNPATH dlerr/ holds libdlerr_broken.so, linked against libdlerr_missing.so, which is then removed.
+PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,dlopen_err dlerr/libdlerr_broken.so)
+$(LOAD_OUT)/dlerr/libdlerr_broken.so: $(LOAD_SRC)/dlerr_lib.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -DDLERR_MISSING -shared -o $(@D)/libdlerr_missing.so $<
+	$(CC) $(LOAD_CFLAGS) -shared -o $@ $< -L$(@D) -Wl,--no-as-needed -ldlerr_missing
+	rm -f $(@D)/libdlerr_missing.so
+$(LOAD_OUT)/dlopen_err: $(LOAD_SRC)/dlopen_err.c $(LOAD_OUT)/dlerr/libdlerr_broken.so
+	$(CC) $(LOAD_CFLAGS) -o $@ $< $(LOAD_CUDA) -Wl,-rpath,'$$ORIGIN/dlerr' -ldl
+
 .PHONY: programs-load
 programs-load: $(PROGRAMS_LOAD)
