@@ -75,7 +75,8 @@
 
 /* Every signal whose default action ends the process and that a program
  * commonly dies of: SIGPIPE is `./train | head`, SIGALRM an alarm() without
- * a handler. The schedule blocks the same ones under its lock (schedule.c). */
+ * a handler. The schedule blocks the same ones under its lock (schedule.c,
+ * through sp_exit_term_sigset). */
 static const int term_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT, SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2};
 static const int fault_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
 #define NTERM (sizeof term_sigs / sizeof term_sigs[0])
@@ -209,6 +210,13 @@ static void *finisher_main(void *arg)
         sp_exit_release_others(); /* the program made it harmless meanwhile */
     }
     return NULL;
+}
+
+void sp_exit_term_sigset(sigset_t *set)
+{
+    sigemptyset(set);
+    for (size_t i = 0; i < NTERM; i++)
+        sigaddset(set, term_sigs[i]);
 }
 
 int sp_exit_is_term_signal(int sig)

@@ -4,6 +4,8 @@
 #ifndef SP_EXITPATHS_H
 #define SP_EXITPATHS_H
 
+#include <signal.h>
+
 /* Constructor: resolves the real _exit and exec functions while that is
  * still safe. */
 void sp_exit_preinit(void);
@@ -42,6 +44,8 @@ void sp_exit_finish_elsewhere(void);
 
 /* sig is one of the terminating signals stepprof handles (not a fault). */
 int sp_exit_is_term_signal(int sig);
+/* All of them (the schedule blocks them while it holds its lock). */
+void sp_exit_term_sigset(sigset_t *set);
 
 /* The program is about to end itself by such a signal at SIG_DFL
  * (selfsignal.c): the finisher closes the cycle in progress, truncated, and

@@ -56,7 +56,7 @@ static long arm_step = -1;     /* step where the armed cycle began, -1 when disa
 static int whole_run;          /* step marker but no schedule: torch records every step, written at exit */
 
 volatile sig_atomic_t sp_sched_signal_flag;
-static _Atomic pid_t lock_owner; /* thread in lock_blocked..unlock_blocked, 0: none */
+static _Atomic pthread_t lock_owner; /* thread in lock_blocked..unlock_blocked, 0: none */
 
 /* The lock as a program thread takes it: with the terminating signals
  * blocked, so that their handler (exitpaths.c) never runs on the thread that
@@ -65,18 +65,10 @@ static _Atomic pid_t lock_owner; /* thread in lock_blocked..unlock_blocked, 0: n
 static void lock_blocked(sigset_t *old)
 {
     sigset_t term;
-    sigemptyset(&term);
-    sigaddset(&term, SIGTERM);
-    sigaddset(&term, SIGINT);
-    sigaddset(&term, SIGHUP);
-    sigaddset(&term, SIGQUIT);
-    sigaddset(&term, SIGPIPE);
-    sigaddset(&term, SIGALRM);
-    sigaddset(&term, SIGUSR1);
-    sigaddset(&term, SIGUSR2);
+    sp_exit_term_sigset(&term);
     pthread_sigmask(SIG_BLOCK, &term, old);
     pthread_mutex_lock(&lock);
-    atomic_store(&lock_owner, gettid());
+    atomic_store(&lock_owner, pthread_self());
 }
 
 static void unlock_blocked(const sigset_t *old)
@@ -553,7 +545,7 @@ int sp_sched_finish_bounded(int how, double timeout_s)
 static int interrupted_inside_stepprof(void)
 {
     sp_thread_t *t = sp_ev_self;
-    return (t && t->in_hook) || atomic_load(&lock_owner) == gettid();
+    return (t && t->in_hook) || pthread_equal(atomic_load(&lock_owner), pthread_self());
 }
 
 /* A successful exec would replace the image without atexit: its recording
