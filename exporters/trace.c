@@ -367,17 +367,18 @@ static void write_metadata(ctx_t *c, const sp_event_ref_t *ev, size_t n)
     sp_jw_meta(c->w, "process_name", c->pid, 0, "name", comm, 0);
     sp_jw_meta(c->w, "process_labels", c->pid, 0, "labels", "CPU", 0);
     sp_jw_meta(c->w, "process_sort_index", c->pid, 0, "sort_index", NULL, c->pid);
-    /* Distinct threads that have events, in tid order. */
+    /* Distinct threads that have events, in tid order (at most one per
+     * registration slot: an array per event was 8 bytes of export memory
+     * per event). */
     size_t nt = 0;
-    const sp_thread_t **ts = malloc((n ? n : 1) * sizeof *ts);
-    if (!ts)
-        return;
     uint32_t nslots = 0;
     for (size_t i = 0; i < n; i++)
         nslots = sp_ev_owner(ev[i].ev)->slot + 1 > nslots ? sp_ev_owner(ev[i].ev)->slot + 1 : nslots;
+    const sp_thread_t **ts = malloc((nslots ? nslots : 1) * sizeof *ts);
     unsigned char *seen = calloc(nslots ? nslots : 1, 1); /* by registration slot: O(1) per event */
-    if (!seen) {
+    if (!ts || !seen) {
         free(ts);
+        free(seen);
         return;
     }
     for (size_t i = 0; i < n; i++) {
