@@ -6,8 +6,9 @@
  * the real answer is exactly the function that interposer forwards to (any
  * version or flags: a different answer, such as an old-ABI or _ptsz variant
  * stepprof does not interpose, passes through untouched), including for
- * cuGetProcAddress itself. dlsym: only cu[A-Z]* names with a real handle take
- * that path (RTLD_DEFAULT searched in the caller's scope, as glibc does);
+ * cuGetProcAddress itself. dlsym: only cu* names with a real handle take
+ * that path (RTLD_DEFAULT searched in the caller's scope, as glibc does, and
+ * stepprof's own exports found there only where a real definition exists);
  * everything else, RTLD_NEXT included, is a tail call to glibc's dlsym
  * (bootstrapped with dlvsym), so the caller's handle and return address mean
  * what they meant. */
@@ -106,7 +107,25 @@ static SP_NO_SANITIZE void *dlsym_bootstrap(void *handle, const char *name)
     return f(handle, name); /* a sibling call: glibc sees the caller's return address */
 }
 
-/* A cu[A-Z]* name; RTLD_NEXT passes through (the next object after the
+/* Whether p is in stepprof's own object (one of its exported entries). */
+static SP_NO_SANITIZE int is_ours(const void *p)
+{
+    static const void *self;
+    Dl_info info;
+    if (!self && dladdr((const void *)is_ours, &info))
+        self = info.dli_fbase;
+    return self && dladdr(p, &info) && info.dli_fbase == self;
+}
+
+/* Whether the scope of `map` (a caller's: the global scope, then its own
+ * dependencies) defines `name` outside stepprof. */
+static SP_NO_SANITIZE int real_outside(void *map, const char *name)
+{
+    void *q = real_dlsym(map, name);
+    return q && !is_ours(q);
+}
+
+/* A cu* name (the driver's cu[A-Z]*, the runtime's cuda*); RTLD_NEXT passes through (the next object after the
  * caller's, which only glibc can tell). Entered by a jump, so the return
  * address is the caller's. glibc searches RTLD_DEFAULT in the scope of the
  * caller's object: the global scope, then, for an object loaded
@@ -121,8 +140,17 @@ SP_SLOW_ATTRS SP_NO_SANITIZE static void *sp_slow_dlsym(void *handle, const char
     void *caller = __builtin_return_address(0), *p = real_dlsym(handle, name);
     Dl_info info;
     void *map = NULL;
-    if (!p && handle == RTLD_DEFAULT && dladdr1(caller, &info, &map, RTLD_DL_LINKMAP) && map)
+    int local = handle == RTLD_DEFAULT && dladdr1(caller, &info, &map, RTLD_DL_LINKMAP) && map;
+    if (!p && local)
         p = real_dlsym(map, name);
+    /* stepprof's own export (the preload comes before every library in the
+     * global scope) only where the caller would find a real definition
+     * without stepprof: after stepprof in that scope, or in the caller's own
+     * dependencies. Bare, a process that has not loaded CUDA gets NULL, and
+     * a program probing for CUDA with dlsym(RTLD_DEFAULT, "cudaMalloc") must
+     * not be told it is there. */
+    if (p && is_ours(p) && !(local && real_outside(map, name)) && !real_dlsym(RTLD_NEXT, name))
+        return NULL;   /* dlerror() says what that last, failed lookup said */
     return wrap(name, p);
 }
 
@@ -133,9 +161,5 @@ SP_SLOW_ATTRS SP_NO_SANITIZE static void *sp_slow_dlsym(void *handle, const char
 SP_ENTRY(dlsym, "\tcmpb $0x63, (%rsi)\n"   /* 'c' */
                 "\tjne 1f\n"
                 "\tcmpb $0x75, 1(%rsi)\n"  /* 'u' */
-                "\tjne 1f\n"
-                "\tmovzbl 2(%rsi), %eax\n"
-                "\tsubl $0x41, %eax\n"     /* 'A'..'Z' */
-                "\tcmpl $25, %eax\n"
-                "\tjbe sp_slow_dlsym\n"
+                "\tje sp_slow_dlsym\n"
                 "1:\n")

@@ -80,6 +80,34 @@ def test_library_loaded_after_failed_lookup_real_cudart():
     _late(False, "35")
 
 
+def _probe(fake):
+    prog("libcudaplugin.so")
+    bare = run([prog("plugin_host"), "probe"], preload=False, fake=fake)
+    on = run([prog("plugin_host"), "probe"], fake=fake)
+    for r in (bare, on):
+        assert r.returncode == 0 and r.stdout.endswith("done\n"), (r.returncode, r.stdout, r.stderr)
+    assert on.stdout == bare.stdout, f"a probe for CUDA answered differently:\n{on.stdout}\nvs\n{bare.stdout}"
+    lines = bare.stdout.splitlines()
+    # Nothing in the global scope defines a CUDA name, bare: stepprof's own exports must not say otherwise
+    # (it exported them all: a CPU program probing dlsym(RTLD_DEFAULT, "cudaMalloc") took CUDA as present).
+    assert len([l for l in lines if l.endswith("=absent")]) == 32 and "no dlerror" not in bare.stdout, lines
+    # Inside the plugin, cudaMalloc is found (its own dependency) and the call it made is recorded.
+    assert any(l.startswith("plugin_probe=") and l != "plugin_probe=none" for l in lines), lines
+    assert [e["name"] for e in runtime_events(load(on.trace()))] == ["cudaMalloc"]
+
+
+def test_cuda_probe_by_dlsym_as_bare():
+    """dlsym(RTLD_DEFAULT) and dlsym(dlopen(NULL)) find a CUDA name with stepprof exactly when they do
+    without it: not in a process whose global scope has no CUDA (stepprof's interposers would be found
+    there first), and in a plugin whose own dependencies have it (stepprof's interposer, recorded)."""
+    _probe(fake=True)
+
+
+def test_cuda_probe_by_dlsym_as_bare_real_cudart():
+    _real_cudart()
+    _probe(fake=False)
+
+
 def test_plugin_closed_and_reopened_real_cudart():
     """A plugin loaded RTLD_GLOBAL brings libcudart into the global scope (RTLD_NEXT finds it there);
     closed, libcudart is unloaded with it, and reopened it may be mapped elsewhere. The interposers

@@ -3,11 +3,16 @@
  * RTLD_LOCAL (libcudaplugin.so beside it), the way frameworks load their CUDA backends.
  *
  * Usage: plugin_host local   dlopen the plugin, run it twice.
- *        plugin_host late    first look cudaMalloc up in the global scope (under LD_PRELOAD that is
+ *        plugin_host late    first take cudaMalloc through a weak reference (none bare; under LD_PRELOAD
  *                            stepprof's interposer, whose real function is not loaded yet) and call it,
  *                            printing `early=RESULT` (or `early=none`); then load the plugin and run it;
  *                            then call the same pointer again: `late=RESULT` must be what the runtime
  *                            now says, not a failure remembered from before.
+ *        plugin_host probe   probe for CUDA as programs do, with dlsym(RTLD_DEFAULT) and dlsym on
+ *                            dlopen(NULL), before and after loading the plugin (whose libcudart stays
+ *                            outside the global scope), printing `NAME=found|absent` and whether
+ *                            dlerror() says why; in between the plugin probes from inside
+ *                            (plugin_probe: found in its own dependencies) and calls what it found.
  *        plugin_host reopen  dlopen the plugin RTLD_GLOBAL (its libcudart joins the global scope), run it,
  *                            dlclose it, three times: each round's calls reach the runtime loaded now,
  *                            never one unloaded with a plugin closed before.
@@ -25,6 +30,26 @@
 
 typedef int (*malloc_fn)(void **, size_t);
 typedef int (*free_fn)(void *);
+
+/* Weak: NULL unless something in the global scope defines them (bare, nothing does here). */
+extern int cudaMalloc(void **, size_t) __attribute__((weak));
+extern int cudaFree(void *) __attribute__((weak));
+
+static void probe(const char *when)
+{
+    static const char *const names[] = {"cudaMalloc", "cudaLaunchKernel", "cudaMemcpy", "cudaLaunchKernel_ptsz",
+                                        "cuLaunchKernel", "cuMemAlloc_v2", "cuGetProcAddress_v2", "cudaGetDeviceCount"};
+    void *self = dlopen(NULL, RTLD_NOW);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        for (int h = 0; h < 2; h++) {
+            dlerror();
+            void *p = dlsym(h ? self : RTLD_DEFAULT, names[i]);
+            const char *err = dlerror();
+            printf("%s %s %s=%s%s\n", when, h ? "self" : "default", names[i], p ? "found" : "absent",
+                   !p && !err ? " (no dlerror)" : "");
+        }
+    }
+}
 
 static void *load_plugin_mode(const char *file, int mode)
 {
@@ -65,7 +90,17 @@ int main(int argc, char **argv)
         printf("done\n");
         return 0;
     }
-    malloc_fn early = late ? (malloc_fn)dlsym(RTLD_DEFAULT, "cudaMalloc") : NULL;
+    if (argc > 1 && strcmp(argv[1], "probe") == 0) {
+        probe("before");
+        void *h = load_plugin("libcudaplugin.so");
+        if (!h)
+            return 1;
+        ((int (*)(void))dlsym(h, "plugin_probe"))();
+        probe("after");
+        printf("done\n");
+        return 0;
+    }
+    malloc_fn early = late ? cudaMalloc : NULL;
     void *p = NULL;
     if (late) {
         if (early)
@@ -84,7 +119,7 @@ int main(int argc, char **argv)
         if (early) {
             int r = early(&p, 64);
             printf("late=%d\n", r);
-            free_fn f = (free_fn)dlsym(RTLD_DEFAULT, "cudaFree");
+            free_fn f = cudaFree;
             if (r == 0 && f)
                 f(p);
         } else {
