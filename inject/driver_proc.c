@@ -51,11 +51,47 @@ static int asks_for(const char *name, const char *full)
     return !*rest || !strcmp(rest, "_v2") || !strcmp(rest, "_ptsz") || !strcmp(rest, "_v2_ptsz");
 }
 
+static sp_dlsym_fn real_dlsym;   /* glibc's (below) */
+
+/* Whether p is in stepprof's own object (one of its exported entries). */
+static SP_NO_SANITIZE int is_ours(const void *p)
+{
+    static const void *self;
+    Dl_info info;
+    if (!self && dladdr((const void *)is_ours, &info))
+        self = info.dli_fbase;
+    return self && dladdr(p, &info) && info.dli_fbase == self;
+}
+
+/* stepprof's export of a runtime name (cuda*) when the real answer is the
+ * function that interposer forwards to, else real: a program that
+ * dlopen()s libcudart and dlsym()s its calls (ctypes does) is recorded as
+ * one that links it. A name stepprof does not export costs one failed
+ * lookup in stepprof's own object, whose error is cleared: after a lookup
+ * that succeeded, dlerror() says nothing. */
+static SP_NO_SANITIZE void *wrap_runtime(const char *name, void *real)
+{
+    static void *self;
+    Dl_info info;
+    if (!self && dladdr((const void *)wrap_runtime, &info))
+        self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (!self || is_ours(real))
+        return real;
+    void *ours = real_dlsym(self, name);
+    if (!ours) {
+        dlerror();
+        return real;
+    }
+    return is_ours(ours) && sp_real(name) == real ? ours : real;
+}
+
 /* Our interposer for `real`, which the caller got under `name`, or real. */
 static void *wrap(const char *name, void *real)
 {
-    if (!real || !name || name[0] != 'c' || name[1] != 'u' || name[2] < 'A' || name[2] > 'Z')
+    if (!real || !name || name[0] != 'c' || name[1] != 'u')
         return real;
+    if (name[2] < 'A' || name[2] > 'Z')
+        return strncmp(name, "cuda", 4) == 0 ? wrap_runtime(name, real) : real;
     for (size_t i = 0; i < NWRAPS; i++) {
         if (!asks_for(name, wraps[i].name))
             continue;
@@ -107,16 +143,6 @@ static SP_NO_SANITIZE void *dlsym_bootstrap(void *handle, const char *name)
     return f(handle, name); /* a sibling call: glibc sees the caller's return address */
 }
 
-/* Whether p is in stepprof's own object (one of its exported entries). */
-static SP_NO_SANITIZE int is_ours(const void *p)
-{
-    static const void *self;
-    Dl_info info;
-    if (!self && dladdr((const void *)is_ours, &info))
-        self = info.dli_fbase;
-    return self && dladdr(p, &info) && info.dli_fbase == self;
-}
-
 /* Whether the scope of `map` (a caller's: the global scope, then its own
  * dependencies) defines `name` outside stepprof. */
 static SP_NO_SANITIZE int real_outside(void *map, const char *name)
@@ -138,20 +164,22 @@ SP_SLOW_ATTRS SP_NO_SANITIZE static void *sp_slow_dlsym(void *handle, const char
     if (handle == RTLD_NEXT)
         return real_dlsym(handle, name);
     void *caller = __builtin_return_address(0), *p = real_dlsym(handle, name);
+    if (p && !is_ours(p))
+        return wrap(name, p);
     Dl_info info;
     void *map = NULL;
     int local = handle == RTLD_DEFAULT && dladdr1(caller, &info, &map, RTLD_DL_LINKMAP) && map;
-    if (!p && local)
-        p = real_dlsym(map, name);
+    if (!p)
+        return local ? wrap(name, real_dlsym(map, name)) : NULL;
     /* stepprof's own export (the preload comes before every library in the
      * global scope) only where the caller would find a real definition
      * without stepprof: after stepprof in that scope, or in the caller's own
      * dependencies. Bare, a process that has not loaded CUDA gets NULL, and
      * a program probing for CUDA with dlsym(RTLD_DEFAULT, "cudaMalloc") must
      * not be told it is there. */
-    if (p && is_ours(p) && !(local && real_outside(map, name)) && !real_dlsym(RTLD_NEXT, name))
+    if (!(local && real_outside(map, name)) && !real_dlsym(RTLD_NEXT, name))
         return NULL;   /* dlerror() says what that last, failed lookup said */
-    return wrap(name, p);
+    return p;
 }
 
 /* The exported dlsym, in assembly like every interposer entry (hook.h
