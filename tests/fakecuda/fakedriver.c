@@ -9,8 +9,9 @@
  * the CUPTI stand-in) see the driver entry point's name instead of the runtime's. Kernels come from
  * cuModuleLoadData (any image) + cuModuleGetFunction(name): each name is registered with the runtime
  * like nvcc's __cudaRegisterFunction, so the CUPTI stand-in names its kernels; cuModuleUnload frees them. cuGetProcAddress(_v2)
- * hands out this library's own functions (the name as given, else with _v2 appended); its flags and
- * version are not looked at. Error codes: the runtime's, mapped to the driver's where they differ.
+ * hands out this library's own functions (the name with _v2 appended, else as given; with the per-thread
+ * flag their _ptsz / _ptds twin where there is one); its version is not looked at. The stream entry points
+ * have their per-thread-default-stream twins, as NVIDIA's. Error codes: the runtime's, mapped to the driver's where they differ.
  * As NVIDIA's, the device queries (cuDeviceGetCount, cuDeviceGet, cuDeviceGetName, cuDeviceTotalMem_v2,
  * cuDeviceGetAttribute) answer CUDA_ERROR_NOT_INITIALIZED until cuInit has succeeded; their values are
  * the runtime stand-in's cudaGetDeviceProperties / cudaDeviceGetAttribute ones (the two enums share
@@ -185,9 +186,22 @@ EXPORT CUresult cuCtxSynchronize(void) {
   RT_CALL(__func__, cudaDeviceSynchronize, (void), ());
 }
 
-EXPORT CUresult cuStreamSynchronize(CUstream s) {
-  RT_CALL(__func__, cudaStreamSynchronize, (cudaStream_t), ((cudaStream_t)s));
-}
+/* Defines the driver entry point `name`, which runs the runtime's `rsym` after `pre`, and its
+ * per-thread-default-stream twin name##sfx (_ptsz / _ptds, exported as NVIDIA's libcuda exports it: what
+ * cuda.h calls under CUDA_API_PER_THREAD_DEFAULT_STREAM), which runs the runtime's twin rsym##sfx: the
+ * same work, with stream 0 meaning the calling thread's default stream instead of the legacy one. */
+#define DRV_TWINS(name, sfx, params, pre, rsym, proto, args)                    \
+  EXPORT CUresult name params {                                                  \
+    pre;                                                                         \
+    RT_CALL(__func__, rsym, proto, args);                                        \
+  }                                                                              \
+  EXPORT CUresult name##sfx params {                                             \
+    pre;                                                                         \
+    RT_CALL(__func__, rsym##sfx, proto, args);                                   \
+  }
+
+DRV_TWINS(cuStreamSynchronize, _ptsz, (CUstream s), (void)0, cudaStreamSynchronize, (cudaStream_t),
+          ((cudaStream_t)s))
 
 /* ---- modules and functions ---- */
 
@@ -285,30 +299,27 @@ EXPORT CUresult cuFuncGetName(const char **name, CUfunction f) {
 
 /* ---- launches ---- */
 
-EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                               unsigned bz, unsigned shm, CUstream s, void **params, void **extra) {
-  (void)extra;
-  RT_CALL(__func__, cudaLaunchKernel, (const void *, dim3, dim3, void **, size_t, cudaStream_t),
-          ((const void *)f, d3(gx, gy, gz), d3(bx, by, bz), params, shm, (cudaStream_t)s));
-}
+#define LAUNCH_PROTO (const void *, dim3, dim3, void **, size_t, cudaStream_t)
 
-EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
-  (void)extra;
-  if (!c) return CUDA_ERROR_INVALID_VALUE;
-  RT_CALL(__func__, cudaLaunchKernel, (const void *, dim3, dim3, void **, size_t, cudaStream_t),
+DRV_TWINS(cuLaunchKernel, _ptsz,
+          (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shm,
+           CUstream s, void **params, void **extra),
+          (void)extra, cudaLaunchKernel, LAUNCH_PROTO,
+          ((const void *)f, d3(gx, gy, gz), d3(bx, by, bz), params, shm, (cudaStream_t)s))
+
+DRV_TWINS(cuLaunchKernelEx, _ptsz, (const CUlaunchConfig *c, CUfunction f, void **params, void **extra),
+          if (!c) return CUDA_ERROR_INVALID_VALUE; (void)extra, cudaLaunchKernel, LAUNCH_PROTO,
           ((const void *)f, d3(c->gridDimX, c->gridDimY, c->gridDimZ), d3(c->blockDimX, c->blockDimY, c->blockDimZ),
-           params, c->sharedMemBytes, (cudaStream_t)c->hStream));
-}
+           params, c->sharedMemBytes, (cudaStream_t)c->hStream))
 
-EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                          unsigned by, unsigned bz, unsigned shm, CUstream s, void **params) {
-  RT_CALL(__func__, cudaLaunchCooperativeKernel, (const void *, dim3, dim3, void **, size_t, cudaStream_t),
-          ((const void *)f, d3(gx, gy, gz), d3(bx, by, bz), params, shm, (cudaStream_t)s));
-}
+DRV_TWINS(cuLaunchCooperativeKernel, _ptsz,
+          (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shm,
+           CUstream s, void **params),
+          (void)0, cudaLaunchCooperativeKernel, LAUNCH_PROTO,
+          ((const void *)f, d3(gx, gy, gz), d3(bx, by, bz), params, shm, (cudaStream_t)s))
 
-EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream s) {
-  RT_CALL(__func__, cudaGraphLaunch, (cudaGraphExec_t, cudaStream_t), ((cudaGraphExec_t)g, (cudaStream_t)s));
-}
+DRV_TWINS(cuGraphLaunch, _ptsz, (CUgraphExec g, CUstream s), (void)0, cudaGraphLaunch,
+          (cudaGraphExec_t, cudaStream_t), ((cudaGraphExec_t)g, (cudaStream_t)s))
 
 /* ---- memory ---- */
 
@@ -316,40 +327,29 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
   RT_CALL(__func__, cudaMalloc, (void **, size_t), ((void **)p, n));
 }
 
-EXPORT CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) {
-  RT_CALL(__func__, cudaMallocAsync, (void **, size_t, cudaStream_t), ((void **)p, n, (cudaStream_t)s));
-}
+DRV_TWINS(cuMemAllocAsync, _ptsz, (CUdeviceptr * p, size_t n, CUstream s), (void)0, cudaMallocAsync,
+          (void **, size_t, cudaStream_t), ((void **)p, n, (cudaStream_t)s))
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
   RT_CALL(__func__, cudaFree, (void *), ((void *)p));
 }
 
-EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) {
-  RT_CALL(__func__, cudaFreeAsync, (void *, cudaStream_t), ((void *)p, (cudaStream_t)s));
-}
+DRV_TWINS(cuMemFreeAsync, _ptsz, (CUdeviceptr p, CUstream s), (void)0, cudaFreeAsync, (void *, cudaStream_t),
+          ((void *)p, (cudaStream_t)s))
 
 #define COPY_PROTO (void *, const void *, size_t, enum cudaMemcpyKind)
 #define COPY_ASYNC_PROTO (void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t)
 
-EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n) {
-  RT_CALL(__func__, cudaMemcpy, COPY_PROTO, ((void *)d, h, n, cudaMemcpyHostToDevice));
-}
-
-EXPORT CUresult cuMemcpyDtoH_v2(void *h, CUdeviceptr d, size_t n) {
-  RT_CALL(__func__, cudaMemcpy, COPY_PROTO, (h, (const void *)d, n, cudaMemcpyDeviceToHost));
-}
-
-EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *h, size_t n, CUstream s) {
-  RT_CALL(__func__, cudaMemcpyAsync, COPY_ASYNC_PROTO, ((void *)d, h, n, cudaMemcpyHostToDevice, (cudaStream_t)s));
-}
-
-EXPORT CUresult cuMemcpyDtoHAsync_v2(void *h, CUdeviceptr d, size_t n, CUstream s) {
-  RT_CALL(__func__, cudaMemcpyAsync, COPY_ASYNC_PROTO, (h, (const void *)d, n, cudaMemcpyDeviceToHost, (cudaStream_t)s));
-}
-
-EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) {
-  RT_CALL(__func__, cudaMemset, (void *, int, size_t), ((void *)d, v, n));
-}
+DRV_TWINS(cuMemcpyHtoD_v2, _ptds, (CUdeviceptr d, const void *h, size_t n), (void)0, cudaMemcpy, COPY_PROTO,
+          ((void *)d, h, n, cudaMemcpyHostToDevice))
+DRV_TWINS(cuMemcpyDtoH_v2, _ptds, (void *h, CUdeviceptr d, size_t n), (void)0, cudaMemcpy, COPY_PROTO,
+          (h, (const void *)d, n, cudaMemcpyDeviceToHost))
+DRV_TWINS(cuMemcpyHtoDAsync_v2, _ptsz, (CUdeviceptr d, const void *h, size_t n, CUstream s), (void)0,
+          cudaMemcpyAsync, COPY_ASYNC_PROTO, ((void *)d, h, n, cudaMemcpyHostToDevice, (cudaStream_t)s))
+DRV_TWINS(cuMemcpyDtoHAsync_v2, _ptsz, (void *h, CUdeviceptr d, size_t n, CUstream s), (void)0, cudaMemcpyAsync,
+          COPY_ASYNC_PROTO, (h, (const void *)d, n, cudaMemcpyDeviceToHost, (cudaStream_t)s))
+DRV_TWINS(cuMemsetD8_v2, _ptds, (CUdeviceptr d, unsigned char v, size_t n), (void)0, cudaMemset,
+          (void *, int, size_t), ((void *)d, v, n))
 
 /* ---- cuGetProcAddress ---- */
 
@@ -359,19 +359,35 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 
 static char self_anchor; /* not a function: a function's address here could be a preloaded interposer's */
 
-static CUresult proc_address(const char *symbol, void **pfn, CUdriverProcAddressQueryResult *status) {
+/* This library's `base`, or with the per-thread flag its _ptsz / _ptds twin where there is one. */
+static void *lookup(void *self, const char *base, bool per_thread) {
+  char twin[300];
+  for (int i = 0; per_thread && i < 2; i++) {
+    snprintf(twin, sizeof twin, "%s%s", base, i ? "_ptds" : "_ptsz");
+    void *f = dlsym(self, twin);
+    if (f) return f;
+  }
+  return dlsym(self, base);
+}
+
+/* As NVIDIA's: the per-thread-default-stream twin with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+ * (cuMemcpyHtoD -> cuMemcpyHtoD_v2_ptds, cuLaunchKernel -> cuLaunchKernel_ptsz), the legacy one otherwise
+ * (CU_GET_PROC_ADDRESS_DEFAULT is LEGACY_STREAM for the library: cuda.h's per-thread builds add the flag). */
+static CUresult proc_address(const char *symbol, void **pfn, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status) {
   static void *self;
   if (!self) {
     Dl_info info;
     if (dladdr(&self_anchor, &info)) self = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
   }
   if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+  bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
   char v2[256];
   void *f = NULL;
   if (self && strncmp(symbol, "cu", 2) == 0) {
     snprintf(v2, sizeof v2, "%s_v2", symbol);
-    f = dlsym(self, v2); /* the version a current toolkit asks for: cuMemAlloc -> cuMemAlloc_v2 */
-    if (!f) f = dlsym(self, symbol);
+    f = lookup(self, v2, per_thread); /* the version a current toolkit asks for: cuMemAlloc -> cuMemAlloc_v2 */
+    if (!f) f = lookup(self, symbol, per_thread);
   }
   *pfn = f;
   if (status) *status = f ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
@@ -380,11 +396,11 @@ static CUresult proc_address(const char *symbol, void **pfn, CUdriverProcAddress
 
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                                     CUdriverProcAddressQueryResult *status) {
-  (void)version, (void)flags;
-  return proc_address(symbol, pfn, status);
+  (void)version;
+  return proc_address(symbol, pfn, flags, status);
 }
 
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags) {
-  (void)version, (void)flags;
-  return proc_address(symbol, pfn, NULL);
+  (void)version;
+  return proc_address(symbol, pfn, flags, NULL);
 }
