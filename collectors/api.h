@@ -76,12 +76,18 @@ enum sp_api_shape {
     X(cudaProfilerStart, 171, PLAIN, 0)                           \
     X(cudaProfilerStop, 172, PLAIN, 0)
 
-/* DRV(symbol, driver cbid, shape, takes a stream argument) */
+/* DRV(symbol, driver cbid, shape, takes a stream argument), each with the
+ * per-thread-default-stream twin cuda.h maps it to under
+ * CUDA_API_PER_THREAD_DEFAULT_STREAM (_ptsz / _ptds), where the driver has one */
 #define SP_DRIVER_API_LIST(DRV)                                \
     DRV(cuLaunchKernel, 307, LAUNCH, 1)                           \
+    DRV(cuLaunchKernel_ptsz, 442, LAUNCH, 1)                      \
     DRV(cuLaunchKernelEx, 652, LAUNCH, 1)                         \
+    DRV(cuLaunchKernelEx_ptsz, 653, LAUNCH, 1)                    \
     DRV(cuLaunchCooperativeKernel, 477, LAUNCH, 1)                \
+    DRV(cuLaunchCooperativeKernel_ptsz, 478, LAUNCH, 1)           \
     DRV(cuGraphLaunch, 514, GRAPH, 1)                             \
+    DRV(cuGraphLaunch_ptsz, 515, GRAPH, 1)                        \
     DRV(cuMemAlloc_v2, 243, ALLOC, 0)                             \
     DRV(cuMemAllocAsync, 598, ALLOC, 1)                           \
     DRV(cuMemAllocAsync_ptsz, 599, ALLOC, 1)                      \
@@ -89,11 +95,17 @@ enum sp_api_shape {
     DRV(cuMemFreeAsync, 600, FREE, 1)                             \
     DRV(cuMemFreeAsync_ptsz, 601, FREE, 1)                        \
     DRV(cuMemcpyHtoD_v2, 276, COPY, 0)                            \
+    DRV(cuMemcpyHtoD_v2_ptds, 397, COPY, 0)                       \
     DRV(cuMemcpyDtoH_v2, 278, COPY, 0)                            \
+    DRV(cuMemcpyDtoH_v2_ptds, 398, COPY, 0)                       \
     DRV(cuMemcpyHtoDAsync_v2, 277, COPY, 1)                       \
+    DRV(cuMemcpyHtoDAsync_v2_ptsz, 421, COPY, 1)                  \
     DRV(cuMemcpyDtoHAsync_v2, 279, COPY, 1)                       \
+    DRV(cuMemcpyDtoHAsync_v2_ptsz, 422, COPY, 1)                  \
     DRV(cuMemsetD8_v2, 249, SET, 0)                               \
+    DRV(cuMemsetD8_v2_ptds, 411, SET, 0)                          \
     DRV(cuStreamSynchronize, 126, SYNC, 1)                        \
+    DRV(cuStreamSynchronize_ptsz, 440, SYNC, 1)                   \
     DRV(cuCtxSynchronize, 17, SYNC, 0)
 
 enum sp_api_id {

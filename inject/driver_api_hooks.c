@@ -1,7 +1,8 @@
 /* inject/driver_api_hooks.c — the CUDA driver API interposers beside the
  * allocation ones of driver_hooks.c: launches (cuLaunchKernel, Ex,
- * Cooperative, cuGraphLaunch), copies, sets and synchronization, one row each
- * in collectors/api.h's SP_DRIVER_API_LIST, written as cuda_driver events. A
+ * Cooperative, cuGraphLaunch), copies, sets and synchronization, each with
+ * its per-thread-default-stream twin (_ptsz / _ptds), one row each in
+ * collectors/api.h's SP_DRIVER_API_LIST, written as cuda_driver events. A
  * launched CUfunction is named once through cuFuncGetName (the registry keeps
  * the name), so the exporter names its kernel like a runtime launch's. A
  * runtime call that the runtime implements with these (NVIDIA's does) is
@@ -79,33 +80,65 @@ static inline void fill4(sp_event_t *e, uint64_t a0, uint64_t a1, uint64_t a2, u
     e->a[3] = a3;
 }
 
-SP_INTERPOSE_GATED(CUresult, cuLaunchKernel,
-                   (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                    unsigned shm, CUstream s, void **params, void **extra),
-                   (f, gx, gy, gz, bx, by, bz, shm, s, params, extra), f, SP_MARK_CUFUNCTION, rdi,
-                   fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
-SP_INTERPOSE_GATED(CUresult, cuLaunchCooperativeKernel,
-                   (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                    unsigned shm, CUstream s, void **params),
-                   (f, gx, gy, gz, bx, by, bz, shm, s, params), f, SP_MARK_CUFUNCTION, rdi,
-                   fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
-SP_INTERPOSE_GATED(CUresult, cuLaunchKernelEx, (const CUlaunchConfig *c, CUfunction f, void **params, void **extra),
-                   (c, f, params, extra), f, SP_MARK_CUFUNCTION, rsi,
-                   c ? fill_drv_launch(e, f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
-                                       c->blockDimZ, c->sharedMemBytes, c->hStream)
-                     : (void)(e->a[0] = P(f)))
-SP_INTERPOSE(CUresult, cuGraphLaunch, (CUgraphExec g, CUstream s), (g, s), fill4(e, P(g), 0, 0, P(s)))
+/* Each entry point with its per-thread-default-stream twin (_ptsz / _ptds:
+ * what a program built with CUDA_API_PER_THREAD_DEFAULT_STREAM calls, and
+ * what cuGetProcAddress hands out with the per-thread flag), recorded alike
+ * under its own row; the trace draws both under the plain name. */
+#define LAUNCH_HOOKS(sym)                                                                         \
+    SP_INTERPOSE_GATED(CUresult, sym,                                                             \
+                       (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, \
+                        unsigned bz, unsigned shm, CUstream s, void **params, void **extra),      \
+                       (f, gx, gy, gz, bx, by, bz, shm, s, params, extra), f, SP_MARK_CUFUNCTION, rdi, \
+                       fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
+LAUNCH_HOOKS(cuLaunchKernel)
+LAUNCH_HOOKS(cuLaunchKernel_ptsz)
+#define COOP_HOOKS(sym)                                                                           \
+    SP_INTERPOSE_GATED(CUresult, sym,                                                             \
+                       (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, \
+                        unsigned bz, unsigned shm, CUstream s, void **params),                    \
+                       (f, gx, gy, gz, bx, by, bz, shm, s, params), f, SP_MARK_CUFUNCTION, rdi,   \
+                       fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
+COOP_HOOKS(cuLaunchCooperativeKernel)
+COOP_HOOKS(cuLaunchCooperativeKernel_ptsz)
+#define LAUNCH_EX_HOOKS(sym)                                                                      \
+    SP_INTERPOSE_GATED(CUresult, sym, (const CUlaunchConfig *c, CUfunction f, void **params, void **extra), \
+                       (c, f, params, extra), f, SP_MARK_CUFUNCTION, rsi,                         \
+                       c ? fill_drv_launch(e, f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, \
+                                           c->blockDimY, c->blockDimZ, c->sharedMemBytes, c->hStream) \
+                         : (void)(e->a[0] = P(f)))
+LAUNCH_EX_HOOKS(cuLaunchKernelEx)
+LAUNCH_EX_HOOKS(cuLaunchKernelEx_ptsz)
+#define GRAPH_HOOKS(sym) \
+    SP_INTERPOSE(CUresult, sym, (CUgraphExec g, CUstream s), (g, s), fill4(e, P(g), 0, 0, P(s)))
+GRAPH_HOOKS(cuGraphLaunch)
+GRAPH_HOOKS(cuGraphLaunch_ptsz)
 
 /* Copy kinds as collectors/api.h's COPY shape records them (cudaMemcpyKind). */
 enum { H2D = 1, D2H = 2 };
-SP_INTERPOSE(CUresult, cuMemcpyHtoD_v2, (CUdeviceptr d, const void *h, size_t n), (d, h, n),
-             (fill4(e, d, n, H2D, 0), e->a[4] = P(h)))
-SP_INTERPOSE(CUresult, cuMemcpyDtoH_v2, (void *h, CUdeviceptr d, size_t n), (h, d, n),
-             (fill4(e, P(h), n, D2H, 0), e->a[4] = d))
-SP_INTERPOSE(CUresult, cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void *h, size_t n, CUstream s), (d, h, n, s),
-             (fill4(e, d, n, H2D, P(s)), e->a[4] = P(h)))
-SP_INTERPOSE(CUresult, cuMemcpyDtoHAsync_v2, (void *h, CUdeviceptr d, size_t n, CUstream s), (h, d, n, s),
-             (fill4(e, P(h), n, D2H, P(s)), e->a[4] = d))
-SP_INTERPOSE(CUresult, cuMemsetD8_v2, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n), fill4(e, d, n, v, 0))
-SP_INTERPOSE(CUresult, cuStreamSynchronize, (CUstream s), (s), fill4(e, 0, 0, 0, P(s)))
+#define HTOD_HOOKS(sym)                                                                           \
+    SP_INTERPOSE(CUresult, sym, (CUdeviceptr d, const void *h, size_t n), (d, h, n),             \
+                 (fill4(e, d, n, H2D, 0), e->a[4] = P(h)))
+HTOD_HOOKS(cuMemcpyHtoD_v2)
+HTOD_HOOKS(cuMemcpyHtoD_v2_ptds)
+#define DTOH_HOOKS(sym)                                                                           \
+    SP_INTERPOSE(CUresult, sym, (void *h, CUdeviceptr d, size_t n), (h, d, n), (fill4(e, P(h), n, D2H, 0), e->a[4] = d))
+DTOH_HOOKS(cuMemcpyDtoH_v2)
+DTOH_HOOKS(cuMemcpyDtoH_v2_ptds)
+#define HTOD_ASYNC_HOOKS(sym)                                                                     \
+    SP_INTERPOSE(CUresult, sym, (CUdeviceptr d, const void *h, size_t n, CUstream s), (d, h, n, s), \
+                 (fill4(e, d, n, H2D, P(s)), e->a[4] = P(h)))
+HTOD_ASYNC_HOOKS(cuMemcpyHtoDAsync_v2)
+HTOD_ASYNC_HOOKS(cuMemcpyHtoDAsync_v2_ptsz)
+#define DTOH_ASYNC_HOOKS(sym)                                                                     \
+    SP_INTERPOSE(CUresult, sym, (void *h, CUdeviceptr d, size_t n, CUstream s), (h, d, n, s),    \
+                 (fill4(e, P(h), n, D2H, P(s)), e->a[4] = d))
+DTOH_ASYNC_HOOKS(cuMemcpyDtoHAsync_v2)
+DTOH_ASYNC_HOOKS(cuMemcpyDtoHAsync_v2_ptsz)
+#define SET_HOOKS(sym) \
+    SP_INTERPOSE(CUresult, sym, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n), fill4(e, d, n, v, 0))
+SET_HOOKS(cuMemsetD8_v2)
+SET_HOOKS(cuMemsetD8_v2_ptds)
+#define STREAM_SYNC_HOOKS(sym) SP_INTERPOSE(CUresult, sym, (CUstream s), (s), fill4(e, 0, 0, 0, P(s)))
+STREAM_SYNC_HOOKS(cuStreamSynchronize)
+STREAM_SYNC_HOOKS(cuStreamSynchronize_ptsz)
 SP_INTERPOSE(CUresult, cuCtxSynchronize, (void), (), (void)0)

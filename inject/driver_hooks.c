@@ -11,12 +11,8 @@
  * only consumer, and the gate still routes them through the slow path so the
  * first one can activate stepprof. The device of a block is the thread's cudaSetDevice device
  * (driver context switches are not followed); cuMemCreate names its own. */
-#include <cuda.h>
-
+#include "driver_twins.h"
 #include "hook.h"
-
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 
 #define P(x) ((uint64_t)(uintptr_t)(x))
 #define OUT(pp) (r == CUDA_SUCCESS && (pp) ? (uint64_t)*(pp) : 0)

@@ -4,11 +4,13 @@
  * cuGetProcAddress for everything else. So stepprof exports cuGetProcAddress,
  * cuGetProcAddress_v2 and dlsym, and hands back its own interposer wherever
  * the real answer is exactly the function that interposer forwards to (any
- * version or flags: a different answer, such as an old-ABI or _ptsz variant
- * stepprof does not interpose, passes through untouched), including for
- * cuGetProcAddress itself. dlsym: only cu* names with a real handle take
- * that path (RTLD_DEFAULT searched in the caller's scope, as glibc does, and
- * stepprof's own exports found there only where a real definition exists);
+ * version or flags: with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM the
+ * answer is the _ptsz / _ptds twin, and so is stepprof's; a different answer,
+ * such as an old-ABI variant stepprof does not interpose, passes through
+ * untouched), including for cuGetProcAddress itself. dlsym: only cu* names
+ * with a real handle take that path (RTLD_DEFAULT searched in the caller's
+ * scope, as glibc does, and stepprof's own exports found there only where a
+ * real definition exists);
  * everything else, RTLD_NEXT included, is a tail call to glibc's dlsym
  * (bootstrapped with dlvsym), so the caller's handle and return address mean
  * what they meant. */
@@ -17,12 +19,11 @@
 #include <dlfcn.h>
 #include <string.h>
 
+#include "driver_twins.h"
 #include "hook.h"
 
 #undef cuGetProcAddress
 CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 
 typedef struct {
     const char *name;
@@ -31,24 +32,29 @@ typedef struct {
 
 #define W(sym) {#sym, (void *)sym}
 static const wrap_t wraps[] = {
-    W(cuGetProcAddress_v2), W(cuGetProcAddress), W(cuLaunchKernel), W(cuLaunchKernelEx),
-    W(cuLaunchCooperativeKernel), W(cuGraphLaunch), W(cuMemAlloc_v2), W(cuMemAllocAsync), W(cuMemAllocAsync_ptsz),
-    W(cuMemFree_v2), W(cuMemFreeAsync), W(cuMemFreeAsync_ptsz), W(cuMemcpyHtoD_v2), W(cuMemcpyDtoH_v2),
-    W(cuMemcpyHtoDAsync_v2), W(cuMemcpyDtoHAsync_v2), W(cuMemsetD8_v2), W(cuStreamSynchronize),
-    W(cuCtxSynchronize), W(cuModuleGetFunction), W(cuMemCreate), W(cuMemRelease), W(cuMemMap), W(cuMemUnmap),
+    W(cuGetProcAddress_v2), W(cuGetProcAddress), W(cuLaunchKernel), W(cuLaunchKernel_ptsz), W(cuLaunchKernelEx),
+    W(cuLaunchKernelEx_ptsz), W(cuLaunchCooperativeKernel), W(cuLaunchCooperativeKernel_ptsz), W(cuGraphLaunch),
+    W(cuGraphLaunch_ptsz), W(cuMemAlloc_v2), W(cuMemAllocAsync), W(cuMemAllocAsync_ptsz), W(cuMemFree_v2),
+    W(cuMemFreeAsync), W(cuMemFreeAsync_ptsz), W(cuMemcpyHtoD_v2), W(cuMemcpyHtoD_v2_ptds), W(cuMemcpyDtoH_v2),
+    W(cuMemcpyDtoH_v2_ptds), W(cuMemcpyHtoDAsync_v2), W(cuMemcpyHtoDAsync_v2_ptsz), W(cuMemcpyDtoHAsync_v2),
+    W(cuMemcpyDtoHAsync_v2_ptsz), W(cuMemsetD8_v2), W(cuMemsetD8_v2_ptds), W(cuStreamSynchronize),
+    W(cuStreamSynchronize_ptsz), W(cuCtxSynchronize), W(cuModuleGetFunction), W(cuMemCreate), W(cuMemRelease),
+    W(cuMemMap), W(cuMemUnmap),
 };
 #define NWRAPS (sizeof wraps / sizeof wraps[0])
 static void *reals[NWRAPS];
 
 /* Is `name` what a caller asks for when it wants `full` (cuMemAlloc for
- * cuMemAlloc_v2)? */
+ * cuMemAlloc_v2, cuMemcpyHtoD for cuMemcpyHtoD_v2_ptds)? */
 static int asks_for(const char *name, const char *full)
 {
     size_t n = strlen(name);
     if (strncmp(name, full, n) != 0)
         return 0;
     const char *rest = full + n;
-    return !*rest || !strcmp(rest, "_v2") || !strcmp(rest, "_ptsz") || !strcmp(rest, "_v2_ptsz");
+    if (!strncmp(rest, "_v2", 3))
+        rest += 3;
+    return !*rest || !strcmp(rest, "_ptsz") || !strcmp(rest, "_ptds");
 }
 
 static sp_dlsym_fn real_dlsym;   /* glibc's (below) */
