@@ -3,13 +3,19 @@
  * statically linked cudart reach it. drv_work(mode) initializes the driver, loads a module (any image:
  * the driver stand-in accepts it), gets the kernel "_Z10drv_kernelPf", allocates, copies, launches
  * LAUNCHES times, sets, copies back, synchronizes and frees, printing `NAME=RESULT` per call kind and
- * `launches=N`. Where the entry points come from:
+ * `launches=N`; with "more" (drv_work_more, argv[2] of the programs) also the async copies, cuLaunchKernelEx,
+ * cuLaunchCooperativeKernel and a cuGraphLaunch of no graph (which fails: its result is printed, not
+ * counted). Where the entry points come from:
  *   direct   the program's own imports of libcuda.so.1 (built with DRV_LINKED)
  *   proc     cuGetProcAddress_v2, itself fetched through cuGetProcAddress (built with DRV_LINKED)
  *   dlopen   dlopen("libcuda.so.1") + dlsym("cuGetProcAddress_v2"), then cuGetProcAddress for the
  *            rest: what statically linked cudart does (any build)
- * Built three ways (drv.mk): drv_linked (links libcuda), drv_static (does not link libcuda) and
+ * Built three ways (loading.mk): drv_linked (links libcuda), drv_static (does not link libcuda) and
  * libdrvblas.so (links libcuda; plugin_host drv loads it with RTLD_LOCAL and calls drv_work("direct")).
+ * drv_linked_pt and drv_static_pt are built with -DCUDA_API_PER_THREAD_DEFAULT_STREAM: cuda.h then turns
+ * the linked names into their per-thread twins (cuLaunchKernel_ptsz, cuMemcpyHtoD_v2_ptds, ...) and
+ * cuGetProcAddress is asked with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, as such a build's cudart
+ * asks.
  * Exit status 0 when every call succeeded.
  */
 #define _GNU_SOURCE
@@ -39,12 +45,26 @@ static struct {
     CUresult (*stream_sync)(CUstream);
     CUresult (*ctx_sync)(void);
     CUresult (*free)(CUdeviceptr);
+    CUresult (*htod_async)(CUdeviceptr, const void *, size_t, CUstream);
+    CUresult (*dtoh_async)(void *, CUdeviceptr, size_t, CUstream);
+    CUresult (*launch_ex)(const CUlaunchConfig *, CUfunction, void **, void **);
+    CUresult (*launch_coop)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            CUstream, void **);
+    CUresult (*graph_launch)(CUgraphExec, CUstream);
 } cu;
+
+static int drv_work_more;
+
+#ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
+#define PROC_FLAGS CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+#else
+#define PROC_FLAGS CU_GET_PROC_ADDRESS_DEFAULT
+#endif
 
 static int get(gpa_fn gpa, const char *name, void *slot)
 {
     CUdriverProcAddressQueryResult st;
-    CUresult r = gpa(name, (void **)slot, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st);
+    CUresult r = gpa(name, (void **)slot, CUDA_VERSION, PROC_FLAGS, &st);
     if (r != CUDA_SUCCESS || !*(void **)slot) {
         fprintf(stderr, "drv_work: cuGetProcAddress(%s) = %d\n", name, (int)r);
         return -1;
@@ -60,10 +80,14 @@ static int fill_from(gpa_fn gpa)
            get(gpa, "cuMemAlloc", &cu.alloc) | get(gpa, "cuMemcpyHtoD", &cu.htod) |
            get(gpa, "cuLaunchKernel", &cu.launch) | get(gpa, "cuMemsetD8", &cu.memset8) |
            get(gpa, "cuMemcpyDtoH", &cu.dtoh) | get(gpa, "cuStreamSynchronize", &cu.stream_sync) |
-           get(gpa, "cuCtxSynchronize", &cu.ctx_sync) | get(gpa, "cuMemFree", &cu.free);
+           get(gpa, "cuCtxSynchronize", &cu.ctx_sync) | get(gpa, "cuMemFree", &cu.free) |
+           get(gpa, "cuMemcpyHtoDAsync", &cu.htod_async) | get(gpa, "cuMemcpyDtoHAsync", &cu.dtoh_async) |
+           get(gpa, "cuLaunchKernelEx", &cu.launch_ex) | get(gpa, "cuLaunchCooperativeKernel", &cu.launch_coop) |
+           get(gpa, "cuGraphLaunch", &cu.graph_launch);
 }
 
 #ifdef DRV_LINKED
+/* cuda.h's names: cuMemAlloc is cuMemAlloc_v2, cuMemcpyHtoD is cuMemcpyHtoD_v2 (_v2_ptds per-thread)... */
 static int fill_linked(void)
 {
     cu.init = cuInit;
@@ -72,14 +96,19 @@ static int fill_linked(void)
     cu.set_current = cuCtxSetCurrent;
     cu.load = cuModuleLoadData;
     cu.get_function = cuModuleGetFunction;
-    cu.alloc = cuMemAlloc_v2;
-    cu.htod = cuMemcpyHtoD_v2;
+    cu.alloc = cuMemAlloc;
+    cu.htod = cuMemcpyHtoD;
     cu.launch = cuLaunchKernel;
-    cu.memset8 = cuMemsetD8_v2;
-    cu.dtoh = cuMemcpyDtoH_v2;
+    cu.memset8 = cuMemsetD8;
+    cu.dtoh = cuMemcpyDtoH;
     cu.stream_sync = cuStreamSynchronize;
     cu.ctx_sync = cuCtxSynchronize;
-    cu.free = cuMemFree_v2;
+    cu.free = cuMemFree;
+    cu.htod_async = cuMemcpyHtoDAsync;
+    cu.dtoh_async = cuMemcpyDtoHAsync;
+    cu.launch_ex = cuLaunchKernelEx;
+    cu.launch_coop = cuLaunchCooperativeKernel;
+    cu.graph_launch = cuGraphLaunch;
     return 0;
 }
 
@@ -149,6 +178,15 @@ __attribute__((visibility("default"))) int drv_work(const char *mode)
     printf("launches=%d\n", launched);
     RUN("cuMemsetD8", cu.memset8(d, 0, sizeof host));
     RUN("cuMemcpyDtoH", cu.dtoh(host, d, sizeof host));
+    if (drv_work_more) {
+        CUlaunchConfig cfg = {.gridDimX = 4, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 256, .blockDimY = 1,
+                              .blockDimZ = 1, .sharedMemBytes = 128};
+        RUN("cuMemcpyHtoDAsync", cu.htod_async(d, host, sizeof host, NULL));
+        RUN("cuLaunchKernelEx", cu.launch_ex(&cfg, f, args, NULL));
+        RUN("cuLaunchCooperativeKernel", cu.launch_coop(f, 4, 1, 1, 256, 1, 1, 128, NULL, args));
+        printf("cuGraphLaunch=%d\n", (int)cu.graph_launch(NULL, NULL));
+        RUN("cuMemcpyDtoHAsync", cu.dtoh_async(host, d, sizeof host, NULL));
+    }
     RUN("cuStreamSynchronize", cu.stream_sync(NULL));
     RUN("cuCtxSynchronize", cu.ctx_sync());
     RUN("cuMemFree", cu.free(d));
@@ -159,6 +197,7 @@ __attribute__((visibility("default"))) int drv_work(const char *mode)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    drv_work_more = argc > 2 && !strcmp(argv[2], "more");
     return drv_work(argc > 1 ? argv[1] : "dlopen");
 }
 #endif

@@ -30,17 +30,19 @@ $(LOAD_OUT)/plugin_host $(LOAD_OUT)/dlopen_lib: $(LOAD_OUT)/%: $(LOAD_SRC)/%.c $
 #   drv_static      does not link libcuda: dlopen + cuGetProcAddress only, as static cudart
 #   libdrvblas.so   links libcuda; plugin_host drv dlopens it RTLD_LOCAL (cuBLAS-style launches)
 #   drv_reload      links libcuda: a module unloaded, another loaded (drv_reload.c)
+#   drv_linked_pt, drv_static_pt   the first two built with -DCUDA_API_PER_THREAD_DEFAULT_STREAM
 LOAD_DRV := -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl
-PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,drv_linked drv_static libdrvblas.so drv_reload)
+PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,drv_linked drv_static libdrvblas.so drv_reload drv_linked_pt drv_static_pt)
+$(LOAD_OUT)/drv_linked_pt $(LOAD_OUT)/drv_static_pt: LOAD_DRV_PT := -DCUDA_API_PER_THREAD_DEFAULT_STREAM
 $(LOAD_OUT)/drv_reload: $(LOAD_SRC)/drv_reload.c $(LOAD_SRC)/loading.mk
 	@mkdir -p $(@D)
 	$(CC) $(LOAD_CFLAGS) -o $@ $< $(LOAD_DRV)
-$(LOAD_OUT)/drv_linked: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
+$(LOAD_OUT)/drv_linked $(LOAD_OUT)/drv_linked_pt: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
 	@mkdir -p $(@D)
-	$(CC) $(LOAD_CFLAGS) -DDRV_MAIN -DDRV_LINKED -o $@ $< $(LOAD_DRV)
-$(LOAD_OUT)/drv_static: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
+	$(CC) $(LOAD_CFLAGS) $(LOAD_DRV_PT) -DDRV_MAIN -DDRV_LINKED -o $@ $< $(LOAD_DRV)
+$(LOAD_OUT)/drv_static $(LOAD_OUT)/drv_static_pt: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
 	@mkdir -p $(@D)
-	$(CC) $(LOAD_CFLAGS) -DDRV_MAIN -o $@ $< -ldl
+	$(CC) $(LOAD_CFLAGS) $(LOAD_DRV_PT) -DDRV_MAIN -o $@ $< -ldl
 $(LOAD_OUT)/libdrvblas.so: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
 	@mkdir -p $(@D)
 	$(CC) $(LOAD_CFLAGS) -DDRV_LINKED -shared -fvisibility=hidden -o $@ $< $(LOAD_DRV)
