@@ -13,6 +13,8 @@
 #define _GNU_SOURCE
 #include "rank.h"
 
+#include "log.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +67,24 @@ void sp_rank_init(void)
         break;
     }
     cached = r;
+}
+
+/* A launcher variable that is set but not a number (RANK=abc, WORLD_SIZE=)
+ * is skipped by sp_rank_init; said once, here, where a profiled process may
+ * speak: HTA takes a trace without distributedInfo as rank 0's. */
+void sp_rank_warn(void)
+{
+    for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
+        const char *vars[3] = {sources[i].rank, sources[i].world, sources[i].local};
+        for (int k = 0; k < 3; k++) {
+            const char *v = getenv(vars[k]);
+            if (!v || !*v || env_num(vars[k]) >= 0 || (k > 0 && env_num(sources[i].rank) < 0))
+                continue;   /* unset, a number, or a size / local rank of a launcher not in use */
+            sp_log(SP_LOG_WARN, "%s=\"%s\" (%s) is not a non-negative integer; ignored%s", vars[k], v,
+                   sources[i].name,
+                   k == 0 && cached.rank < 0 ? " (the trace has no rank: HTA reads it as rank 0's)" : "");
+        }
+    }
 }
 
 const sp_rank_t *sp_rank(void)

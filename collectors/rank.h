@@ -13,6 +13,7 @@ typedef struct sp_rank {
 } sp_rank_t;
 
 void sp_rank_init(void);            /* reads the environment; call once before sp_rank() */
+void sp_rank_warn(void);            /* one warning per launcher variable that is set but not a number */
 const sp_rank_t *sp_rank(void);
 
 /* 1 if rank is in spec ("0,8-15"), 0 if not, -1 with why filled if spec is malformed. */

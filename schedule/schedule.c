@@ -366,6 +366,7 @@ void sp_sched_activate(void)
         cfg.enabled = 0;
     } else if (rc == 0 && cfg.enabled) {
         rc = sp_config_load(&cfg);
+        sp_rank_warn();
     }
     if (rc != 0 || !cfg.enabled) {
         sp_ev_set_gate(0);

@@ -166,6 +166,25 @@ def test_torchrun_slurm_pmi_environments():
 
 
 
+def test_malformed_rank_variables_said_once():
+    # A launcher variable set to something that is not a number is skipped, and said: one line each,
+    # program output and exit code unchanged; another launcher's rank still names the trace.
+    bare = run([prog("train_c"), "3"], preload=False)
+    cases = [({"RANK": "abc"}, ['RANK="abc" (torchrun) is not a non-negative integer; ignored (the trace has no '
+                                'rank: HTA reads it as rank 0\'s)'], None),
+             ({"RANK": "abc", "SLURM_PROCID": "2", "SLURM_NTASKS": "4"},
+              ['RANK="abc" (torchrun) is not a non-negative integer; ignored'], {"rank": 2, "world_size": 4}),
+             ({"RANK": "1", "WORLD_SIZE": "x"}, ['WORLD_SIZE="x" (torchrun) is not a non-negative integer; ignored'],
+              {"rank": 1, "world_size": 2}),
+             ({"RANK": ""}, [], None)]
+    for env, said, info in cases:
+        r = run([prog("train_c"), "3"], env=clean_env(PROF_MARKER="nvtx:train_step", **env))
+        assert r.returncode == 0 and r.stdout == bare.stdout, (env, r.stderr)
+        warned = [l[len("stepprof: "):] for l in r.sp_lines if "integer" in l]
+        assert warned == said, (env, r.sp_lines)
+        assert load(r.trace()).get("distributedInfo") == info, (env, load(r.trace()).get("distributedInfo"))
+
+
 def test_srun_pmix_size_from_slurm():
     # srun --mpi=pmix sets PMIX_RANK and Slurm's variables, but no PMI_SIZE: the job's size is
     # SLURM_NTASKS (same rank, same job), so world_size and the names' padding are the job's.
