@@ -7,16 +7,18 @@
  * version or flags: with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM the
  * answer is the _ptsz / _ptds twin, and so is stepprof's; a different answer,
  * such as an old-ABI variant stepprof does not interpose, passes through
- * untouched), including for cuGetProcAddress itself. dlsym: only cu* names
- * with a real handle take that path (RTLD_DEFAULT searched in the caller's
- * scope, as glibc does, and stepprof's own exports found there only where a
- * real definition exists);
+ * untouched), including for cuGetProcAddress itself. dlsym: only cu[A-Z]*
+ * names with a real handle take that path (RTLD_DEFAULT searched in the
+ * caller's scope, as glibc does), and any cu* name asked of RTLD_DEFAULT or
+ * dlopen(NULL) finds stepprof's own export only where a real definition
+ * exists (a program probing for CUDA is told what it is told bare);
  * everything else, RTLD_NEXT included, is a tail call to glibc's dlsym
  * (bootstrapped with dlvsym), so the caller's handle and return address mean
  * what they meant. */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <string.h>
 
 #include "driver_twins.h"
@@ -59,45 +61,30 @@ static int asks_for(const char *name, const char *full)
 
 static sp_dlsym_fn real_dlsym;   /* glibc's (below) */
 
-/* Whether p is in stepprof's own object (one of its exported entries). */
-static SP_NO_SANITIZE int is_ours(const void *p)
+/* dlopen(NULL)'s handle, the main program's link map (the scope it
+ * searches is the global one, stepprof's exports included); 0 until the
+ * constructor below. */
+__attribute__((used, visibility("hidden"))) void *sp_dlsym_main;
+__attribute__((constructor(101))) static void find_main_handle(void)
 {
-    static const void *self;
-    Dl_info info;
-    if (!self && dladdr((const void *)is_ours, &info))
-        self = info.dli_fbase;
-    return self && dladdr(p, &info) && info.dli_fbase == self;
+    sp_dlsym_main = _r_debug.r_map;
 }
 
-/* stepprof's export of a runtime name (cuda*) when the real answer is the
- * function that interposer forwards to, else real: a program that
- * dlopen()s libcudart and dlsym()s its calls (ctypes does) is recorded as
- * one that links it. A name stepprof does not export costs one failed
- * lookup in stepprof's own object, whose error is cleared: after a lookup
- * that succeeded, dlerror() says nothing. */
-static SP_NO_SANITIZE void *wrap_runtime(const char *name, void *real)
+/* Whether p is in stepprof's own object (one of its exported entries): its
+ * mapped extent, from the ELF header to the end of its data, as the linker
+ * placed them. */
+extern char __ehdr_start[] __attribute__((visibility("hidden")));
+extern char _end[] __attribute__((visibility("hidden")));
+static inline int is_ours(const void *p)
 {
-    static void *self;
-    Dl_info info;
-    if (!self && dladdr((const void *)wrap_runtime, &info))
-        self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-    if (!self || is_ours(real))
-        return real;
-    void *ours = real_dlsym(self, name);
-    if (!ours) {
-        dlerror();
-        return real;
-    }
-    return is_ours(ours) && sp_real(name) == real ? ours : real;
+    return (const char *)p >= __ehdr_start && (const char *)p < _end;
 }
 
 /* Our interposer for `real`, which the caller got under `name`, or real. */
 static void *wrap(const char *name, void *real)
 {
-    if (!real || !name || name[0] != 'c' || name[1] != 'u')
+    if (!real || !name || name[0] != 'c' || name[1] != 'u' || name[2] < 'A' || name[2] > 'Z')
         return real;
-    if (name[2] < 'A' || name[2] > 'Z')
-        return strncmp(name, "cuda", 4) == 0 ? wrap_runtime(name, real) : real;
     for (size_t i = 0; i < NWRAPS; i++) {
         if (!asks_for(name, wraps[i].name))
             continue;
@@ -157,8 +144,9 @@ static SP_NO_SANITIZE int real_outside(void *map, const char *name)
     return q && !is_ours(q);
 }
 
-/* A cu* name (the driver's cu[A-Z]*, the runtime's cuda*); RTLD_NEXT passes through (the next object after the
- * caller's, which only glibc can tell). Entered by a jump, so the return
+/* A cu[A-Z]* name, or a cu* name asked of the global scope; RTLD_NEXT
+ * passes through (the next object after the caller's, which only glibc can
+ * tell). Entered by a jump, so the return
  * address is the caller's. glibc searches RTLD_DEFAULT in the scope of the
  * caller's object: the global scope, then, for an object loaded
  * RTLD_LOCAL (a Python extension), its own dependencies. Asked from here it
@@ -195,5 +183,13 @@ SP_SLOW_ATTRS SP_NO_SANITIZE static void *sp_slow_dlsym(void *handle, const char
 SP_ENTRY(dlsym, "\tcmpb $0x63, (%rsi)\n"   /* 'c' */
                 "\tjne 1f\n"
                 "\tcmpb $0x75, 1(%rsi)\n"  /* 'u' */
+                "\tjne 1f\n"
+                "\tmovzbl 2(%rsi), %eax\n"
+                "\tsubl $0x41, %eax\n"     /* 'A'..'Z' */
+                "\tcmpl $25, %eax\n"
+                "\tjbe sp_slow_dlsym\n"
+                "\ttestq %rdi, %rdi\n"     /* other cu* names: RTLD_DEFAULT */
+                "\tje sp_slow_dlsym\n"
+                "\tcmpq sp_dlsym_main(%rip), %rdi\n"   /* or dlopen(NULL) */
                 "\tje sp_slow_dlsym\n"
                 "1:\n")

@@ -6,9 +6,8 @@
  * a = cudaMalloc 256 KiB, b = cudaMallocAsync 512 KiB on stream s1, c = cudaMallocAsync 128 KiB on
  * stream s2; then b is freed (cudaFreeAsync on s1), then c (cudaFreeAsync on s2) and a (cudaFree).
  * Step 1 also allocates and frees 8 KiB of pinned memory (cudaHostAlloc / cudaFreeHost) and 64 KiB
- * through libcudart's own cudaMalloc symbol, fetched with dlvsym (its version, libcudart.so.13) on the
- * library's handle, which no LD_PRELOAD interposer sees (only CUPTI does; stepprof hands its
- * interposer back for dlsym, not for dlvsym). Step 2 leaks three blocks before freeing c and a:
+ * through libcudart's own cudaMalloc symbol, fetched with dlsym on the library's handle, which no
+ * LD_PRELOAD interposer sees (only CUPTI does). Step 2 leaks three blocks before freeing c and a:
  * 100000 and 200000 bytes from leak_a(), 350000 bytes from leak_b(). Step 3 frees a pointer nobody
  * allocated (0x1234), allocates and frees 4096 bytes and frees them again (a double free), and calls
  * cudaFree(NULL). The leaked blocks are never freed.
@@ -16,7 +15,6 @@
  * Usage: mem_pattern [STEPS]   (else $STEPS, else 5). Stdout: one line per step, the results of the
  * bad frees, then `done`. Exit 0, also when CUDA calls fail (warnings on stderr); 2 on a bad STEPS.
  */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,8 +50,8 @@ typedef cudaError_t (*free_fn)(void *);
 static void hidden_alloc_free(void)
 {
     void *rt = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD);
-    malloc_fn m = rt ? (malloc_fn)dlvsym(rt, "cudaMalloc", "libcudart.so.13") : NULL;
-    free_fn f = rt ? (free_fn)dlvsym(rt, "cudaFree", "libcudart.so.13") : NULL;
+    malloc_fn m = rt ? (malloc_fn)dlsym(rt, "cudaMalloc") : NULL;
+    free_fn f = rt ? (free_fn)dlsym(rt, "cudaFree") : NULL;
     void *p = NULL;
     if (m && f && CHECK(m(&p, HIDDEN)) == cudaSuccess)
         CHECK(f(p));

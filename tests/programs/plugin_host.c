@@ -12,9 +12,7 @@
  *                            dlopen(NULL), before and after loading the plugin (whose libcudart stays
  *                            outside the global scope), printing `NAME=found|absent` and whether
  *                            dlerror() says why; in between the plugin probes from inside
- *                            (plugin_probe: found in its own dependencies) and calls what it found,
- *                            then the host calls cudaMalloc through dlopen("libcudart.so.13") + dlsym
- *                            on that handle, as ctypes does (`handle_malloc=RESULT`).
+ *                            (plugin_probe: found in its own dependencies) and calls what it found.
  *        plugin_host reopen  dlopen the plugin RTLD_GLOBAL (its libcudart joins the global scope), run it,
  *                            dlclose it, three times: each round's calls reach the runtime loaded now,
  *                            never one unloaded with a plugin closed before.
@@ -98,15 +96,6 @@ int main(int argc, char **argv)
         if (!h)
             return 1;
         ((int (*)(void))dlsym(h, "plugin_probe"))();
-        /* The runtime by handle, as ctypes reaches it: the plugin brought it in, the soname finds it. */
-        void *rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
-        malloc_fn by_handle = rt ? (malloc_fn)dlsym(rt, "cudaMalloc") : NULL;
-        void *p = NULL;
-        printf("handle_malloc=%d\n", by_handle ? by_handle(&p, 64) : -1);
-        dlerror();
-        void *count = rt ? dlsym(rt, "cudaGetDeviceCount") : NULL;   /* not stepprof's: passes through */
-        const char *err = dlerror();
-        printf("handle_count=%s error=%s\n", count ? "found" : "absent", err ? "yes" : "none");
         probe("after");
         printf("done\n");
         return 0;
