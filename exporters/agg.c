@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(sp_rep_event_t) == 48, "a report event is 48 bytes: one per event of a window");
+_Static_assert(sizeof(sp_rep_event_t) == 40, "a report event is 40 bytes: one per event of a window");
 
 void sp_rep_init(sp_rep_set_t *s)
 {
@@ -47,10 +47,10 @@ int sp_rep_reserve(sp_rep_set_t *s, size_t n)
 
 void sp_rep_reset(const sp_rep_set_t *s, sp_rep_event_t *e)
 {
+    (void)s;
     memset(e, 0, sizeof *e);
-    e->shape = s->no_shape_id;
     e->bytes = -1;
-    e->parent = -1;   /* and launcher */
+    sp_rep_set_parent(e, -1);   /* and launcher */
 }
 
 sp_rep_event_t *sp_rep_add(sp_rep_set_t *s)
@@ -85,10 +85,12 @@ int sp_rep_cmp(const sp_rep_set_t *s, const sp_rep_event_t *a, const sp_rep_even
         return c;
     if (a->correlation != b->correlation)
         return a->correlation < b->correlation ? -1 : 1;
-    if ((c = cmp_i64(a->bytes, b->bytes)) || (c = cmp_str(s, a->shape, b->shape)) ||
-        (c = cmp_str(s, a->stack, b->stack)))
+    if ((c = cmp_i64(a->bytes, b->bytes)) || a->detail == b->detail)
         return c;
-    return 0;
+    const sp_rep_detail_t *da = sp_rep_detail_of(s, a), *db = sp_rep_detail_of(s, b);
+    if ((c = cmp_str(s, da->shape, db->shape)))
+        return c;
+    return cmp_str(s, da->stack, db->stack);
 }
 
 /* The canonical sort, for input that is mostly runs already in order (the
@@ -174,7 +176,7 @@ static void charge_memory(const sp_rep_set_t *s, long owner, const sp_rep_event_
         mem[owner].self_cuda += m->bytes;
     else
         mem[owner].self_cpu += m->bytes;
-    for (long p = owner; p >= 0; p = ev[p].parent) {
+    for (long p = owner; p >= 0; p = sp_rep_parent(&ev[p])) {
         if (cuda)
             mem[p].cuda += m->bytes;
         else
@@ -228,9 +230,10 @@ static int nest_threads(sp_rep_set_t *s)
             else
                 break;
         }
-        e->parent = st->n ? st->at[st->n - 1] : -1;
-        if (e->parent >= 0)
-            ev[e->parent].self_cpu -= e->dur;
+        int32_t parent = st->n ? st->at[st->n - 1] : -1;
+        sp_rep_set_parent(e, parent);
+        if (parent >= 0)
+            ev[parent].self_cpu -= e->dur;
         rc = sp_rep_stack_push(st, (int32_t)i);
     }
     sp_rep_lanes_free(&l);
@@ -366,14 +369,15 @@ static int drop_nested_driver_calls(sp_rep_set_t *s)
     for (size_t i = 0; i < s->n; i++) {   /* a nested call's parent is its runtime call, for now */
         sp_rep_event_t *e = &s->ev[i];
         long r = rc == 0 && e->cat == SP_REP_DRIVER ? corr_find(&m, e->correlation) : -1;
-        e->parent = r >= 0 && sp_rep_tid(s, &s->ev[r]) == sp_rep_tid(s, e) && sp_rep_pid(s, &s->ev[r]) == sp_rep_pid(s, e)
-                        ? (int32_t)r
-                        : -1;
+        sp_rep_set_parent(e, r >= 0 && sp_rep_tid(s, &s->ev[r]) == sp_rep_tid(s, e) &&
+                                     sp_rep_pid(s, &s->ev[r]) == sp_rep_pid(s, e)
+                                 ? (int32_t)r
+                                 : -1);
     }
     corr_free(&m);
     size_t k = 0;
     for (size_t i = 0; i < s->n; i++) {
-        if (s->ev[i].cat == SP_REP_DRIVER && s->ev[i].parent >= 0)
+        if (s->ev[i].cat == SP_REP_DRIVER && sp_rep_parent(&s->ev[i]) >= 0)
             continue;
         if (k != i)
             s->ev[k] = s->ev[i];
@@ -403,7 +407,7 @@ int sp_rep_analyze(sp_rep_set_t *s)
     int gpu = 0;
     for (size_t i = 0; i < s->n; i++) {
         sp_rep_event_t *e = &s->ev[i];
-        e->parent = -1;   /* and launcher */
+        sp_rep_set_parent(e, -1);   /* and launcher */
         if (sp_rep_is_host(e->cat))
             e->self_cpu = e->dur;
         s->has_memory |= e->cat == SP_REP_MEMORY;
@@ -425,8 +429,9 @@ int sp_rep_analyze(sp_rep_set_t *s)
         sp_rep_event_t *e = &s->ev[i];
         if (!sp_rep_is_gpu_work(e->cat))
             continue;
-        e->launcher = corr_find(&m, e->correlation);
-        for (long p = e->launcher; p >= 0; p = s->ev[p].parent)
+        long launcher = corr_find(&m, e->correlation);
+        sp_rep_set_parent(e, (int32_t)launcher);
+        for (long p = launcher; p >= 0; p = sp_rep_parent(&s->ev[p]))
             s->cuda[p] += e->dur;
     }
     corr_free(&m);

@@ -34,13 +34,16 @@ static inline int sp_rep_is_gpu_work(int cat) { return cat >= SP_REP_KERNEL && c
  * which a stack or copy direction uses for none. */
 typedef uint32_t sp_rep_str_t;
 
-/* 48 bytes: a window of millions of events holds one per event (strings by
- * 32-bit id; pid, tid and device as a lane of the set; a field only one
- * kind of event has shares its room with another's; durations, sizes and
- * correlation ids in 48 bits, the small fields in the bits left over). */
-#define SP_REP_48_MAX (((int64_t)1 << 47) - 1)   /* dur, self_cpu, bytes: ns past 39 hours clamp */
+/* 40 bytes: a window of millions of events holds one per event (strings by
+ * 32-bit id; pid, tid and device as a lane of the set; input shape, stack,
+ * copy direction and launch flag as a detail of the set, which most events
+ * share; a field only one kind of event has shares its room with another's;
+ * times, sizes and correlation ids in 48 bits, the lane and the parent in the
+ * 16-bit halves left over). */
+#define SP_REP_48_MAX (((int64_t)1 << 47) - 1)   /* ts, dur, self_cpu, bytes: ns past 39 hours clamp */
 typedef struct sp_rep_event {
-    int64_t ts;             /* ns from the trace base */
+    int64_t ts : 48;        /* ns from the trace base (sp_rep_set_ts clamps) */
+    uint64_t parent_lo : 16;    /* sp_rep_parent: see below */
     int64_t dur : 48;       /* ns (sp_rep_set_dur clamps) */
     uint64_t lane_lo : 16;  /* the lane: pid, tid and device (sp_rep_set_lane, sp_rep_pid...) */
     int64_t bytes : 48;     /* copy / set / allocation size, memory event delta; -1 = none;
@@ -50,10 +53,7 @@ typedef struct sp_rep_event {
     union {
         struct {
             uint64_t correlation : 48;  /* links a GPU event to its launching API call; 0 = none */
-            uint64_t cat : 4;           /* enum sp_rep_cat */
-            uint64_t launch : 1;        /* a kernel launch API call (it has grid / block) */
-            uint64_t kind : 11;         /* runtime copy direction ("HtoD"...) by the set's number
-                                         * (sp_rep_kind), 0 when none */
+            uint64_t parent_hi : 16;
         };
         struct {
             int64_t self_cpu : 48;      /* host events, from sp_rep_analyze on (which has read their
@@ -62,28 +62,41 @@ typedef struct sp_rep_event {
         };
     };
     sp_rep_str_t name;
+    uint32_t detail : 28;   /* shape, stack, copy direction, launch flag: sp_rep_detail_of */
+    uint32_t cat : 4;       /* enum sp_rep_cat */
+} sp_rep_event_t;
+
+/* What few events have, kept once per distinct combination (sp_rep_set_detail):
+ * detail 0 is {"[]", none, none, 0}, every new event's. */
+typedef struct sp_rep_detail {
     sp_rep_str_t shape;     /* input shapes text, "[]" when none */
     sp_rep_str_t stack;     /* "outermost;...;innermost", 0 when none */
-    union {                 /* filled by sp_rep_analyze */
-        int32_t parent;     /* host events: the enclosing host event on the same thread, -1 */
-        int32_t launcher;   /* GPU work: the API call with the same correlation, -1 */
-    };
-} sp_rep_event_t;
+    uint32_t kind : 31;     /* runtime copy direction ("HtoD"...) as a string id, 0 when none */
+    uint32_t launch : 1;    /* a kernel launch API call (it has grid / block) */
+} sp_rep_detail_t;
 
 static inline int64_t sp_rep_clamp48(int64_t v)
 {
     return v > SP_REP_48_MAX ? SP_REP_48_MAX : v < -SP_REP_48_MAX ? -SP_REP_48_MAX : v;
 }
 static inline void sp_rep_set_dur(sp_rep_event_t *e, int64_t ns) { e->dur = sp_rep_clamp48(ns); }
-/* ts within +-2^62 ns (146 years from the trace base), so that ts + dur
- * never overflows (a trace read back may say anything). */
-static inline void sp_rep_set_ts(sp_rep_event_t *e, int64_t ns)
-{
-    const int64_t lim = (int64_t)1 << 62;
-    e->ts = ns > lim ? lim : ns < -lim ? -lim : ns;
-}
+/* ts within +-39 hours of the trace base (a window that long, or a trace
+ * read back that says more, clamps there); ts + dur never overflows. */
+static inline void sp_rep_set_ts(sp_rep_event_t *e, int64_t ns) { e->ts = sp_rep_clamp48(ns); }
 static inline void sp_rep_set_bytes(sp_rep_event_t *e, int64_t b) { e->bytes = sp_rep_clamp48(b); }
 static inline uint32_t sp_rep_lane_of(const sp_rep_event_t *e) { return (uint32_t)e->lane_lo | (uint32_t)e->lane_hi << 16; }
+/* Filled by sp_rep_analyze. Host events: the enclosing host event on the
+ * same thread; GPU work: the API call with the same correlation (its
+ * launcher); -1 for none. */
+static inline int32_t sp_rep_parent(const sp_rep_event_t *e)
+{
+    return (int32_t)((uint32_t)e->parent_lo | (uint32_t)e->parent_hi << 16);
+}
+static inline void sp_rep_set_parent(sp_rep_event_t *e, int32_t p)
+{
+    e->parent_lo = (uint32_t)p & 0xffffu;
+    e->parent_hi = (uint32_t)p >> 16;
+}
 
 /* An event's process and thread (GPU work: device and stream; syncs: 0 and
  * stream) and device (GPU events: the device id; memory events: Device Type,
@@ -142,9 +155,8 @@ typedef struct sp_rep_set {
                              * move: a thread reads texts while another interns (sp_rep_share) */
     sp_rep_lane_t *lanes;   /* by an event's lane; lane 0 is (0, 0, 0), a new event's */
     struct sp_rep_lane_index *lane_index;   /* lanes by value (agg_lanes.c) */
-    sp_rep_str_t *kinds;    /* by an event's kind number (sp_rep_set_kind); 0 is none */
-    sp_rep_idmap_t kind_number;     /* a copy direction's string id -> its kind number */
-    size_t nkinds;
+    sp_rep_detail_t *details;       /* by an event's detail (sp_rep_set_detail); 0 is the default */
+    struct sp_rep_lane_index *detail_index;   /* details by value (agg_lanes.c) */
     uint64_t dropped;       /* records lost in the window (stepprof_dropped_events) */
     int has_memory;         /* any SP_REP_MEMORY event */
     sp_rep_str_t no_shape_id;       /* interned "[]", every event's default shape ("" is id 0) */
@@ -177,11 +189,32 @@ void sp_rep_set_lane(sp_rep_set_t *s, sp_rep_event_t *e, long pid, long tid, int
 static inline int32_t sp_rep_pid(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->lanes[sp_rep_lane_of(e)].pid; }
 static inline int32_t sp_rep_tid(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->lanes[sp_rep_lane_of(e)].tid; }
 static inline int32_t sp_rep_device(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->lanes[sp_rep_lane_of(e)].device; }
-/* e's copy direction: kind (an interned string, 0 for none) numbered in the
- * set (past 2047 distinct ones: none, s->oom set). Not once the set is shared. */
-void sp_rep_set_kind(sp_rep_set_t *s, sp_rep_event_t *e, sp_rep_str_t kind);
-static inline sp_rep_str_t sp_rep_kind(const sp_rep_set_t *s, const sp_rep_event_t *e) { return e->kind ? s->kinds[e->kind] : 0; }
-/* A zeroed event (bytes -1, step -1, shape "[]", lane 0) appended to the set; NULL
+/* e's shape, stack, copy direction and launch flag: the set's number of d,
+ * added when new (past 2^28 distinct ones: the default, s->oom set). Not
+ * once the set is shared. */
+void sp_rep_set_detail(sp_rep_set_t *s, sp_rep_event_t *e, const sp_rep_detail_t *d);
+/* d's copy direction (a string id past 2^31: none, s->oom set). */
+static inline void sp_rep_detail_kind(sp_rep_set_t *s, sp_rep_detail_t *d, sp_rep_str_t kind)
+{
+    if (kind >> 31)
+        s->oom = 1;
+    else
+        d->kind = kind;
+}
+/* A new event's detail (shape "[]"). */
+static inline sp_rep_detail_t sp_rep_no_detail(const sp_rep_set_t *s)
+{
+    return (sp_rep_detail_t){s->no_shape_id, 0, 0, 0};
+}
+static inline const sp_rep_detail_t *sp_rep_detail_of(const sp_rep_set_t *s, const sp_rep_event_t *e)
+{
+    return &s->details[e->detail];
+}
+static inline sp_rep_str_t sp_rep_shape(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->details[e->detail].shape; }
+static inline sp_rep_str_t sp_rep_stack(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->details[e->detail].stack; }
+static inline sp_rep_str_t sp_rep_kind(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->details[e->detail].kind; }
+static inline int sp_rep_launch(const sp_rep_set_t *s, const sp_rep_event_t *e) { return s->details[e->detail].launch; }
+/* A zeroed event (bytes -1, step -1, detail 0, lane 0, parent -1) appended to the set; NULL
  * when out of memory (s->oom set). */
 sp_rep_event_t *sp_rep_add(sp_rep_set_t *s);
 /* e set to what sp_rep_add gives (an event built aside, appended later). */

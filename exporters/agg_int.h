@@ -11,19 +11,23 @@ typedef struct sp_rep_stack {
     size_t n, cap;
 } sp_rep_stack_t;
 
-/* Distinct lanes by value (agg_lanes.c): the set's (pid, tid, device)
- * triples, and the nesting pass's threads ((pid, tid, 0)), each with an item
- * of a parallel array (the threads' stacks). A zeroed one is empty. */
+/* Distinct 12-byte keys by value (agg_lanes.c): the set's lanes ((pid,
+ * tid, device) triples, sp_rep_lane_t), its details (sp_rep_detail_t), and
+ * the nesting pass's threads ((pid, tid, 0)), each with an item of a
+ * parallel array (the threads' stacks). A zeroed one is empty. */
+#define SP_REP_KEY_BYTES 12
 typedef struct sp_rep_lane_index {
-    sp_rep_lane_t *key;           /* distinct lanes, first-seen order */
-    uint32_t *slot;               /* open addressing: lane number + 1, 0 = empty */
+    void *key;                    /* distinct keys, first-seen order */
+    uint32_t *slot;               /* open addressing: key number + 1, 0 = empty */
     size_t n, cap;                /* cap: slots, a power of two >= 2 * n */
-    uint32_t last;                /* the lane found last (n > 0): runs of one thread */
+    size_t max;                   /* past this many keys, none is added (0: 2^31) */
+    uint32_t last;                /* the key found last (n > 0): runs of one thread */
 } sp_rep_lane_index_t;
 
-/* The number of lane k, added when new (with a zeroed item of size `item`
- * in *parallel when parallel is not NULL); -1 when out of memory. */
-long sp_rep_lane_find(sp_rep_lane_index_t *x, sp_rep_lane_t k, void **parallel, size_t item);
+/* The number of key k (SP_REP_KEY_BYTES), added when new (with a zeroed
+ * item of size `item` in *parallel when parallel is not NULL); -1 when out
+ * of memory or full. */
+long sp_rep_lane_find(sp_rep_lane_index_t *x, const void *k, void **parallel, size_t item);
 void sp_rep_lane_index_free(sp_rep_lane_index_t *x);
 
 /* Host threads, each with its stack. */
@@ -39,8 +43,9 @@ sp_rep_stack_t *sp_rep_lane_stack(sp_rep_lanes_t *l, long pid, long tid);
 int sp_rep_stack_push(sp_rep_stack_t *st, int32_t i);
 void sp_rep_lanes_free(sp_rep_lanes_t *l);
 
-/* The set's lanes: lane 0 made by sp_rep_lanes_init (sp_rep_init), all
- * freed by sp_rep_lanes_free_set (sp_rep_free). */
+/* The set's lanes and details: lane 0 and detail 0 made by
+ * sp_rep_lanes_init (sp_rep_init, after the strings), all freed by
+ * sp_rep_lanes_free_set (sp_rep_free). */
 void sp_rep_lanes_init(sp_rep_set_t *s);
 void sp_rep_lanes_free_set(sp_rep_set_t *s);
 

@@ -333,11 +333,12 @@ long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
         sp_rep_str_t name = sp_rep_step(e) >= 0 ? step_id : e->name;
         key.name = sp_rep_str(s, name);
         key.cat = e->cat;
-        key.shape = o->group_by_input_shape ? sp_rep_str(s, e->shape) : none;
-        if (o->group_by_stack_n > 0 && e->stack) {   /* a window has few stacks: cut each once */
-            struct top_memo *t = &top[e->stack & 255];
-            if (t->stack != e->stack)
-                *t = (struct top_memo){e->stack, top_frames(s, sp_rep_str(s, e->stack), o->group_by_stack_n)};
+        key.shape = o->group_by_input_shape ? sp_rep_str(s, sp_rep_shape(s, e)) : none;
+        sp_rep_str_t stack = sp_rep_stack(s, e);
+        if (o->group_by_stack_n > 0 && stack) {   /* a window has few stacks: cut each once */
+            struct top_memo *t = &top[stack & 255];
+            if (t->stack != stack)
+                *t = (struct top_memo){stack, top_frames(s, sp_rep_str(s, stack), o->group_by_stack_n)};
             key.stack = t->top;
         }
         long r = row_of(&m, &key, name);

@@ -62,7 +62,7 @@ static sp_rep_str_t cached_name(sp_rep_set_t *s, name_cache_t *c, const char *ra
     return c->name[h];
 }
 
-static void api_fields(sp_rep_set_t *s, sp_rep_event_t *r, const sp_event_t *e)
+static void api_fields(sp_rep_set_t *s, sp_rep_event_t *r, sp_rep_detail_t *d, const sp_event_t *e)
 {
     const sp_api_info_t *api = &sp_api_table[e->name];
     switch (api->shape) {
@@ -71,17 +71,17 @@ static void api_fields(sp_rep_set_t *s, sp_rep_event_t *r, const sp_event_t *e)
         unsigned grid[3] = {(unsigned)(e->a[1] & 0xffffffffu), (unsigned)(e->a[1] >> 32), (unsigned)e->a[4]};
         unsigned block[3] = {(unsigned)(e->a[2] & 0xffffffffu), (unsigned)(e->a[2] >> 32),
                              (unsigned)(e->a[4] >> 32)};
-        r->shape = sp_rep_shape_launch(s, grid, block, e->aux);
-        r->launch = 1;
+        d->shape = sp_rep_shape_launch(s, grid, block, e->aux);
+        d->launch = 1;
         break;
     }
     case SP_SHAPE_COPY:
-        sp_rep_set_kind(s, r, sp_rep_intern_id(s, sp_api_copy_kind_name(e->a[2])));
+        sp_rep_detail_kind(s, d, sp_rep_intern_id(s, sp_api_copy_kind_name(e->a[2])));
         __attribute__((fallthrough)); /* copies, sets and allocations all have bytes in a[1] */
     case SP_SHAPE_SET:
     case SP_SHAPE_ALLOC:
         sp_rep_set_bytes(r, (int64_t)e->a[1]);
-        r->shape = sp_rep_shape_bytes(s, r->bytes);
+        d->shape = sp_rep_shape_bytes(s, r->bytes);
         break;
     default:
         break;
@@ -170,8 +170,10 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
         return 0;
     if (e->kind == SP_EV_API && e->name >= SP_API_COUNT)
         return 0;
-    r->ts = (int64_t)(e->t0 - a->base_ns);
-    sp_rep_set_dur(r, sp_trace_dur(r->ts, (int64_t)(e->t1 - e->t0)));
+    sp_rep_detail_t d = sp_rep_no_detail(s);
+    int64_t ts = (int64_t)(e->t0 - a->base_ns);
+    sp_rep_set_ts(r, ts);
+    sp_rep_set_dur(r, sp_trace_dur(ts, (int64_t)(e->t1 - e->t0)));
     sp_rep_set_lane(s, r, a->pid, sp_ev_owner(a->ev[i].ev)->tid, 0);
     if (e->kind == SP_EV_API) {
         r->cat = SP_REP_RUNTIME;
@@ -180,7 +182,7 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
         r->name = a->api_names[e->name];
         const sp_gpu_event_t *m = sp_gpuv_match(a->gpu, i);
         r->correlation = m ? m->correlation : sp_gpuv_host_corr(a->gpu, i);
-        api_fields(s, r, e);
+        api_fields(s, r, &d, e);
     } else if (e->kind == SP_EV_STEP) {
         r->cat = SP_REP_ANNOTATION;
         snprintf(name, sizeof name, "ProfilerStep#%" PRIu64, e->a[0]);
@@ -191,7 +193,7 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
         uint32_t *id = sp_rep_idmap_at(&a->range_ids, e->name);   /* every one interned up front */
         r->name = id && *id && *id != UINT32_MAX ? *id - 1 : trace_name(s, sp_str_get(e->name));
         if ((e->flags & SP_RANGE_OP) && e->a[2])
-            r->shape = sp_rep_intern_id(s, sp_str_get((uint32_t)e->a[2])); /* operator's Input Dims */
+            d.shape = sp_rep_intern_id(s, sp_str_get((uint32_t)e->a[2])); /* operator's Input Dims */
     }
     uint32_t sid = SP_EV_STACK(e);   /* API calls; operators: Python frames */
     struct id_memo *m = &a->stacks[sid & 4095];
@@ -199,7 +201,8 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
         const char *st = sp_stacks_text(sid);
         *m = (struct id_memo){sid, st ? sp_rep_intern_id(s, st) : 0};
     }
-    r->stack = sid ? m->str : 0;
+    d.stack = sid ? m->str : 0;
+    sp_rep_set_detail(s, r, &d);
     return 1;
 }
 
@@ -213,11 +216,12 @@ static int fill_gpu(adapt_t *a, const sp_gpu_event_t *g, sp_rep_event_t *r)
     sp_rep_set_t *s = a->s;
     char buf[128];
     r->cat = cat[g->kind];
-    r->ts = (int64_t)(g->start - a->base_ns);
+    int64_t ts = (int64_t)(g->start - a->base_ns);
+    sp_rep_set_ts(r, ts);
     if (g->kind == SP_GPU_RUNTIME || g->kind == SP_GPU_DRIVER)
-        sp_rep_set_dur(r, g->end > g->start ? sp_trace_dur(r->ts, (int64_t)(g->end - g->start)) : 0);
+        sp_rep_set_dur(r, g->end > g->start ? sp_trace_dur(ts, (int64_t)(g->end - g->start)) : 0);
     else
-        sp_rep_set_dur(r, sp_trace_dur(r->ts, (int64_t)(sp_gpu_end(g) - g->start)));
+        sp_rep_set_dur(r, sp_trace_dur(ts, (int64_t)(sp_gpu_end(g) - g->start)));
     r->correlation = g->correlation;
     if (r->cat == SP_REP_RUNTIME || r->cat == SP_REP_DRIVER) {
         const char *api = sp_cupti_api_name(g->kind == SP_GPU_DRIVER, g->cbid);
@@ -231,14 +235,16 @@ static int fill_gpu(adapt_t *a, const sp_gpu_event_t *g, sp_rep_event_t *r)
     const char *name = sp_gpuv_name(a->gpu, SP_GPUV_REPORTS, g, buf, sizeof buf);
     r->name = name == buf ? trace_name(s, name) : cached_name(s, a->c, name);
     sp_rep_set_lane(s, r, g->kind == SP_GPU_SYNC ? 0 : g->device, g->stream, (int)g->device);
+    sp_rep_detail_t d = sp_rep_no_detail(s);
     if (g->kind == SP_GPU_KERNEL) {
         unsigned grid[3] = {(unsigned)g->grid[0], (unsigned)g->grid[1], (unsigned)g->grid[2]};
         unsigned block[3] = {(unsigned)g->block[0], (unsigned)g->block[1], (unsigned)g->block[2]};
-        r->shape = sp_rep_shape_launch(s, grid, block, (uint64_t)(g->static_smem + g->dynamic_smem));
+        d.shape = sp_rep_shape_launch(s, grid, block, (uint64_t)(g->static_smem + g->dynamic_smem));
     } else if (g->kind == SP_GPU_MEMCPY || g->kind == SP_GPU_MEMSET) {
         sp_rep_set_bytes(r, (int64_t)g->bytes);
-        r->shape = sp_rep_shape_bytes(s, r->bytes);
+        d.shape = sp_rep_shape_bytes(s, r->bytes);
     }
+    sp_rep_set_detail(s, r, &d);
     return 1;
 }
 
@@ -268,7 +274,7 @@ static int fill_memory(adapt_t *a, size_t i, sp_rep_event_t *r)
     uint64_t t = op->t < a->base_ns ? a->base_ns : op->t > a->end_ns ? a->end_ns : op->t;
     r->cat = SP_REP_MEMORY;
     r->name = sp_rep_intern_id(a->s, "[memory]");
-    r->ts = (int64_t)(t - a->base_ns);
+    sp_rep_set_ts(r, (int64_t)(t - a->base_ns));
     sp_rep_set_lane(a->s, r, a->pid, op->tid ? op->tid : a->pid, op->slot == SP_MEM_HOST ? 0 : 1);
     sp_rep_set_bytes(r, op->type == SP_MOP_FREE ? -(int64_t)op->bytes : (int64_t)op->bytes);
     return 1;

@@ -249,12 +249,13 @@ static void dims_text(sp_rb_t *b, const cJSON *v)
 
 static void add_args(sp_rep_set_t *set, sp_rep_event_t *r, const cJSON *args)
 {
+    sp_rep_detail_t d = sp_rep_no_detail(set);
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(args, "Input Dims");
     if (cJSON_IsArray(in)) {
         sp_rb_t b;
         sp_rb_init(&b);
         dims_text(&b, in);
-        r->shape = b.oom ? r->shape : sp_rep_intern_id_n(set, b.s ? b.s : "", b.n);
+        d.shape = b.oom ? d.shape : sp_rep_intern_id_n(set, b.s ? b.s : "", b.n);
         sp_rb_free(&b);
     }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "correlation");
@@ -266,19 +267,20 @@ static void add_args(sp_rep_set_t *set, sp_rep_event_t *r, const cJSON *args)
         int64_t bytes = num_i64(v->valuedouble);
         if (r->cat != SP_REP_ANNOTATION)
             sp_rep_set_bytes(r, bytes);
-        r->shape = sp_rep_shape_bytes(set, bytes);
+        d.shape = sp_rep_shape_bytes(set, bytes);
     }
     unsigned grid[3], block[3];
     if (dims(cJSON_GetObjectItemCaseSensitive(args, "grid"), grid) &&
         dims(cJSON_GetObjectItemCaseSensitive(args, "block"), block)) {
         v = cJSON_GetObjectItemCaseSensitive(args, "shared memory");
-        r->shape = sp_rep_shape_launch(set, grid, block, cJSON_IsNumber(v) ? num_u64(v->valuedouble) : 0);
-        r->launch = r->cat == SP_REP_RUNTIME || r->cat == SP_REP_DRIVER;
+        d.shape = sp_rep_shape_launch(set, grid, block, cJSON_IsNumber(v) ? num_u64(v->valuedouble) : 0);
+        d.launch = r->cat == SP_REP_RUNTIME || r->cat == SP_REP_DRIVER;
     }
     if (r->cat == SP_REP_RUNTIME || r->cat == SP_REP_DRIVER) {
-        sp_rep_set_kind(set, r, str_arg(set, args, "kind"));
-        r->stack = str_arg(set, args, "Call stack");
+        sp_rep_detail_kind(set, &d, str_arg(set, args, "kind"));
+        d.stack = str_arg(set, args, "Call stack");
     }
+    sp_rep_set_detail(set, r, &d);
 }
 
 static void add_event(sp_rep_set_t *set, const cJSON *e)

@@ -95,7 +95,8 @@ int sp_rep_stacks(const sp_rep_set_t *s, const char *metric, sp_rb_t *out)
     for (size_t i = 0; i < s->n; i++) {
         const sp_rep_event_t *e = &s->ev[i];
         int64_t ns = cuda ? sp_rep_cuda_total(s, i) : e->self_cpu;   /* read for host events only */
-        if (e->stack && sp_rep_is_host(e->cat) && ns > 0 && line_add(&m, sp_rep_str(s, e->stack), sp_rep_str(s, e->name), ns) != 0) {
+        sp_rep_str_t stack = sp_rep_stack(s, e);
+        if (stack && sp_rep_is_host(e->cat) && ns > 0 && line_add(&m, sp_rep_str(s, stack), sp_rep_str(s, e->name), ns) != 0) {
             free(m.v);
             free(m.slot);
             return -1;
@@ -130,7 +131,7 @@ int sp_rep_stacks(const sp_rep_set_t *s, const char *metric, sp_rb_t *out)
 int sp_rep_has_stacks(const sp_rep_set_t *s)
 {
     for (size_t i = 0; i < s->n; i++)
-        if (s->ev[i].stack)
+        if (sp_rep_stack(s, &s->ev[i]))
             return 1;
     return 0;
 }

@@ -182,7 +182,7 @@ static int measure_busy(sp_rep_set_t *s, sp_summary_t *m)
         const sp_rep_event_t *e = &s->ev[i];
         if (!sp_rep_is_gpu_work(e->cat))
             continue;
-        sum_step_t *st = step_at(m, e->launcher >= 0 ? s->ev[e->launcher].ts : e->ts);
+        sum_step_t *st = step_at(m, sp_rep_parent(e) >= 0 ? s->ev[sp_rep_parent(e)].ts : e->ts);
         int d = device_index(m, sp_rep_pid(s, e));
         if (!st || d < 0)
             continue;
@@ -239,11 +239,12 @@ enum { CALL_OTHER = 1, CALL_SYNC, CALL_BLOCKING_D2H };
  * distinct ones, each tested by text once (direct-mapped; a clash tests again). */
 static int call_class(const sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t *e)
 {
-    uint32_t h = e->name * 0x9e3779b1u ^ e->kind * 31;
+    sp_rep_str_t kind = sp_rep_kind(s, e);
+    uint32_t h = e->name * 0x9e3779b1u ^ kind * 31;
     struct sum_call_memo *c = &m->call_memo[(h ^ h >> 7 ^ h >> 17) & (SUM_CALL_MEMO - 1)];
-    if (c->name != e->name || c->kind != e->kind || !c->cls) {
+    if (c->name != e->name || c->kind != kind || !c->cls) {
         c->name = e->name;
-        c->kind = e->kind;
+        c->kind = kind;
         c->cls = is_sync_call(sp_rep_str(s, e->name)) ? CALL_SYNC : is_blocking_d2h(s, e) ? CALL_BLOCKING_D2H : CALL_OTHER;
     }
     return c->cls;
@@ -259,8 +260,8 @@ static void measure_host(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t 
     }
     if (!st)
         return;
-    st->launches += e->launch;
-    if (e->kind)
+    st->launches += sp_rep_launch(s, e);
+    if (sp_rep_kind(s, e))
         count(&m->host_dirs, s, sp_rep_kind(s, e), e->bytes, e->dur);
     int cls = call_class(s, m, e);
     if (cls == CALL_SYNC) {
@@ -320,7 +321,7 @@ static const struct sum_copy_memo *copy_class(sp_rep_set_t *s, sp_summary_t *m, 
 
 static void measure_gpu(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t *e)
 {
-    sum_step_t *st = step_at(m, e->launcher >= 0 ? s->ev[e->launcher].ts : e->ts);
+    sum_step_t *st = step_at(m, sp_rep_parent(e) >= 0 ? s->ev[sp_rep_parent(e)].ts : e->ts);
     if (!st)
         return;
     switch (e->cat) {

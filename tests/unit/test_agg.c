@@ -95,11 +95,13 @@ static void check_stacks(void)
         int64_t dur = (int64_t)(check_rnd() % 3000);
         sp_rep_event_t *e = sp_rep_add(&s);
         e->cat = SP_REP_RUNTIME;
-        e->ts = t;
+        sp_rep_set_ts(e, t);
         e->dur = dur;
         sp_rep_set_lane(&s, e, 1, 1, 0);
         snprintf(buf, sizeof buf, "main;f%02d;g%d", k, k % 3);
-        e->stack = sp_rep_intern_id(&s, buf);
+        sp_rep_detail_t d = sp_rep_no_detail(&s);
+        d.stack = sp_rep_intern_id(&s, buf);
+        sp_rep_set_detail(&s, e, &d);
         snprintf(buf, sizeof buf, "cudaCall%d", m);
         e->name = sp_rep_intern_id(&s, buf);
         want[k][m] += dur;
@@ -390,11 +392,11 @@ static void check_nesting(int with_gpu)
         const sp_rep_event_t *e = &s.ev[i];
         const struct nest_truth *t = &truth[e->bytes];
         if (e->cat == SP_REP_KERNEL) {
-            bad_launcher += e->launcher < 0 || s.ev[e->launcher].bytes + 1 != (int64_t)e->correlation;
+            bad_launcher += sp_rep_parent(e) < 0 || s.ev[sp_rep_parent(e)].bytes + 1 != (int64_t)e->correlation;
             bad_cuda += sp_rep_cuda_total(&s, i) != e->dur;
             continue;
         }
-        long parent = e->parent >= 0 ? (long)s.ev[e->parent].bytes : -1;
+        long parent = sp_rep_parent(e) >= 0 ? (long)s.ev[sp_rep_parent(e)].bytes : -1;
         bad_parent += parent != t->parent;
         bad_self += e->self_cpu != t->dur - t->children;
         bad_cuda += sp_rep_cuda_total(&s, i) != t->cuda;
@@ -409,58 +411,73 @@ static void check_nesting(int with_gpu)
 
 /* The packed fields: each written at its extremes beside the others at theirs,
  * every one read back; self CPU time written over the correlation id leaves
- * the category, launch flag and copy direction beside it. */
+ * the parent, category, detail and lane beside it. */
 static void check_fields(void)
 {
     sp_rep_set_t s;
     sp_rep_init(&s);
     const int64_t big[] = {0, 1, -1, 123456789, SP_REP_48_MAX, -SP_REP_48_MAX};
     const uint32_t lanes[] = {0, 1, 0xffff, 0x10000, 0x12345678, 0x7fffffff};
-    sp_rep_str_t k1 = sp_rep_intern_id(&s, "HtoD"), k2 = sp_rep_intern_id(&s, "DtoH");
+    const int32_t parents[] = {-1, 0, 0xffff, 0x10000, 0x12345678, INT32_MAX};
     size_t bad = 0;
     for (size_t i = 0; i < 6; i++)
         for (size_t j = 0; j < 6; j++) {
             sp_rep_event_t e;
             sp_rep_reset(&s, &e);
-            e.ts = INT64_MIN + (int64_t)j;
+            sp_rep_set_ts(&e, big[5 - j]);
             sp_rep_set_dur(&e, big[i]);
             sp_rep_set_bytes(&e, big[j]);
             e.lane_lo = lanes[i] & 0xffffu;
             e.lane_hi = lanes[i] >> 16;
+            sp_rep_set_parent(&e, parents[j]);
             e.correlation = ((uint64_t)1 << 48) - 1 - j;
             e.cat = SP_REP_MEMORY;
-            e.launch = 1;
-            sp_rep_set_kind(&s, &e, j % 2 ? k1 : k2);
-            bad += e.ts != INT64_MIN + (int64_t)j || e.dur != big[i] || e.bytes != big[j] ||
-                   sp_rep_lane_of(&e) != lanes[i] || e.correlation != ((uint64_t)1 << 48) - 1 - j ||
-                   e.cat != SP_REP_MEMORY || !e.launch || sp_rep_kind(&s, &e) != (j % 2 ? k1 : k2);
+            e.detail = (1u << 28) - 1 - (uint32_t)i;
+            bad += e.ts != big[5 - j] || e.dur != big[i] || e.bytes != big[j] || sp_rep_lane_of(&e) != lanes[i] ||
+                   sp_rep_parent(&e) != parents[j] || e.correlation != ((uint64_t)1 << 48) - 1 - j ||
+                   e.cat != SP_REP_MEMORY || e.detail != (1u << 28) - 1 - (uint32_t)i;
             e.self_cpu = -big[j];
-            bad += e.self_cpu != -big[j] || e.cat != SP_REP_MEMORY || !e.launch ||
-                   sp_rep_kind(&s, &e) != (j % 2 ? k1 : k2) || e.dur != big[i] || sp_rep_lane_of(&e) != lanes[i];
+            bad += e.self_cpu != -big[j] || e.cat != SP_REP_MEMORY || sp_rep_parent(&e) != parents[j] ||
+                   e.detail != (1u << 28) - 1 - (uint32_t)i || e.dur != big[i] || sp_rep_lane_of(&e) != lanes[i];
         }
     CHECK(bad == 0, "packed fields: %zu of 72 read back wrong", bad);
     sp_rep_event_t e;
     sp_rep_reset(&s, &e);
+    sp_rep_set_ts(&e, INT64_MIN);
     sp_rep_set_dur(&e, INT64_MAX);
     sp_rep_set_bytes(&e, INT64_MIN);
-    CHECK(e.dur == SP_REP_48_MAX && e.bytes == -SP_REP_48_MAX, "48-bit fields clamp: dur %" PRId64 ", bytes %" PRId64,
-          (int64_t)e.dur, (int64_t)e.bytes);
-    CHECK(!s.oom && s.nkinds == 2, "two copy directions, numbers 1 and 2: %zu", s.nkinds);
-    /* 2047 distinct directions fit (number 0 is none); the 2048th is none, and the reports say incomplete. */
-    size_t wrong = 0;
+    CHECK(e.ts == -SP_REP_48_MAX && e.dur == SP_REP_48_MAX && e.bytes == -SP_REP_48_MAX && sp_rep_parent(&e) == -1,
+          "48-bit fields clamp: ts %" PRId64 ", dur %" PRId64 ", bytes %" PRId64, (int64_t)e.ts, (int64_t)e.dur,
+          (int64_t)e.bytes);
+    /* Details: the default is number 0, each distinct one its own number, read back. */
+    sp_rep_detail_t d = sp_rep_no_detail(&s);
+    sp_rep_set_detail(&s, &e, &d);
+    CHECK(e.detail == 0 && sp_rep_shape(&s, &e) == s.no_shape_id && !sp_rep_stack(&s, &e) && !sp_rep_kind(&s, &e) &&
+              !sp_rep_launch(&s, &e),
+          "a new event's detail is 0: shape \"[]\", no stack, direction or launch");
+    enum { D = 5000 };
+    static sp_rep_detail_t want[D];
     char text[32];
-    for (int i = 0; i < 2045; i++) {
-        snprintf(text, sizeof text, "kind%d", i);
-        sp_rep_str_t id = sp_rep_intern_id(&s, text);
-        sp_rep_set_kind(&s, &e, id);
-        sp_rep_set_kind(&s, &e, id);   /* the same one again: the same number */
-        wrong += sp_rep_kind(&s, &e) != id;
+    size_t wrong = 0;
+    for (int i = 0; i < D; i++) {
+        snprintf(text, sizeof text, "s%d", i % 97);
+        want[i] = (sp_rep_detail_t){sp_rep_intern_id(&s, text), (sp_rep_str_t)(i % 13), 0, (uint32_t)(i % 2)};
+        sp_rep_detail_kind(&s, &want[i], (sp_rep_str_t)(i % 7));
+        sp_rep_set_detail(&s, &e, &want[i]);
+        uint32_t number = e.detail;
+        sp_rep_set_detail(&s, &e, &want[i]);   /* the same one again: the same number */
+        const sp_rep_detail_t *got = sp_rep_detail_of(&s, &e);
+        wrong += e.detail != number || got->shape != want[i].shape || got->stack != want[i].stack ||
+                 got->kind != want[i].kind || got->launch != want[i].launch;
     }
-    sp_rep_set_kind(&s, &e, k1);
-    wrong += sp_rep_kind(&s, &e) != k1;
-    CHECK(wrong == 0 && !s.oom && s.nkinds == 2047, "2047 directions back: %zu wrong, %zu numbered", wrong, s.nkinds);
-    sp_rep_set_kind(&s, &e, sp_rep_intern_id(&s, "one too many"));
-    CHECK(e.kind == 0 && s.oom, "the 2048th direction is none and marks the set incomplete");
+    CHECK(wrong == 0 && !s.oom, "%d details back: %zu wrong", D, wrong);
+    s.detail_index->max = s.detail_index->n;   /* as if 2^28 were taken */
+    d.stack = sp_rep_intern_id(&s, "one too many");
+    sp_rep_set_detail(&s, &e, &d);
+    CHECK(e.detail == 0 && s.oom, "a detail past the last number is the default and marks the set incomplete");
+    s.oom = 0;
+    sp_rep_detail_kind(&s, &d, (sp_rep_str_t)1 << 31);
+    CHECK(d.kind == 0 && s.oom, "a copy direction id past 2^31 is none and marks the set incomplete");
     sp_rep_free(&s);
 }
 
