@@ -16,7 +16,7 @@ typedef struct open_range {
     uint64_t end, id;
 } open_range_t;
 
-typedef struct thread_stack {
+typedef struct sp_annot_thread {
     open_range_t *s;
     size_t n, cap;
 } thread_stack_t;
@@ -26,62 +26,86 @@ static int is_torch(const sp_event_t *e)
     return e->kind == SP_EV_RANGE && (e->flags & SP_RANGE_TORCH);
 }
 
+static int is_range(const sp_event_t *e)
+{
+    return e->kind == SP_EV_RANGE || e->kind == SP_EV_STEP;
+}
+
+int sp_annot_walk_init(sp_annot_walk_t *w, size_t nslots)
+{
+    *w = (sp_annot_walk_t){calloc(nslots ? nslots : 1, sizeof *w->ts), nslots, 0, 0};
+    return w->ts ? 0 : -1;
+}
+
+uint64_t sp_annot_walk_next(sp_annot_walk_t *w, const sp_event_ref_t *ev, size_t i, uint64_t *parent)
+{
+    const sp_event_t *e = ev[i].ev;
+    thread_stack_t *st = &w->ts[sp_ev_owner(e)->slot];
+    while (st->n && st->s[st->n - 1].end <= e->t0)
+        st->n--;
+    uint64_t top = st->n ? st->s[st->n - 1].id : 0;
+    if (parent)
+        *parent = top;
+    if (!is_range(e))
+        return e->kind == SP_EV_API ? top : 0;
+    if (st->n == st->cap) {
+        size_t cap = st->cap ? st->cap * 2 : 16;
+        open_range_t *grown = realloc(st->s, cap * sizeof *grown);
+        if (!grown) {   /* every pass must see the same nesting: the caller fails */
+            w->oom = 1;
+            return 0;
+        }
+        st->s = grown;
+        st->cap = cap;
+    }
+    st->s[st->n++] = (open_range_t){e->t1, ++w->next};
+    return w->next;
+}
+
+void sp_annot_walk_free(sp_annot_walk_t *w)
+{
+    for (size_t k = 0; w->ts && k < w->nts; k++)
+        free(w->ts[k].s);
+    free(w->ts);
+    w->ts = NULL;
+}
+
 void sp_annot_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
 {
-    /* The per-range arrays are sized by a count first: most events are calls. */
+    /* The per-range arrays are sized by a count first: most events are calls.
+     * One stack per thread, found by its registration slot (dense, 0-based):
+     * no search per event whatever the number of threads. */
     size_t want = 1;
-    for (size_t i = 0; i < nev; i++)
-        want += ev[i].ev->kind == SP_EV_RANGE || ev[i].ev->kind == SP_EV_STEP;
-    v->ext = nev < UINT32_MAX ? sp_big_alloc((nev ? nev : 1) * sizeof *v->ext, 1) : NULL;
+    v->nslots = 0;
+    for (size_t i = 0; i < nev; i++) {
+        want += is_range(ev[i].ev);
+        if (sp_ev_owner(ev[i].ev)->slot >= v->nslots)
+            v->nslots = sp_ev_owner(ev[i].ev)->slot + 1u;
+    }
     v->range_ev = malloc(want * sizeof *v->range_ev);
     v->range_parent = malloc(want * sizeof *v->range_parent);
     v->range_call = malloc(want * sizeof *v->range_call);
-    /* One stack per thread, found by its registration slot (dense, 0-based):
-     * no search per event whatever the number of threads. */
-    size_t nts = 0;
-    for (size_t i = 0; i < nev; i++)
-        if (sp_ev_owner(ev[i].ev)->slot >= nts)
-            nts = sp_ev_owner(ev[i].ev)->slot + 1u;
-    thread_stack_t *ts = calloc(nts ? nts : 1, sizeof *ts);
-    uint64_t next = 0;
-    if (!v->range_ev || !v->range_parent || !v->range_call) {
-        sp_big_free(v->ext);
-        v->ext = NULL;
-    }
-    for (size_t i = 0; v->ext && ts && i < nev; i++) {
+    sp_annot_walk_t w;
+    v->ranges_oom = sp_annot_walk_init(&w, v->nslots) != 0 || !v->range_ev || !v->range_parent || !v->range_call ||
+                    nev >= UINT32_MAX;
+    for (size_t i = 0; !v->ranges_oom && i < nev; i++) {
         const sp_event_t *e = ev[i].ev;
-        thread_stack_t *st = &ts[sp_ev_owner(ev[i].ev)->slot];
-        while (st->n && st->s[st->n - 1].end <= e->t0)
-            st->n--;
-        if (e->kind == SP_EV_RANGE || e->kind == SP_EV_STEP) {
-            /* The torch scope around the parent, if any, takes this range's calls
-             * only when the range ends inside it: a start/end range or a step
-             * (a kernel: marker's boundary) begun inside an operator and
-             * outliving it keeps its own, as before. */
-            uint64_t parent = st->n ? st->s[st->n - 1].id : 0;
-            uint64_t up = parent ? v->range_call[parent - 1] : 0;
-            const sp_event_t *scope = up ? ev[v->range_ev[up - 1]].ev : NULL;
-            v->range_ev[next] = (uint32_t)i;
-            v->range_parent[next] = parent;
-            v->range_call[next] = !is_torch(e) && scope && is_torch(scope) && e->t1 <= scope->t1 ? up : next + 1;
-            v->ext[i] = (uint32_t)++next;
-            v->nranges = next;
-            if (st->n == st->cap) {
-                size_t cap = st->cap ? st->cap * 2 : 16;
-                open_range_t *grown = realloc(st->s, cap * sizeof *grown);
-                if (!grown)
-                    continue;
-                st->s = grown;
-                st->cap = cap;
-            }
-            st->s[st->n++] = (open_range_t){e->t1, next};
-        } else if (e->kind == SP_EV_API && st->n) {
-            v->ext[i] = (uint32_t)st->s[st->n - 1].id;
-        }
+        uint64_t parent, id = sp_annot_walk_next(&w, ev, i, &parent);
+        if (!is_range(e) || w.oom)
+            continue;
+        /* The torch scope around the parent, if any, takes this range's calls
+         * only when the range ends inside it: a start/end range or a step
+         * (a kernel: marker's boundary) begun inside an operator and
+         * outliving it keeps its own, as before. */
+        uint32_t up = parent ? v->range_call[parent - 1] : 0;
+        const sp_event_t *scope = up ? ev[v->range_ev[up - 1]].ev : NULL;
+        v->range_ev[id - 1] = (uint32_t)i;
+        v->range_parent[id - 1] = (uint32_t)parent;
+        v->range_call[id - 1] = !is_torch(e) && scope && is_torch(scope) && e->t1 <= scope->t1 ? up : (uint32_t)id;
+        v->nranges = id;
     }
-    for (size_t k = 0; ts && k < nts; k++)
-        free(ts[k].s);
-    free(ts);
+    v->ranges_oom |= w.oom;
+    sp_annot_walk_free(&w);
 }
 
 /* The innermost range or step open on thread tid at time t (External id, 0 =

@@ -18,6 +18,7 @@
 #include "../collectors/strings.h"
 
 #include <cupti_runtime_cbid.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,7 +193,6 @@ void sp_gpuv_free(sp_gpu_view_t *v)
     free(v->gpu);
     sp_big_free(v->host_match);
     free(v->api_used);
-    sp_big_free(v->ext);
     free(v->range_ev);
     free(v->range_parent);
     free(v->range_call);
@@ -553,14 +553,23 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
         return;
     /* Where each correlation id's call is drawn: the host event it matched, or CUPTI's own record. */
     sp_launches_t t;
-    if (launches_init(&t, v, nev) != 0)
+    sp_annot_walk_t walk;
+    if (v->ranges_oom || sp_annot_walk_init(&walk, v->nslots) != 0)
+        return;   /* the trace fails (sp_trace_write) */
+    if (launches_init(&t, v, nev) != 0) {
+        sp_annot_walk_free(&walk);
         return;
+    }
     for (size_t h = 0; h < nev; h++) {
+        uint64_t ext = sp_annot_walk_next(&walk, ev, h, NULL);
         const sp_gpu_event_t *m = sp_gpuv_match(v, h);
         if (m)
-            sp_launches_add(&t, &(sp_launch_t){v->ext ? v->ext[h] : 0, (int64_t)ev[h].ev->t0, sp_ev_owner(ev[h].ev)->tid,
-                                               m->correlation, m->kind == SP_GPU_DRIVER, 0, 1});
+            sp_launches_add(&t, &(sp_launch_t){ext, (int64_t)ev[h].ev->t0, sp_ev_owner(ev[h].ev)->tid, m->correlation,
+                                               m->kind == SP_GPU_DRIVER, 0, 1});
     }
+    if (walk.oom)
+        w->err = ENOMEM;
+    sp_annot_walk_free(&walk);
     /* Ranges in (thread, start) order, to place calls only CUPTI saw. */
     uint64_t *byt = sp_annot_by_thread(v, ev);
     for (size_t i = 0; i < v->n; i++) {

@@ -22,14 +22,15 @@ typedef struct sp_gpu_view {
     int32_t *host_match;   /* per host event: index of its CUPTI API record, or -1; NULL without API records */
     uint8_t *api_used;     /* per GPU record: an API record already matched to a host event */
     uint32_t devices;      /* bit mask of devices with activity */
-    uint32_t *ext;         /* per host event: a range's or step's own External id; for a call,
-                              its innermost enclosing range's (0 = none): sp_gpuv_call_ext. 32
-                              bits: ids count ranges, fewer than a window's events (4 bytes an
-                              event at the export's peak, not 8) */
-    size_t nranges;        /* ranges and steps, in External id order (id = index + 1) */
+    size_t nranges;        /* ranges and steps, in External id order (id = index + 1); a host
+                              event's own id is told by a pass beside the writer's
+                              (sp_annot_walk), not kept per event. 32-bit ids: they count
+                              ranges, fewer than a window's events */
     uint32_t *range_ev;    /* per range: its host event index */
-    uint64_t *range_parent; /* per range: the enclosing range's External id (0 = none) */
-    uint64_t *range_call;  /* per range: the External id of a call made directly inside it */
+    uint32_t *range_parent; /* per range: the enclosing range's External id (0 = none) */
+    uint32_t *range_call;  /* per range: the External id of a call made directly inside it */
+    uint32_t nslots;       /* host events' thread registration slots: 0 .. nslots - 1 */
+    int ranges_oom;        /* the ranges ran out of memory: the trace fails (ENOMEM) */
     uint64_t host_corr_base; /* sp_gpuv_host_corr's first id: above every CUPTI id of the window */
     struct sp_gpuv_memo *memo[2]; /* kernel display names by string id, as they are asked for: one
                                      per reader (SP_GPUV_TRACE, SP_GPUV_REPORTS), which run at once */

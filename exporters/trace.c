@@ -12,6 +12,7 @@
 #include "../collectors/rank.h"
 #include "../collectors/stacks.h"
 #include "../collectors/strings.h"
+#include "gpu_annot.h"
 #include "gz.h"
 #include "jsonw.h"
 #include "memory_trace.h"
@@ -154,6 +155,7 @@ typedef struct ctx {
     kname_cache_t *kn;
     api_frags_t *api;
     dims_memo_t dims;
+    sp_annot_walk_t walk;          /* each host event's External id, in the writer's order */
 } ctx_t;
 
 static void slice_head(ctx_t *c, const char *cat, const char *name, const sp_event_ref_t *r)
@@ -248,7 +250,7 @@ static void api_args(sp_jw_t *w, kname_cache_t *kn, dims_memo_t *dm, const sp_ev
 
 static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
 {
-    uint64_t ext = c->gpu->ext ? c->gpu->ext[index] : 0;
+    uint64_t ext = sp_annot_walk_next(&c->walk, c->ev, index, NULL);
     sp_jw_t *w = c->w;
     const sp_event_t *e = r->ev;
     char name[64];
@@ -455,14 +457,17 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
     sp_ops_links_t *links = sp_ops_trace_link(ev, n);
     sp_py_trace_t *py = sp_py_trace_prepare(ev, n);
     ctx_t c = {w, (int)getpid(), base_ns, gpu, ev, links, py, calloc(1, sizeof(kname_cache_t)),
-               calloc(1, sizeof(api_frags_t)), {0}};
-    if (!c.kn || !c.api)
+               calloc(1, sizeof(api_frags_t)), {0}, {0}};
+    if (!c.kn || !c.api || gpu->ranges_oom || sp_annot_walk_init(&c.walk, gpu->nslots) != 0)
         w->err = ENOMEM;   /* the trace fails as a failed write would (outfile.c says it) */
     write_header(w, job, gpu, mem != NULL, base_ns + (uint64_t)sp_clock_epoch_offset());
     write_metadata(&c, ev, n);
     sp_gpuv_write_metadata(w, gpu);
     for (size_t i = 0; i < n && !w->err; i++)
         write_event(&c, &ev[i], i);
+    if (c.walk.oom)
+        w->err = ENOMEM;
+    sp_annot_walk_free(&c.walk);
     sp_ops_trace_flows(w, links, ev, c.pid, base_ns);
     sp_ops_trace_free(links);
     sp_py_trace_free(py);
