@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "driver_twins.h"
+#include "cudacopies.h"
 #include "hook.h"
 
 #undef cuGetProcAddress
@@ -173,7 +174,8 @@ SP_SLOW_ATTRS SP_NO_SANITIZE static void *sp_slow_dlsym(void *handle, const char
      * not be told it is there. */
     if (!(local && real_outside(map, name)) && !real_dlsym(RTLD_NEXT, name))
         return NULL;   /* dlerror() says what that last, failed lookup said */
-    return p;
+    /* A plugin with its own runtime copy gets that copy, as bare. */
+    return local ? sp_copies_target(caller, name, p) : p;
 }
 
 /* The exported dlsym, in assembly like every interposer entry (hook.h

@@ -2,8 +2,9 @@
  * mechanism hooks a symbol (entry patch for the executable's own functions,
  * GOT patch for shared libraries' — see funchook.h), the hook records, the
  * trampoline pages and the thunk every trampoline calls, the dlopen
- * interposer that hooks objects loaded later, and the warning at exit when a
- * marker never fired.
+ * interposer that hooks objects loaded later (armed by a GOT hook, and at
+ * activation so that cudacopies.c sees every object loaded), and the warning
+ * at exit when a marker never fired.
  *
  * The thunk is assembly because it must leave the hooked function's state
  * exactly as it found it: argument registers (the function may be variadic:
@@ -16,6 +17,7 @@
 #include "funchook.h"
 
 #include "../collectors/log.h"
+#include "cudacopies.h"
 
 #include <cpuid.h>
 #include <dlfcn.h>
@@ -242,7 +244,7 @@ size_t sp_fh_emit_abs_jmp(uint8_t *p, uintptr_t target)
 
 typedef void *(*dlopen_fn)(const char *, int);
 static dlopen_fn real_dlopen __attribute__((used));
-static int dlopen_armed __attribute__((used)); /* a GOT hook needs to see new objects */
+static int dlopen_armed __attribute__((used)); /* a GOT hook or cudacopies.c needs to see new objects */
 
 static void *dlopen_missing(const char *file, int mode)
 {
@@ -270,8 +272,8 @@ static void *dlopen_hooked(const char *file, int mode);
 
 /* The exported dlopen. glibc's dlopen takes its caller's return address to
  * pick the caller's DT_RUNPATH and namespace, so it is reached by a tail jump
- * that leaves the caller's return address in place. Until a GOT hook is
- * armed that is all this does. */
+ * that leaves the caller's return address in place. Until it is armed
+ * (sp_fh_dlopen_watch) that is all this does. */
 __asm__(".text\n"
         ".p2align 4\n"
         ".globl dlopen\n"
@@ -383,8 +385,14 @@ __attribute__((used, noipa)) static void *dlopen_hooked(const char *file, int mo
             sp_fh_got_patch(got_hooks[i]);
         pthread_mutex_unlock(&lock);
         errno = saved;
+        sp_copies_check();
     }
     return h;
+}
+
+void sp_fh_dlopen_watch(void)
+{
+    __atomic_store_n(&dlopen_armed, 1, __ATOMIC_RELEASE);
 }
 
 /* ---- names ------------------------------------------------------------- */
@@ -513,7 +521,7 @@ static int install_locked(const char *symbol, const char *library, void (*cb)(vo
     markers[m].got = g;
     got_hooks[ngot++] = g;
     nmarkers++;
-    __atomic_store_n(&dlopen_armed, 1, __ATOMIC_RELEASE);
+    sp_fh_dlopen_watch();
     sp_log(SP_LOG_INFO, "marker %s hooks %d call site%s (the function is in %s); libraries loaded later are hooked "
            "as they load", markers[m].spec, sites, sites == 1 ? "" : "s", sp_fh_got_where(g));
     return 0;

@@ -66,6 +66,9 @@ void sp_fh_stub_head(uint8_t *p, sp_fh_hook_t *h);
 /* Writes `jmp *0(%rip); .quad target` at p; returns its length (14). */
 size_t sp_fh_emit_abs_jmp(uint8_t *p, uintptr_t target);
 
+/* From now on every dlopen that succeeds re-patches the GOT hooks and looks
+ * for a second CUDA copy (cudacopies.h). */
+void sp_fh_dlopen_watch(void);
 /* The C library's dlopen, bypassing our interposer. */
 void *sp_fh_real_dlopen(const char *file, int mode);
 /* Does the object at `path` match a LIBRARY pattern (substring of the path, or

@@ -11,6 +11,7 @@
 #include "../collectors/log.h"
 #include "../collectors/strings.h"
 #include "../schedule/schedule.h"
+#include "cudacopies.h"
 #include "exitpaths.h"
 #include "funchook.h"
 #include "markers.h"
@@ -49,6 +50,9 @@ static void activate(void)
      * by default (SIGHUP) stays the marker's. */
     if (cfg)
         sp_exit_install((double)cfg->finalize_timeout_s);
+    /* Plugins with their own CUDA copy, loaded before now or later. */
+    sp_copies_check();
+    sp_fh_dlopen_watch();
     errno = saved;
 }
 

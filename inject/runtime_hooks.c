@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "../collectors/kernels.h"
+#include "cudacopies.h"
 #include "hook.h"
 #include "markers.h"
 
@@ -207,10 +208,15 @@ SP_EXPORT void __cudaRegisterFunction(void **fatbin, const char *host_fun, char 
     static register_fn real;
     if (!real)
         real = (register_fn)sp_real("__cudaRegisterFunction");
+    /* A plugin's constructor registering with its own runtime copy, inside
+     * dlopen: this call and its later ones go to that copy (cudacopies.c). */
+    sp_copies_check();
+    register_fn to = (register_fn)sp_copies_target(__builtin_return_address(0), "__cudaRegisterFunction",
+                                                   (void *)real);
     sp_kern_register(host_fun, device_fun ? device_fun : device_name);
     sp_mark_forget(host_fun);
-    if (real)
-        real(fatbin, host_fun, device_fun, device_name, thread_limit, tid, bid, bdim, gdim, wsize);
+    if (to)
+        to(fatbin, host_fun, device_fun, device_name, thread_limit, tid, bid, bdim, gdim, wsize);
 }
 
 SP_REAL_FN(cudaError_t, __cudaGetKernel, (cudaKernel_t * handle, const void *host_fun), (handle, host_fun))

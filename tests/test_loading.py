@@ -56,6 +56,50 @@ def test_rtld_local_plugin_real_cudart():
     assert results == {35}, results
 
 
+
+# One run of libcopyplugin.c's copy_run: the calls stepprof interposes, the last two through dlsym.
+COPY_CALLS = ["cudaMalloc", "cudaLaunchKernel", "cudaMemcpy", "cudaDeviceSynchronize", "cudaFree", "cudaMalloc",
+              "cudaFree"]
+
+
+def _copies(mode, other):
+    """plugin_host copies [late]: plugin A and plugin `other`, each linking its own runtime copy
+    (libcudart.so.13 and libcudart-b.so.13, the stand-in under another soname, as auditwheel renames a
+    wheel's), both loaded RTLD_LOCAL. Each plugin's calls, also those through dlsym(RTLD_DEFAULT), reach
+    its own copy as without stepprof; A's (run twice) are recorded, the other's are not, and one
+    warning names the other's copy and its user."""
+    for name in ("libcopy_a.so", f"libcopy_{other}.so"):
+        prog(name)
+    argv = [prog("plugin_host"), "copies"] + mode
+    bare = run(argv, preload=False)
+    assert bare.returncode == 0, bare.stderr
+    on = run(argv)
+    assert on.returncode == 0, on.stderr
+    assert on.stdout == bare.stdout, f"a plugin's calls reached another runtime:\n{on.stdout}\nvs\n{bare.stdout}"
+    path = on.trace()
+    assert_valid(path)
+    got = [e["name"] for e in runtime_events(load(path))]
+    assert got == COPY_CALLS * 2, got
+    said = [l for l in on.sp_lines if "second CUDA library copy" in l]
+    assert len(said) == 1 and "copies/libcudart-b.so.13" in said[0] and f"libcopy_{other}.so" in said[0], on.sp_lines
+    return bare
+
+
+def test_plugins_with_their_own_runtime_copies():
+    """Plugin B registers its kernel from its constructor, inside dlopen: the registration reaches B's
+    runtime, which then knows the kernel (cudaFuncGetName, not interposed, asks it)."""
+    bare = _copies([], "b")
+    lines = bare.stdout.splitlines()
+    assert "a.cudaFuncGetName=0 copy_kernel_a" in lines and "b.cudaFuncGetName=0 copy_kernel_b" in lines, lines
+    assert {v for k, v in _results(bare) if not k.endswith("cudaFuncGetName")} == {"0"}, lines
+
+
+def test_plugin_with_its_own_runtime_copy_loaded_after_activation():
+    """Plugin C registers nothing and is loaded after A's calls activated stepprof: its first call is
+    already its own runtime's."""
+    bare = _copies(["late"], "c")
+    assert {v for k, v in _results(bare) if not k.endswith("cudaFuncGetName")} == {"0"}, bare.stdout
+
 def _late(fake, want):
     prog("libcudaplugin.so")
     r = run([prog("plugin_host"), "late"], fake=fake)

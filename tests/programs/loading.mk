@@ -24,6 +24,25 @@ $(LOAD_OUT)/plugin_host $(LOAD_OUT)/dlopen_lib: $(LOAD_OUT)/%: $(LOAD_SRC)/%.c $
 	@mkdir -p $(@D)
 	$(CC) $(LOAD_CFLAGS) -o $@ $< -ldl
 
+# Plugins, each with its own runtime copy (libcopyplugin.c; plugin_host copies): libcopy_a.so links
+# libcudart.so.13, libcopy_b.so (and libcopy_c.so, which registers no kernel) copies/libcudart-b.so.13,
+# the stand-in linked again under another soname (as auditwheel renames a wheel's libcudart; same symbol
+# versions), found through $ORIGIN.
+LOAD_COPY_B := $(LOAD_OUT)/copies/libcudart-b.so.13
+PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,libcopy_a.so libcopy_b.so libcopy_c.so)
+$(LOAD_COPY_B): $(FAKECUDA_OBJS) $(FAKECUDA_DIR)/fakecuda.map
+	@mkdir -p $(@D)
+	$(CC) $(FAKECUDA_CFLAGS) -shared -Wl,-soname,libcudart-b.so.13 \
+	  -Wl,--version-script=$(FAKECUDA_DIR)/fakecuda.map -Wl,-z,defs -o $@ $(FAKECUDA_OBJS) -ldl -lpthread
+$(LOAD_OUT)/libcopy_a.so: $(LOAD_SRC)/libcopyplugin.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -DCOPY_TAG=a -shared -fvisibility=hidden -o $@ $< $(LOAD_CUDA) -ldl
+$(LOAD_OUT)/libcopy_c.so: COPY_FLAGS := -DCOPY_TAG=c -DCOPY_NOREG
+$(LOAD_OUT)/libcopy_b.so: COPY_FLAGS := -DCOPY_TAG=b
+$(LOAD_OUT)/libcopy_b.so $(LOAD_OUT)/libcopy_c.so: $(LOAD_SRC)/libcopyplugin.c $(LOAD_SRC)/loading.mk $(LOAD_COPY_B)
+	$(CC) $(LOAD_CFLAGS) $(COPY_FLAGS) -shared -fvisibility=hidden -o $@ $< -L$(dir $(LOAD_COPY_B)) \
+	  -l:libcudart-b.so.13 -Wl,--enable-new-dtags,-rpath,'$$ORIGIN/copies' -ldl
+
 # The driver API programs (drv_work.c; tests/test_driver.py), on the libcuda.so.1 stand-in. Linking uses
 # the toolkit's stub libcuda.so; at run time LD_LIBRARY_PATH=build/fakecuda supplies libcuda.so.1.
 #   drv_linked      links libcuda (modes direct, proc, dlopen)

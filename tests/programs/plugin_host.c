@@ -16,6 +16,9 @@
  *        plugin_host reopen  dlopen the plugin RTLD_GLOBAL (its libcudart joins the global scope), run it,
  *                            dlclose it, three times: each round's calls reach the runtime loaded now,
  *                            never one unloaded with a plugin closed before.
+ *        plugin_host copies  dlopen libcopy_a.so and libcopy_b.so RTLD_LOCAL, each with its own copy of
+ *                            the runtime (libcopyplugin.c), and run A, B, A. With `late`: run A, then
+ *                            load libcopy_c.so (B's copy, no kernel registered) and run C, A.
  *        plugin_host drv     dlopen libdrvblas.so (links libcuda.so.1, like cuBLAS) and run
  *                            drv_work("direct") in it: driver launches from a library the program did
  *                            not link.
@@ -78,6 +81,22 @@ int main(int argc, char **argv)
         void *blas = load_plugin("libdrvblas.so");
         int (*work)(const char *) = blas ? (int (*)(const char *))dlsym(blas, "drv_work") : NULL;
         return work ? work("direct") : 1;
+    }
+    if (argc > 1 && strcmp(argv[1], "copies") == 0) {
+        int later = argc > 2 && strcmp(argv[2], "late") == 0;
+        void *a = load_plugin("libcopy_a.so");
+        int (*run_a)(void) = a ? (int (*)(void))dlsym(a, "copy_run") : NULL;
+        if (run_a && later)
+            run_a();
+        void *b = run_a ? load_plugin(later ? "libcopy_c.so" : "libcopy_b.so") : NULL;
+        if (!b)
+            return 1;
+        if (!later)
+            run_a();
+        ((int (*)(void))dlsym(b, "copy_run"))();
+        run_a();
+        printf("done\n");
+        return 0;
     }
     if (argc > 1 && strcmp(argv[1], "reopen") == 0) {
         for (int round = 0; round < 3; round++) {
