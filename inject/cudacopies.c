@@ -354,9 +354,23 @@ static int gen_cb(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
+/* A fork while another thread held the pass lock must not leave the child
+ * without passes. */
+static void after_fork_child(void)
+{
+    pthread_mutex_init(&pass_lock, NULL);
+}
+
+static void init_once(void)
+{
+    pthread_atfork(NULL, NULL, after_fork_child);
+}
+
 void sp_copies_check(void)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
     int saved = errno;
+    pthread_once(&once, init_once);
     unsigned long long g[2] = {0, 0};
     dl_iterate_phdr(gen_cb, g);
     if ((g[0] != atomic_load(&done_adds) || g[1] != atomic_load(&done_subs)) &&
