@@ -27,6 +27,7 @@
 
 #include "../collectors/log.h"
 #include "elfobj.h"
+#include "funchook.h"
 #include "hook.h"
 
 #include <dlfcn.h>
@@ -333,6 +334,8 @@ static void pass(void)
     for (int k = 0; k < NPROBES; k++)
         two |= p.probes[k] >= 2;
     atomic_store(&multi, two);
+    if (two)   /* from now on every object loaded is looked at as it loads */
+        sp_fh_dlopen_watch();
     if (two && nm.n) {
         for (int i = 0; i < nm.n; i++)
             nm.real[i] = global_def(nm.name[i]) ? NULL : sp_real(nm.name[i]);

@@ -2,8 +2,8 @@
  * mechanism hooks a symbol (entry patch for the executable's own functions,
  * GOT patch for shared libraries' — see funchook.h), the hook records, the
  * trampoline pages and the thunk every trampoline calls, the dlopen
- * interposer that hooks objects loaded later (armed by a GOT hook, and at
- * activation so that cudacopies.c sees every object loaded), and the warning
+ * interposer that hooks objects loaded later (armed by a GOT hook, and once
+ * cudacopies.c has seen a second CUDA copy), and the warning
  * at exit when a marker never fired.
  *
  * The thunk is assembly because it must leave the hooked function's state

@@ -50,9 +50,10 @@ static void activate(void)
      * by default (SIGHUP) stays the marker's. */
     if (cfg)
         sp_exit_install((double)cfg->finalize_timeout_s);
-    /* Plugins with their own CUDA copy, loaded before now or later. */
+    /* Plugins with their own CUDA copy loaded before now (later ones are
+     * seen when they register kernels, and once a second copy is known, as
+     * every object loads: cudacopies.c). */
     sp_copies_check();
-    sp_fh_dlopen_watch();
     errno = saved;
 }
 

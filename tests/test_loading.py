@@ -81,7 +81,7 @@ def _copies(mode, other):
     got = [e["name"] for e in runtime_events(load(path))]
     assert got == COPY_CALLS * 2, got
     said = [l for l in on.sp_lines if "second CUDA library copy" in l]
-    assert len(said) == 1 and "copies/libcudart-b.so.13" in said[0] and f"libcopy_{other}.so" in said[0], on.sp_lines
+    assert len(said) == 1 and "copies/libcudart-b.so.13" in said[0] and "libcopy_b.so" in said[0], on.sp_lines
     return bare
 
 
@@ -95,8 +95,9 @@ def test_plugins_with_their_own_runtime_copies():
 
 
 def test_plugin_with_its_own_runtime_copy_loaded_after_activation():
-    """Plugin C registers nothing and is loaded after A's calls activated stepprof: its first call is
-    already its own runtime's."""
+    """Plugin C registers nothing and is loaded after A's calls activated stepprof and after B brought
+    the second copy in (and so made stepprof watch every load): its first call is already its own
+    runtime's. (Had C come first, nothing would have told stepprof: README, not covered.)"""
     bare = _copies(["late"], "c")
     assert {v for k, v in _results(bare) if not k.endswith("cudaFuncGetName")} == {"0"}, bare.stdout
 

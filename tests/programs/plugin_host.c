@@ -18,7 +18,9 @@
  *                            never one unloaded with a plugin closed before.
  *        plugin_host copies  dlopen libcopy_a.so and libcopy_b.so RTLD_LOCAL, each with its own copy of
  *                            the runtime (libcopyplugin.c), and run A, B, A. With `late`: run A, then
- *                            load libcopy_c.so (B's copy, no kernel registered) and run C, A.
+ *                            load libcopy_b.so (its kernel registered from its constructor: the second
+ *                            copy is known) and libcopy_c.so (B's copy, no kernel registered) and run
+ *                            C, A.
  *        plugin_host drv     dlopen libdrvblas.so (links libcuda.so.1, like cuBLAS) and run
  *                            drv_work("direct") in it: driver launches from a library the program did
  *                            not link.
@@ -88,6 +90,8 @@ int main(int argc, char **argv)
         int (*run_a)(void) = a ? (int (*)(void))dlsym(a, "copy_run") : NULL;
         if (run_a && later)
             run_a();
+        if (later && !load_plugin("libcopy_b.so"))
+            return 1;
         void *b = run_a ? load_plugin(later ? "libcopy_c.so" : "libcopy_b.so") : NULL;
         if (!b)
             return 1;
