@@ -64,6 +64,12 @@ def use_tmp(path):
 
 def main():
     signal.signal(signal.SIGALRM, on_alarm)
+    # Started in the background by a shell without job control (`cmd &` in a script), this process
+    # inherits SIGINT and SIGQUIT ignored, and so would every program the tests start: the tests that
+    # end one by SIGINT or SIGQUIT would see it ignored and wait for ever. The targets get the defaults.
+    for s in (signal.SIGINT, signal.SIGQUIT):
+        if signal.getsignal(s) == signal.SIG_IGN:
+            signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
     passed, failed, skipped, kept = [], [], [], []
     keep_failed = os.environ.get("SP_KEEP_FAILED", "") not in ("", "0")
     old_tmp = os.environ.get("TMPDIR")
