@@ -258,6 +258,36 @@ def test_record_function_around_the_step_leaves_stderr_alone():
     assert all(sum(c for (name, _), c in per[n].items() if name == "aten::addmm") == 1 for n in (2, 3, 4)), per
 
 
+def test_compiled_optimizer_step_leaves_stderr_alone():
+    # PyTorch's compiled-optimizer recipe: the step runs inside torch.compile'd code, whose C++
+    # "Torch-Compiled Region" scope is open when the step's hooks end a window. Switching the autograd
+    # profiler off there made torch print an internal assert (a 20-line C++ trace) at every window
+    # close; it now goes off as the caller resumes, after the scope.
+    code = ("import sys, torch\n"
+            "m = torch.nn.Linear(16, 16)\n"
+            "opt = torch.optim.Adam(m.parameters(), lr=1e-3)\n"
+            "@torch.compile\n"
+            "def opt_step():\n"
+            "    opt.step()\n"
+            "on = ''\n"
+            "for i in range(7):\n"
+            "    m(torch.randn(8, 16)).sum().backward()\n"
+            "    opt_step()\n"
+            "    opt.zero_grad()\n"
+            "    on += str(int(torch._C._autograd._profiler_enabled())) + ('t' if sys.gettrace() else '')\n"
+            "print(on)\n")
+    bare = run([sys.executable, "-c", code], preload=False, fake=False, timeout=300)
+    r = run([sys.executable, "-c", code], fake=False, env=SCHED, timeout=300)
+    assert bare.returncode == r.returncode == 0, r.stderr
+    assert bare.stdout == "0000000\n" and r.stdout == "1111000\n", (bare.stdout, r.stdout)
+    def plain(err):   # torch's own warnings, without their time and pid
+        return [re.sub(r"^W\d+ [\d:.]+ \d+ ", "W ", line) for line in err.splitlines()]
+    assert "INTERNAL ASSERT" not in r.stderr and plain(r.other_stderr) == plain(bare.stderr), r.stderr
+    trace = load(r.trace())
+    assert sorted(steps(trace)) == [2, 3, 4]
+    assert any(e["name"].startswith("Torch-Compiled Region") for e in trace["traceEvents"]), "compiled scopes drawn"
+
+
 def test_keyboard_interrupt_keeps_the_cycle_in_progress():
     # Ctrl-C: Python finalizes, then ends itself by SIGINT with the default action (no atexit, and
     # stepprof's signal handler is never installed over Python's): the cycle in progress is written

@@ -9,7 +9,8 @@
 # mode only while stepprof's window is warmup or record, so operators reach
 # the library as NVTX ranges (collectors/ops.c) and cost nothing outside
 # windows (it goes off once the program's record_functions that began with it
-# on have ended: torch asserts when one ends with it off). The autograd
+# on have ended: torch asserts when one ends with it off; inside code that
+# torch.compile made, once that code's caller resumes). The autograd
 # profiler is per thread: it is switched on and off on the thread that steps
 # the optimizer; when the whole run is one window, on the main thread only
 # (from import to exit). torch carries it into
@@ -180,6 +181,8 @@ class _State:
                 if tls.rf and not now:
                     tls.off_due = True
                     return
+                if not now and self.off_after_region():
+                    return
                 tls.off_due = False
                 self.ops_threads.discard(me)
                 if self.pystack:  # -1: the program's own profile function replaced ours; it stays
@@ -189,6 +192,35 @@ class _State:
             self.broken = True
             sys.stderr.write("stepprof: cannot switch PyTorch's autograd profiler (%s); operators are not "
                              "recorded from here on\n" % e)
+
+    def off_after_region(self):
+        """Inside code torch.compile made (a compiled optimizer step: the step's hooks run there), a
+        C++ "Torch-Compiled Region" scope that began with the autograd profiler on is open, and switching
+        it off there makes torch print an internal assert when the scope ends. Then the switch waits for
+        the first Python event of the frame that called the outermost compiled code, which comes after
+        the scope has ended: a trace function on that frame alone (as pdb attaches to a frame), unless
+        the program has its own. True when the switch was put off."""
+        utils = sys.modules.get("torch._dynamo.utils")
+        compiled = getattr(utils, "orig_code_map", None)
+        if compiled is None or sys.gettrace() is not None:
+            return False
+        outer, f = None, sys._getframe(1)
+        while f is not None:
+            if f.f_code in compiled:
+                outer = f
+            f = f.f_back
+        if outer is None or outer.f_back is None:
+            return False
+        caller = outer.f_back
+
+        def after(frame, event, arg):
+            sys.settrace(None)
+            caller.f_trace = None
+            self.apply(self.entry(_STATE))
+            return None
+        caller.f_trace = after
+        sys.settrace(lambda frame, event, arg: None)   # no other frame is traced
+        return True
 
     def at_exit(self):
         """Off on the main thread before the interpreter ends, or torch warns about a leaked callback."""
