@@ -189,15 +189,6 @@ static int name_index(const names_t *nm, const char *name)
     return -1;
 }
 
-static int in_self(const void *p)
-{
-    static Dl_info me;
-    Dl_info d;
-    if (!me.dli_fbase && !dladdr((const void *)in_self, &me))
-        return 0;
-    return p && dladdr(p, &d) && d.dli_fbase == me.dli_fbase;
-}
-
 /* What a name binds to in the global scope past stepprof, or NULL (the
  * error of a miss is not the program's). */
 static void *global_def(const char *name)
@@ -205,7 +196,7 @@ static void *global_def(const char *name)
     void *g = sp_glibc_dlsym()(RTLD_NEXT, name);
     if (!g)
         dlerror();
-    return g && !in_self(g) ? g : NULL;
+    return g && !sp_is_ours(g) ? g : NULL;
 }
 
 /* ---- one pass ----------------------------------------------------------- */

@@ -71,16 +71,6 @@ __attribute__((constructor(101))) static void find_main_handle(void)
     sp_dlsym_main = _r_debug.r_map;
 }
 
-/* Whether p is in stepprof's own object (one of its exported entries): its
- * mapped extent, from the ELF header to the end of its data, as the linker
- * placed them. */
-extern char __ehdr_start[] __attribute__((visibility("hidden")));
-extern char _end[] __attribute__((visibility("hidden")));
-static inline int is_ours(const void *p)
-{
-    return (const char *)p >= __ehdr_start && (const char *)p < _end;
-}
-
 /* Our interposer for `real`, which the caller got under `name`, or real. */
 static void *wrap(const char *name, void *real)
 {
@@ -142,7 +132,7 @@ static SP_NO_SANITIZE void *dlsym_bootstrap(void *handle, const char *name)
 static SP_NO_SANITIZE int real_outside(void *map, const char *name)
 {
     void *q = real_dlsym(map, name);
-    return q && !is_ours(q);
+    return q && !sp_is_ours(q);
 }
 
 /* A cu[A-Z]* name, or a cu* name asked of the global scope; RTLD_NEXT
@@ -159,7 +149,7 @@ SP_SLOW_ATTRS SP_NO_SANITIZE static void *sp_slow_dlsym(void *handle, const char
     if (handle == RTLD_NEXT)
         return real_dlsym(handle, name);
     void *caller = __builtin_return_address(0), *p = real_dlsym(handle, name);
-    if (p && !is_ours(p))
+    if (p && !sp_is_ours(p))
         return wrap(name, p);
     Dl_info info;
     void *map = NULL;

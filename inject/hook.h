@@ -36,6 +36,16 @@
  * NULL while none defines it. Callers never cache a NULL. */
 void *sp_real(const char *name);
 
+/* Whether p is in stepprof's own object (one of its exported entries): its
+ * mapped extent, from the ELF header to the end of its data, as the linker
+ * placed them. Two compares, no loader call. */
+extern char __ehdr_start[] __attribute__((visibility("hidden")));
+extern char _end[] __attribute__((visibility("hidden")));
+static inline int sp_is_ours(const void *p)
+{
+    return (const char *)p >= __ehdr_start && (const char *)p < _end;
+}
+
 /* What a call returns while no loaded library defines its function:
  * cudaErrorUnknown / CUDA_ERROR_UNKNOWN. */
 #define SP_MISSING_RESULT 999
