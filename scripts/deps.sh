@@ -4,7 +4,7 @@
 # apt-get line to run. The CUDA toolkit is not a Debian package here: it is
 # expected at $CUDA_HOME (default /usr/local/cuda).
 set -u
-PKGS="gcc make libc6-dev libyaml-dev zlib1g-dev libisal2 libisal-dev libcjson-dev libunwind-dev libcapstone4 python3 binutils chromium clang libclang-rt-dev openmpi-bin"
+PKGS="gcc make libc6-dev libyaml-dev zlib1g-dev libisal2 libisal-dev libcjson-dev libunwind-dev libcapstone4 python3 binutils chromium clang libclang-rt-dev openmpi-bin patchelf"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -3,7 +3,9 @@ CUDA from, and records the calls it can see. Real processes: plugin_host (no CUD
 libcudaplugin.so (links libcudart) with dlopen(RTLD_LOCAL), on the stand-in and on NVIDIA's real
 libcudart without a driver; each run is compared line by line with the same run without stepprof."""
 import os
+import shutil
 import subprocess
+import tempfile
 
 from harness import (CUDA_HOME, LIB, Skip, assert_valid, call_result, load, prog, run, runtime_events,
                      skip_under_sanitizer)
@@ -62,7 +64,7 @@ COPY_CALLS = ["cudaMalloc", "cudaLaunchKernel", "cudaMemcpy", "cudaDeviceSynchro
               "cudaFree"]
 
 
-def _copies(mode, other):
+def _copies(mode, other, host=None, fake=True):
     """plugin_host copies [late]: plugin A and plugin `other`, each linking its own runtime copy
     (libcudart.so.13 and libcudart-b.so.13, the stand-in under another soname, as auditwheel renames a
     wheel's), both loaded RTLD_LOCAL. Each plugin's calls, also those through dlsym(RTLD_DEFAULT), reach
@@ -70,10 +72,10 @@ def _copies(mode, other):
     warning names the other's copy and its user."""
     for name in ("libcopy_a.so", f"libcopy_{other}.so"):
         prog(name)
-    argv = [prog("plugin_host"), "copies"] + mode
-    bare = run(argv, preload=False)
+    argv = [host or prog("plugin_host"), "copies"] + mode
+    bare = run(argv, preload=False, fake=fake)
     assert bare.returncode == 0, bare.stderr
-    on = run(argv)
+    on = run(argv, fake=fake)
     assert on.returncode == 0, on.stderr
     assert on.stdout == bare.stdout, f"a plugin's calls reached another runtime:\n{on.stdout}\nvs\n{bare.stdout}"
     path = on.trace()
@@ -100,6 +102,35 @@ def test_plugin_with_its_own_runtime_copy_loaded_after_activation():
     runtime's. (Had C come first, nothing would have told stepprof: README, not covered.)"""
     bare = _copies(["late"], "c")
     assert {v for k, v in _results(bare) if not k.endswith("cudaFuncGetName")} == {"0"}, bare.stdout
+
+def _real_copies(mode, other):
+    """The same with NVIDIA's runtimes: A gets libcudart.so.13 from the toolkit, the other plugin a copy
+    of it renamed as auditwheel does (`patchelf --set-soname`), found through its RUNPATH $ORIGIN/copies;
+    plugin_host and the plugins are copied beside it. Without a driver every call returns 35 in either
+    copy, so what shows the calls' way is the trace: had the other plugin's calls gone through
+    stepprof's interposers (to A's copy), they would be recorded."""
+    _real_cudart()
+    d = tempfile.mkdtemp(prefix="sp-copies-")
+    os.makedirs(os.path.join(d, "copies"))
+    for name in ("plugin_host", "libcopy_a.so", f"libcopy_{other}.so") + (("libcopy_b.so",) if mode else ()):
+        shutil.copy2(prog(name), d)
+    b = os.path.join(d, "copies", "libcudart-b.so.13")
+    shutil.copy2(os.path.join(CUDA_HOME, "lib64", "libcudart.so.13"), b)
+    subprocess.run(["patchelf", "--set-soname", "libcudart-b.so.13", b], check=True)  # scripts/deps.sh
+    try:
+        bare = _copies(mode, other, host=os.path.join(d, "plugin_host"), fake=False)
+        assert {v for _, v in _results(bare)} == {"35 -", "35"}, bare.stdout
+    finally:
+        shutil.rmtree(d)
+
+
+def test_plugins_with_their_own_runtime_copies_real_cudart():
+    _real_copies([], "b")
+
+
+def test_plugin_with_its_own_runtime_copy_loaded_after_activation_real_cudart():
+    _real_copies(["late"], "c")
+
 
 def _late(fake, want):
     prog("libcudaplugin.so")
