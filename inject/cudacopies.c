@@ -29,6 +29,7 @@
 #include "elfobj.h"
 #include "funchook.h"
 #include "hook.h"
+#include "objtab.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -42,135 +43,44 @@ enum { NPROBES = sizeof probes / sizeof probes[0], MAX_NAMES = 1024, MAX_WARNED 
 static _Atomic unsigned long long done_adds = ~0ull, done_subs = ~0ull;
 static atomic_int multi; /* some probe has two definitions */
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
-static sp_elf_seen_t seen;             /* objects whose slots were handled (pass lock) */
 static uintptr_t warned[MAX_WARNED];   /* copies said (pass lock) */
 static int nwarned;
 
-/* ---- the loaded objects, read in one walk ------------------------------ */
+/* ---- the loaded objects ------------------------------------------------ */
 
+/* The table the passes and registrations share (pass lock held). */
+static sp_ot_t tab = {.probes = probes, .nprobes = NPROBES};
+
+typedef void (*with_fn)(sp_ot_t *t, void *arg);
 typedef struct {
-    struct dl_phdr_info info; /* a copy: the walk's own is gone after its callback */
-    sp_elf_obj_t o;
-    int ok;
-} ent_t;
-
-typedef struct {
-    ent_t *v;
-    size_t n, cap;
-    size_t ours;  /* index of libstepprof */
-    size_t *order; /* scratch: one object's scope */
-} objs_t;
-
-static int collect_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    objs_t *a = arg;
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? 2 * a->cap : 128;
-        ent_t *p = realloc(a->v, cap * sizeof *p);
-        if (!p)
-            return 1;
-        a->v = p;
-        a->cap = cap;
-    }
-    ent_t *e = &a->v[a->n];
-    memset(e, 0, sizeof *e);
-    memcpy(&e->info, info, size < sizeof e->info ? size : sizeof e->info);
-    e->ok = !sp_elf_is_vdso(info) && sp_elf_read(info, (int)a->n, &e->o) == 0;
-    if (sp_elf_is_ours(info))
-        a->ours = a->n;
-    a->n++;
-    return 0;
-}
-
-typedef void (*with_fn)(objs_t *a, void *arg);
-typedef struct {
+    sp_ot_t *t;
     with_fn fn;
     void *arg;
     int done;
 } under_t;
 
-/* Runs fn once over every loaded object, inside an outer walk so that none
- * can be unloaded meanwhile. */
+/* Runs fn once over t brought up to date, inside an outer walk so that no
+ * object can be unloaded meanwhile. */
 static int under_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-    (void)info, (void)size;
+    (void)size;
     under_t *u = arg;
     if (u->done++)
         return 1;
-    objs_t a = {.ours = (size_t)-1};
-    dl_iterate_phdr(collect_cb, &a);
-    a.order = malloc((a.n ? a.n : 1) * sizeof *a.order);
-    if (a.order && a.ours != (size_t)-1) {
-        for (size_t i = 0; i < a.n; i++)
-            a.v[i].o.info = &a.v[i].info;
-        u->fn(&a, u->arg);
-    }
-    free(a.order);
-    free(a.v);
+    if (sp_ot_refresh(u->t, info) == 0 && u->t->ours != SP_OT_NONE)
+        u->fn(u->t, u->arg);
     return 1;
 }
 
-static void with_objects(with_fn fn, void *arg)
+static void with_objects(sp_ot_t *t, with_fn fn, void *arg)
 {
-    under_t u = {fn, arg, 0};
+    under_t u = {t, fn, arg, 0};
     dl_iterate_phdr(under_cb, &u);
 }
 
-static int in_obj(const objs_t *a, size_t i, uintptr_t p)
+static int in_obj(const sp_ot_t *t, size_t i, uintptr_t p)
 {
-    return i < a->n && sp_elf_contains(&a->v[i].info, p);
-}
-
-static size_t obj_of(const objs_t *a, uintptr_t p)
-{
-    for (size_t i = 0; i < a->n; i++)
-        if (in_obj(a, i, p))
-            return i;
-    return (size_t)-1;
-}
-
-/* The loaded object glibc takes for a DT_NEEDED entry: matched by soname or
- * file name. */
-static size_t by_name(const objs_t *a, const char *need)
-{
-    for (size_t i = 0; i < a->n; i++) {
-        if (!a->v[i].ok || i == a->ours)
-            continue;
-        const char *so = sp_elf_soname(&a->v[i].o), *slash = strrchr(a->v[i].o.name, '/');
-        if ((so && strcmp(so, need) == 0) || strcmp(slash ? slash + 1 : a->v[i].o.name, need) == 0)
-            return i;
-    }
-    return (size_t)-1;
-}
-
-/* x and its dependencies, breadth first, into a->order; returns the count. */
-static size_t scope_of(objs_t *a, size_t x)
-{
-    size_t n = 0;
-    a->order[n++] = x;
-    for (size_t q = 0; q < n; q++) {
-        const char *need;
-        for (int i = 0; (need = sp_elf_needed(&a->v[a->order[q]].o, i)) != NULL; i++) {
-            size_t d = by_name(a, need), k = 0;
-            while (k < n && a->order[k] != d)
-                k++;
-            if (d != (size_t)-1 && k == n)
-                a->order[n++] = d;
-        }
-    }
-    return n;
-}
-
-static uintptr_t scope_def(const objs_t *a, size_t nscope, const char *name)
-{
-    for (size_t i = 0; i < nscope; i++) {
-        const ent_t *e = &a->v[a->order[i]];
-        const ElfW(Sym) *s;
-        if (e->ok && a->order[i] != a->ours && sp_elf_lookup(&e->o, name, &s, 1) &&
-            ELF64_ST_TYPE(s->st_info) == STT_FUNC)
-            return e->info.dlpi_addr + s->st_value;
-    }
-    return 0;
+    return i < t->n && sp_elf_contains(&t->v[i].info, p);
 }
 
 /* ---- the names whose slots may need redirecting ----------------------- */
@@ -202,11 +112,12 @@ static void *global_def(const char *name)
 /* ---- one pass ----------------------------------------------------------- */
 
 typedef struct {
-    objs_t *a;
+    sp_ot_t *a;
     size_t x;
     names_t *nm;
     int collect;     /* 1: gather names; 0: write slots */
     int unknown;     /* x has a slot for a name the first walk did not gather */
+    int answers;     /* x has a slot stepprof's export answers */
     size_t nscope;   /* x's scope, once computed (0: not yet) */
     const char *copy_of[MAX_WARNED], *copy_user[MAX_WARNED];
     uintptr_t copy_base[MAX_WARNED];
@@ -248,6 +159,7 @@ static void slot_cb(void *arg, const sp_elf_obj_t *o, uint32_t type, const ElfW(
     if (!name[0] || !ours_answers(p, o, type, s, v, name))
         return;
     int k = name_index(p->nm, name);
+    p->answers = 1;
     if (p->collect) {
         if (k < 0 && p->nm->n < MAX_NAMES && (p->nm->name[p->nm->n] = strdup(name)) != NULL)
             p->nm->n++;
@@ -257,44 +169,44 @@ static void slot_cb(void *arg, const sp_elf_obj_t *o, uint32_t type, const ElfW(
     if (k < 0 || !p->nm->real[k])
         return;
     if (!p->nscope)
-        p->nscope = scope_of(p->a, p->x);
-    uintptr_t bare = scope_def(p->a, p->nscope, name);
-    size_t copy = bare ? obj_of(p->a, bare) : (size_t)-1;
-    if (!bare || bare == (uintptr_t)p->nm->real[k] || copy == (size_t)-1)
+        p->nscope = sp_ot_scope(p->a, p->x);
+    uintptr_t bare = sp_ot_scope_def(p->a, p->nscope, name);
+    size_t copy = bare ? sp_ot_find(p->a, bare) : SP_OT_NONE;
+    if (!bare || bare == (uintptr_t)p->nm->real[k] || copy == SP_OT_NONE)
         return;
     if (sp_elf_write_slot(o->info, slot, bare) == 0)
         note_copy(p, copy, p->nm->real[k]);
 }
 
-static void pass_objects(objs_t *a, void *arg)
+/* Only the objects no pass has handled yet are read: after an unload the
+ * table is read again and every object is handled once more. */
+static void pass_objects(sp_ot_t *a, void *arg)
 {
     pass_t *p = arg;
     p->a = a;
     if (p->collect) {
-        for (size_t i = 0; i < a->n; i++)
-            for (int k = 0; k < NPROBES; k++) {
-                const ElfW(Sym) *s;
-                p->probes[k] += a->v[i].ok && i != a->ours && sp_elf_lookup(&a->v[i].o, probes[k], &s, 1);
-            }
         int two = 0;
         for (int k = 0; k < NPROBES; k++)
-            two |= p->probes[k] >= 2;
+            two |= (p->probes[k] = a->nprobe[k]) >= 2;
         if (!two)
             return;
     }
-    if (a->n && a->v[0].info.dlpi_subs != seen.subs) {
-        seen.subs = a->v[0].info.dlpi_subs;
-        seen.n = 0; /* an unloaded object's base may be reused by the next one */
-    }
     for (p->x = 0; p->x < a->n; p->x++) {
-        ent_t *e = &a->v[p->x];
-        if (!e->ok || sp_elf_never_patched(&e->info, e->o.name) || sp_elf_seen_has(&seen, &e->info))
+        sp_ot_ent_t *e = &a->v[p->x];
+        if (e->handled)
             continue;
+        if (!e->ok || sp_elf_never_patched(&e->info, e->o.name)) {
+            e->handled = 1;
+            continue;
+        }
         p->nscope = 0;
         p->unknown = 0;
+        p->answers = 0;
         sp_elf_each_slot(&e->o, slot_cb, p);
-        if (!p->collect && !p->unknown) /* loaded between the walks: handled by the next pass */
-            sp_elf_seen_add(&seen, &e->info);
+        /* loaded between the walks: handled by the next pass; none of its
+         * slots is ours: nothing for any pass to do */
+        if ((!p->collect && !p->unknown) || !p->answers)
+            e->handled = 1;
     }
 }
 
@@ -320,7 +232,7 @@ static void pass(void)
 {
     static names_t nm;
     pass_t p = {.nm = &nm, .collect = 1};
-    with_objects(pass_objects, &p);
+    with_objects(&tab, pass_objects, &p);
     int two = 0;
     for (int k = 0; k < NPROBES; k++)
         two |= p.probes[k] >= 2;
@@ -331,7 +243,7 @@ static void pass(void)
         for (int i = 0; i < nm.n; i++)
             nm.real[i] = global_def(nm.name[i]) ? NULL : sp_real(nm.name[i]);
         p.collect = 0;
-        with_objects(pass_objects, &p);
+        with_objects(&tab, pass_objects, &p);
         say(&p);
     }
     for (int i = 0; i < nm.n; i++)
@@ -379,18 +291,67 @@ void sp_copies_check(void)
 
 /* ---- one call ----------------------------------------------------------- */
 
+/* Registrations (~50k at start-up) ask for one name, from few objects: the
+ * answer is kept per object until the loaded objects change, and the global
+ * scope's for that generation (pass lock). */
+static const char memo_name[] = "__cudaRegisterFunction";
+static struct {
+    unsigned long long adds, subs;
+    int valid;
+    void *def;
+} memo_global;
+
 typedef struct {
     uintptr_t caller;
     const char *name;
+    int memo; /* name is memo_name, t is the shared table */
     uintptr_t bare;
+    unsigned long long adds, subs;
 } target_t;
 
-static void target_objects(objs_t *a, void *arg)
+static void target_objects(sp_ot_t *a, void *arg)
 {
     target_t *t = arg;
-    size_t x = obj_of(a, t->caller);
-    if (x != (size_t)-1 && x != a->ours)
-        t->bare = scope_def(a, scope_of(a, x), t->name);
+    t->adds = a->adds;
+    t->subs = a->subs;
+    size_t x = sp_ot_find(a, t->caller);
+    if (x == SP_OT_NONE || x == a->ours)
+        return;
+    sp_ot_ent_t *e = &a->v[x];
+    if (t->memo && e->memo_ver == a->ver) {
+        t->bare = e->memo;
+        return;
+    }
+    t->bare = sp_ot_scope_def(a, sp_ot_scope(a, x), t->name);
+    if (t->memo) {
+        e->memo = t->bare;
+        e->memo_ver = a->ver;
+    }
+}
+
+/* What the caller binds to in its own scope (t->bare) and in the global one
+ * (returned). Another thread's pass is not waited for: a table of our own. */
+static void *target_find(target_t *t)
+{
+    if (pthread_mutex_trylock(&pass_lock) != 0) {
+        sp_ot_t own = {.probes = probes, .nprobes = NPROBES};
+        t->memo = 0;
+        with_objects(&own, target_objects, t);
+        sp_ot_free(&own);
+        return global_def(t->name);
+    }
+    t->memo = strcmp(t->name, memo_name) == 0;
+    with_objects(&tab, target_objects, t);
+    void *g;
+    if (t->memo && memo_global.valid && memo_global.adds == t->adds && memo_global.subs == t->subs) {
+        g = memo_global.def;
+    } else {
+        g = global_def(t->name);
+        if (t->memo)
+            memo_global = (typeof(memo_global)){t->adds, t->subs, 1, g};
+    }
+    pthread_mutex_unlock(&pass_lock);
+    return g;
 }
 
 void *sp_copies_target(const void *caller, const char *name, void *fallback)
@@ -398,10 +359,11 @@ void *sp_copies_target(const void *caller, const char *name, void *fallback)
     if (!atomic_load(&multi) || !caller)
         return fallback;
     int saved = errno;
-    target_t t = {(uintptr_t)caller, name, 0};
-    if (!global_def(name))
-        with_objects(target_objects, &t);
-    void *to = t.bare && (void *)t.bare != sp_real(name) ? (void *)t.bare : fallback;
+    target_t t = {.caller = (uintptr_t)caller, .name = name};
+    void *g = target_find(&t);
+    /* sp_real only when the answer may differ from fallback (its lookup may walk every object) */
+    void *to = !g && t.bare && (void *)t.bare != fallback && (void *)t.bare != sp_real(name) ? (void *)t.bare
+                                                                                            : fallback;
     errno = saved;
     return to;
 }
