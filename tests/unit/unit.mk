@@ -8,7 +8,7 @@
 
 UNIT_OUT := $(BUILD)/unit
 UNIT_TESTS := $(UNIT_OUT)/test_config $(UNIT_OUT)/test_plan $(UNIT_OUT)/test_jsonw $(UNIT_OUT)/test_strings $(UNIT_OUT)/test_cupti_names $(UNIT_OUT)/test_kernels $(UNIT_OUT)/test_nvtx_glob $(UNIT_OUT)/test_radix $(UNIT_OUT)/test_events $(UNIT_OUT)/test_clock \
-              $(UNIT_OUT)/test_agg $(UNIT_OUT)/test_stacks
+              $(UNIT_OUT)/test_agg $(UNIT_OUT)/test_stacks $(UNIT_OUT)/test_objtab
 UNIT_LIBYAML := $(or $(LIBYAML_A),/usr/lib/x86_64-linux-gnu/libyaml.a)
 # test_config reads profiling.example.yaml from the repository root.
 UNIT_CFLAGS := $(CFLAGS_COMMON) -DSP_REPO_ROOT='"$(CURDIR)"'
@@ -34,6 +34,7 @@ $(UNIT_OUT)/test_stacks: collectors/stacks.c collectors/pystack.c collectors/pyn
                          collectors/stacks.h
 $(UNIT_OUT)/test_stacks: UNIT_CFLAGS += -DSP_STACKS_TEST
 $(UNIT_OUT)/test_nvtx_glob: inject/nvtx_glob.c
+$(UNIT_OUT)/test_objtab: inject/objtab.c inject/elfobj.c inject/objtab.h inject/elfobj.h
 $(UNIT_OUT)/test_radix: exporters/radix.c
 $(UNIT_OUT)/test_clock: collectors/clock.c collectors/clock.h
 $(UNIT_OUT)/test_agg: exporters/agg.c exporters/agg_strings.c exporters/agg_lanes.c exporters/agg_rows.c exporters/stacks_out.c \
