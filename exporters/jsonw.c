@@ -16,14 +16,18 @@
 #include <string.h>
 #include <unistd.h>
 
-void sp_jw_init(sp_jw_t *w, int fd, struct sp_gz *gz)
+void sp_jw_init(sp_jw_t *w, int fd, struct sp_gz *gz, uint64_t expect)
 {
+    size_t cap = expect / 128 < SP_JW_MAX_BUF ? (size_t)(expect / 128) : SP_JW_MAX_BUF;
+    cap = cap > SP_JW_MIN_BUF ? cap : SP_JW_MIN_BUF;
     w->fd = fd;
     w->gz = gz;
-    w->err = 0;
     w->n = 0;
     w->written = 0;
     w->synced = 0;
+    w->buf = malloc(cap);
+    w->cap = w->buf ? cap : 0;
+    w->err = w->buf ? 0 : ENOMEM;
 }
 
 int sp_jw_flush(sp_jw_t *w)
@@ -58,9 +62,9 @@ int sp_jw_flush(sp_jw_t *w)
 void sp_jw_raw_slow(sp_jw_t *w, const char *s, size_t len)
 {
     while (len) {
-        if (w->n == sizeof w->buf && sp_jw_flush(w) != 0)
+        if (w->n == w->cap && (sp_jw_flush(w) != 0 || !w->cap))
             return;
-        size_t room = sizeof w->buf - w->n;
+        size_t room = w->cap - w->n;
         size_t k = len < room ? len : room;
         memcpy(w->buf + w->n, s, k);
         w->n += k;
@@ -317,6 +321,9 @@ int sp_jw_finish(sp_jw_t *w)
         if (!w->err)
             w->err = e;
     }
+    free(w->buf);
+    w->buf = NULL;
+    w->cap = 0;
     return w->err ? -1 : 0;
 }
 

@@ -1,7 +1,8 @@
 /* exporters/jsonw.h — a streaming JSON writer onto a file descriptor: a
- * 256 KiB buffer, sticky error state, and string escaping that yields valid
- * JSON for any bytes (control characters escaped, invalid UTF-8 replaced by
- * U+FFFD). Traces reach millions of events, so nothing is built in memory. */
+ * buffer sized for the output (16-256 KiB), sticky error state, and string
+ * escaping that yields valid JSON for any bytes (control characters escaped,
+ * invalid UTF-8 replaced by U+FFFD). Traces reach millions of events, so
+ * nothing is built in memory. */
 #ifndef SP_JSONW_H
 #define SP_JSONW_H
 
@@ -17,16 +18,25 @@ typedef struct sp_jw {
     size_t n;
     uint64_t written; /* bytes handed to write(2) so far */
     uint64_t synced;  /* where the writeback was last started (writeback.h) */
-    char buf[256 * 1024];
+    char *buf;        /* cap bytes; freed by sp_jw_finish */
+    size_t cap;
 } sp_jw_t;
 
-void sp_jw_init(sp_jw_t *w, int fd, struct sp_gz *gz);
+#define SP_JW_MIN_BUF ((size_t)16 << 10)
+#define SP_JW_MAX_BUF ((size_t)256 << 10)
+
+/* A buffer of about expect/128 bytes, within SP_JW_MIN_BUF..SP_JW_MAX_BUF, for
+ * an output of about expect bytes: a trace of 10k events writes 2-3 MB and
+ * needs no 256 KiB buffer (it was a fixed 23 B/event of its export memory),
+ * while one of 100k events and up still writes 256 KiB per call. Out of
+ * memory: w->err is ENOMEM and every write fails as a failed write would. */
+void sp_jw_init(sp_jw_t *w, int fd, struct sp_gz *gz, uint64_t expect);
 void sp_jw_raw_slow(sp_jw_t *w, const char *s, size_t len);
 
 /* Appends len bytes: a memcpy while the buffer has room. */
 static inline void sp_jw_raw(sp_jw_t *w, const char *s, size_t len)
 {
-    if (__builtin_expect(len <= sizeof w->buf - w->n, 1)) {
+    if (__builtin_expect(len <= w->cap - w->n, 1)) {
         __builtin_memcpy(w->buf + w->n, s, len);
         w->n += len;
         return;
@@ -59,7 +69,8 @@ void sp_jw_us(sp_jw_t *w, int64_t ns);
  * printf itself for what is not finite or past 9e9). */
 void sp_jw_fix6(sp_jw_t *w, double v);
 int sp_jw_flush(sp_jw_t *w);
-/* Flush, and finish the gzip stream if any; 0 or -1 (w->err set). */
+/* Flush, finish the gzip stream if any, and free the buffer (nothing is
+ * written after it); 0 or -1 (w->err set). */
 int sp_jw_finish(sp_jw_t *w);
 
 #endif

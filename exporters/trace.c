@@ -178,7 +178,7 @@ static void dims_arg(sp_jw_t *w, dims_memo_t *m, const sp_event_t *e)
         sp_jw_raw(w, m->text, m->n);
         return;
     }
-    if (sizeof w->buf - w->n < sizeof m->text && sp_jw_flush(w) != 0)
+    if (w->cap - w->n < sizeof m->text && (sp_jw_flush(w) != 0 || w->cap < sizeof m->text))
         return;
     size_t at = w->n;
     SP_JW_LIT(w, ",\"grid\":");
@@ -453,7 +453,7 @@ int sp_trace_write(const sp_export_job_t *job, const char *stem, const sp_event_
             return -1;
         }
     }
-    sp_jw_init(w, f.fd, gz);
+    sp_jw_init(w, f.fd, gz, 256 * ((uint64_t)n + gpu->n));   /* about 250 bytes an event (README) */
     sp_ops_links_t *links = sp_ops_trace_link(ev, n);
     sp_py_trace_t *py = sp_py_trace_prepare(ev, n);
     ctx_t c = {w, (int)getpid(), base_ns, gpu, ev, links, py, calloc(1, sizeof(kname_cache_t)),

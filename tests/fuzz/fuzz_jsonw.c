@@ -123,7 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(str);
         return 0;
     }
-    sp_jw_init(&w, fd, NULL);
+    sp_jw_init(&w, fd, NULL, 0);
     sp_jw_str(&w, str, as_name);
     if (sp_jw_finish(&w) != 0)
         abort();

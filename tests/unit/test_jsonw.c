@@ -18,7 +18,7 @@ static size_t capture(void (*fn)(void), char *out, size_t cap)
     int fds[2];
     if (pipe(fds) != 0)
         return 0;
-    sp_jw_init(&w, fds[1], NULL);
+    sp_jw_init(&w, fds[1], NULL, 0);
     fn();
     sp_jw_finish(&w);
     close(fds[1]);
