@@ -30,13 +30,18 @@ typedef struct sp_intern {
     } memo[64];
 } intern_t;
 
+/* Text chunks start at ARENA_FIRST and double up to ARENA_CHUNK: a window
+ * with a few hundred names does not hold 256 KiB of recycled (resident)
+ * heap for them. */
+#define ARENA_FIRST (16u * 1024u)
 #define ARENA_CHUNK (256u * 1024u)
 #define STR_TOP_BYTES (((size_t)1 << (32 - SP_REP_STR_PAGE_BITS)) * sizeof(const char **))
 
 static char *arena_copy(intern_t *t, const char *s, size_t n)
 {
     if (!t->nchunks || t->chunk_used + n + 1 > t->chunk_cap) {
-        size_t cap = n + 1 > ARENA_CHUNK ? n + 1 : ARENA_CHUNK;
+        size_t want = t->nchunks < 4 ? ARENA_FIRST << t->nchunks : ARENA_CHUNK;
+        size_t cap = n + 1 > want ? n + 1 : want;
         char **nc = realloc(t->chunks, (t->nchunks + 1) * sizeof *nc);
         if (!nc)
             return NULL;
@@ -95,9 +100,15 @@ static sp_rep_str_t intern_hashed(sp_rep_set_t *s, intern_t *t, const char *str,
             return SLOT_ID(t->slot[j]) - 1;
     }
     const char **page = s->str[t->used >> SP_REP_STR_PAGE_BITS];
-    if (!page && !(page = s->str[t->used >> SP_REP_STR_PAGE_BITS] = calloc(SP_REP_STR_PAGE, sizeof *page))) {
-        s->oom = 1;
-        return 0;
+    if (!page) {
+        /* Mapped: its 128 KiB are touched as ids fill it, where calloc on
+         * a thread's heap clears (and makes resident) all of it at once. */
+        void *m = mmap(NULL, SP_REP_STR_PAGE * sizeof *page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            s->oom = 1;
+            return 0;
+        }
+        page = s->str[t->used >> SP_REP_STR_PAGE_BITS] = m;
     }
     char *copy = arena_copy(t, str, len);
     if (!copy) {
@@ -256,7 +267,7 @@ void sp_rep_strings_free(sp_rep_set_t *s)
         free(t);
     }
     for (size_t p = 0; s->str && p < ((size_t)1 << (32 - SP_REP_STR_PAGE_BITS)) && s->str[p]; p++)
-        free(s->str[p]);
+        munmap(s->str[p], SP_REP_STR_PAGE * sizeof *s->str[p]);
     if (s->str)
         munmap(s->str, STR_TOP_BYTES);
     s->strings = NULL;
