@@ -8,7 +8,11 @@
  * kernel once per launch: each distinct name is demangled once (a table by
  * content) and each stub or handle resolved once (tables by pointer, read
  * without the lock, forgotten when a stub is registered again under another
- * name), dladdr included. */
+ * name), dladdr included. What lives as long as the process (pretty names,
+ * resolved nodes) is carved from chunks that start small and double, and the
+ * tables an export fills start at the size the registered kernels need: a
+ * window that names 4096 kernels once held ~850 KiB for them, in a malloc
+ * block, a header and a table doubling per name. */
 #define _GNU_SOURCE
 #include "kernels.h"
 
@@ -89,6 +93,36 @@ static void put(table_t *t, const void *key, const void *val)
     s->val = val;
 }
 
+/* n bytes (8-aligned) that are never freed; caller holds lock. Chunks start
+ * at 4 KiB and double up to 64 KiB. NULL when out of memory. */
+static void *perm_alloc(size_t n)
+{
+    static char *at, *end;
+    static size_t next = 4096;
+    n = (n + 7) & ~(size_t)7;
+    if ((size_t)(end - at) < n) {
+        size_t c = n > next ? n : next;
+        char *b = malloc(c);
+        if (!b)
+            return NULL;
+        at = b;
+        end = b + c;
+        next = next < 65536 ? next * 2 : next;
+    }
+    void *p = at;
+    at += n;
+    return p;
+}
+
+/* A table of at least 2 * (used + 1) slots (a power of two, at least min). */
+static size_t cap_for(size_t used, size_t min)
+{
+    size_t c = min;
+    while (c < 2 * (used + 1))
+        c *= 2;
+    return c;
+}
+
 /* Pretty names by mangled name, never freed (callers keep the pointers). */
 typedef struct pretty {
     char *mangled;
@@ -157,7 +191,7 @@ static void rput(int which, const void *key, const pretty_t *val, uint64_t gen)
 {
     rtable_t *t = atomic_load_explicit(&resolved[which], memory_order_relaxed);
     if (!t || (t->used + 1) * 2 > t->cap) {
-        size_t cap = t ? t->cap * 2 : 256;
+        size_t cap = t ? t->cap * 2 : cap_for(which ? handles.used : names.used, 256);
         rtable_t *nt = calloc(1, sizeof *nt + cap * sizeof nt->slot[0]);
         if (!nt)
             return;
@@ -182,7 +216,7 @@ static void rput(int which, const void *key, const pretty_t *val, uint64_t gen)
         atomic_store_explicit(&old->gen, gen, memory_order_release);
         return;
     }
-    rnode_t *n = malloc(sizeof *n);
+    rnode_t *n = perm_alloc(sizeof *n);
     if (!n)
         return;
     *n = (rnode_t){key, val, gen, all_nodes};
@@ -312,7 +346,7 @@ static pretty_t *pretty_locked(const char *m)
 {
     uint64_t h = sp_hash_bytes(m, strlen(m));
     if ((pretty_used + 1) * 2 > pretty_cap) {
-        size_t ncap = pretty_cap ? pretty_cap * 2 : 1024;
+        size_t ncap = pretty_cap ? pretty_cap * 2 : cap_for(names.used, 1024);
         pretty_t **nt = calloc(ncap, sizeof *nt);
         if (!nt)
             return NULL;
@@ -332,21 +366,21 @@ static pretty_t *pretty_locked(const char *m)
     for (; pretty_tab[j]; j = (j + 1) & (pretty_cap - 1))
         if (pretty_tab[j]->hash == h && strcmp(pretty_tab[j]->mangled, m) == 0)
             return pretty_tab[j];
-    pretty_t *p = calloc(1, sizeof *p);
-    char *copy = p ? strdup(m) : NULL;
-    if (!copy) {
-        free(p);
+    /* The entry and its texts in one piece: the mangled name, then the
+     * demangled one (or the mangled one cut to 4095 bytes as the display). */
+    char *dm = demangle_now(m);
+    size_t ml = strlen(m), dl = dm ? strlen(dm) : (ml < 4095 ? ml : 4095);
+    pretty_t *p = perm_alloc(sizeof *p + ml + 1 + dl + 1);
+    if (!p) {
+        free(dm);
         return NULL;
     }
-    p->mangled = copy;
-    p->hash = h;
-    p->demangled = demangle_now(m);
-    p->display = p->demangled ? p->demangled : strndup(m, 4095);
-    if (!p->display) {
-        free(copy);
-        free(p);
-        return NULL;
-    }
+    char *copy = (char *)(p + 1), *shown = copy + ml + 1;
+    memcpy(copy, m, ml + 1);
+    memcpy(shown, dm ? dm : m, dl);
+    shown[dl] = 0;
+    *p = (pretty_t){copy, dm ? shown : NULL, shown, h};
+    free(dm);
     pretty_tab[j] = p;
     pretty_used++;
     return p;
