@@ -44,22 +44,72 @@ static sp_rep_str_t trace_name(sp_rep_set_t *s, const char *raw)
 
 /* Names by the address of their source string (kernel names, API names:
  * strings that live as long as the process), so a window of a million launches
- * hashes each distinct name once, not once per event. Direct-mapped, with
- * room for a few thousand kernels: a clash only costs an intern. */
+ * hashes each distinct name once, not once per event. Open addressing at most
+ * half full, doubling from 1024 slots: a fixed direct-mapped 16384 (192 KiB,
+ * cleared) was most of a small window's report memory. */
 typedef struct name_cache {
-    const char *src[16384];
-    sp_rep_str_t name[16384];
+    const char **src;
+    sp_rep_str_t *name;
+    size_t cap, used;
 } name_cache_t;
+
+static size_t name_slot(const name_cache_t *c, const char *raw)
+{
+    uint64_t h = (uint64_t)(uintptr_t)raw * 0x9e3779b97f4a7c15ull;
+    size_t j = (size_t)(h >> 32) & (c->cap - 1);
+    while (c->src[j] && c->src[j] != raw)
+        j = (j + 1) & (c->cap - 1);
+    return j;
+}
+
+/* Room for one more name; -1 when out of memory. */
+static int name_room(name_cache_t *c)
+{
+    if (c->cap && (c->used + 1) * 2 <= c->cap)
+        return 0;
+    name_cache_t g = {NULL, NULL, c->cap ? c->cap * 2 : 1024, c->used};
+    g.src = calloc(g.cap, sizeof *g.src);
+    g.name = malloc(g.cap * sizeof *g.name);
+    if (!g.src || !g.name) {
+        free(g.src);
+        free(g.name);
+        return -1;
+    }
+    for (size_t i = 0; i < c->cap; i++) {
+        if (c->src[i]) {
+            size_t j = name_slot(&g, c->src[i]);
+            g.src[j] = c->src[i];
+            g.name[j] = c->name[i];
+        }
+    }
+    free(c->src);
+    free(c->name);
+    *c = g;
+    return 0;
+}
+
+static void name_cache_free(name_cache_t *c)
+{
+    if (c) {
+        free(c->src);
+        free(c->name);
+        free(c);
+    }
+}
 
 static sp_rep_str_t cached_name(sp_rep_set_t *s, name_cache_t *c, const char *raw)
 {
-    uintptr_t h = (uintptr_t)raw;
-    h = (h ^ h >> 14 ^ h >> 28) & 16383;
-    if (c->src[h] != raw) {
-        c->name[h] = trace_name(s, raw);
-        c->src[h] = raw;
+    if (name_room(c) != 0) {
+        s->oom = 1;
+        return 0;
     }
-    return c->name[h];
+    size_t j = name_slot(c, raw);
+    if (!c->src[j]) {
+        c->name[j] = trace_name(s, raw);
+        c->src[j] = raw;
+        c->used++;
+    }
+    return c->name[j];
 }
 
 static void api_fields(sp_rep_set_t *s, sp_rep_event_t *r, sp_rep_detail_t *d, const sp_event_t *e)
@@ -398,7 +448,7 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
         pull(&a, best);
     }
 out:
-    free(a.c);
+    name_cache_free(a.c);
     free(a.api_names);
     free(a.stacks);
     sp_rep_idmap_free(&a.range_ids);
