@@ -33,6 +33,22 @@ static size_t capture(void (*fn)(void), char *out, size_t cap)
 
 static char long_arg[3001];
 
+/* 40 KB through the smallest buffer (sp_jw_init sizes it from the expected
+ * output: 0 gives SP_JW_MIN_BUF, 16 KiB): pieces that straddle its end, and
+ * one longer than it, arrive whole and in order. */
+static char big_out[50000];
+
+static void write_past_buffer(void)
+{
+    static char chunk[20000];
+    memset(chunk, 'x', sizeof chunk - 1);
+    for (int i = 0; i < 1000; i++)
+        sp_jw_printf(&w, "%d,", i % 10);
+    sp_jw_raw(&w, "|", 1);
+    sp_jw_raw(&w, chunk, sizeof chunk - 1);
+    sp_jw_puts(&w, "|end");
+}
+
 static void write_long(void)
 {
     sp_jw_printf(&w, "[%s]", long_arg);
@@ -129,6 +145,12 @@ int main(void)
     CHECK(strcmp(out, "\"void kernel_0001<float, 4>(float*, int)\"\"caf\xc3\xa9 \xe2\x82\xac\\u007f\"") == 0,
           "plain runs: %s", out);
     check_every_offset(out, sizeof out);
+    n = capture(write_past_buffer, big_out, sizeof big_out);
+    int in_order = n == 2000 + 1 + 19999 + 4 && big_out[1998] == '9' && big_out[2000] == '|' &&
+                   big_out[2001] == 'x' && big_out[2000 + 19999] == 'x' && strcmp(big_out + n - 4, "|end") == 0;
+    for (int i = 0; in_order && i < 1000; i++)
+        in_order = big_out[2 * i] == '0' + i % 10 && big_out[2 * i + 1] == ',';
+    CHECK(in_order, "past the buffer: %zu bytes", n);
     printf("test_jsonw: %d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
