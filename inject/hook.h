@@ -127,6 +127,18 @@ static inline sp_thread_t *sp_hook_enter_idle(void)
     return t;
 }
 
+/* A record's first four payload words (collectors/api.h says what each shape
+ * keeps there). */
+static inline void sp_fill4(sp_event_t *e, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3)
+{
+    e->a[0] = a0;
+    e->a[1] = a1;
+    e->a[2] = a2;
+    e->a[3] = a3;
+}
+
+#define SP_U64(x) ((uint64_t)(uintptr_t)(x))
+
 static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t0, uint64_t t1, int result,
                               uint32_t window)
 {
@@ -348,5 +360,19 @@ _Static_assert(offsetof(sp_thread_t, in_hook) == 16, "SP_ASM_OPEN's in_hook offs
     SP_ENTRY(sym, "\tmovl sp_ev_gate(%rip), %eax\n"                                 \
                   "\torl sp_mem_on(%rip), %eax\n"                                   \
                   "\tjnz sp_slow_" #sym "\n")
+
+/* The allocation and free interposers of the runtime and the driver (both
+ * return 0 for success): the memory collector gets the block (kind: enum
+ * sp_mem_kind, on the thread's device) and its record (shape ALLOC / FREE of
+ * collectors/api.h) the pointer *pp, bytes, a2 (flags or pitch) and stream s;
+ * a free's record the size the collector knew. */
+#define SP_OUT_PTR(pp) (r == 0 && (pp) ? SP_U64(*(pp)) : 0)
+#define SP_ALLOC_HOOK(ret, sym, params, call, pp, bytes, a2, s, kind)                           \
+    SP_INTERPOSE_MEM(ret, sym, params, call,                                                    \
+                     sp_mem_alloc(&mc, SP_OUT_PTR(pp), bytes, SP_U64(s), kind, sp_mem_device()), \
+                     SP_RECORD_API(sym, sp_fill4(e, SP_OUT_PTR(pp), bytes, a2, SP_U64(s))))
+#define SP_FREE_HOOK(ret, sym, params, call, ptr, s)                                            \
+    SP_INTERPOSE_MEM(ret, sym, params, call, mem_bytes = sp_mem_free(&mc, SP_U64(ptr), SP_U64(s)), \
+                     SP_RECORD_API(sym, sp_fill4(e, SP_U64(ptr), mem_bytes, 0, SP_U64(s))))
 
 #endif

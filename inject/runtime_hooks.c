@@ -56,21 +56,12 @@ static inline void fill_launch_ex(sp_event_t *e, const cudaLaunchConfig_t *c, co
         e->a[0] = (uint64_t)(uintptr_t)f;
 }
 
-static inline void fill4(sp_event_t *e, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3)
-{
-    e->a[0] = a0;
-    e->a[1] = a1;
-    e->a[2] = a2;
-    e->a[3] = a3;
-}
-
 static inline uint32_t peer_devices(int dst, int src)
 {
     return (uint32_t)(dst & 0xffff) | (uint32_t)(src & 0xffff) << 16;
 }
 
-#define P(x) ((uint64_t)(uintptr_t)(x))
-#define OUTP(pp) ((r) == cudaSuccess && (pp) ? P(*(pp)) : 0)
+#define P(x) SP_U64(x)
 
 #define LAUNCH_HOOKS(sym)                                                                         \
     SP_INTERPOSE_GATED(cudaError_t, sym, (const void *f, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s), \
@@ -93,25 +84,20 @@ LAUNCH_EX_HOOKS(cudaLaunchKernelExC)
 LAUNCH_EX_HOOKS(cudaLaunchKernelExC_ptsz)
 
 #define GRAPH_HOOKS(sym) \
-    SP_INTERPOSE(cudaError_t, sym, (cudaGraphExec_t g, cudaStream_t s), (g, s), fill4(e, P(g), 0, 0, P(s)))
+    SP_INTERPOSE(cudaError_t, sym, (cudaGraphExec_t g, cudaStream_t s), (g, s), sp_fill4(e, P(g), 0, 0, P(s)))
 GRAPH_HOOKS(cudaGraphLaunch)
 GRAPH_HOOKS(cudaGraphLaunch_ptsz)
 
 #define HOSTFN_HOOKS(sym)                                                                       \
     SP_INTERPOSE(cudaError_t, sym, (cudaStream_t s, cudaHostFn_t fn, void *ud), (s, fn, ud),   \
-                 fill4(e, P(fn), 0, 0, P(s)))
+                 sp_fill4(e, P(fn), 0, 0, P(s)))
 HOSTFN_HOOKS(cudaLaunchHostFunc)
 HOSTFN_HOOKS(cudaLaunchHostFunc_ptsz)
 
 /* Allocations and frees also feed the memory collector (profile_memory),
  * which hands back a free's size for the FREE record's a[1]. */
-#define ALLOC_HOOK(sym, params, call, pp, bytes, a2, s, kind)                                    \
-    SP_INTERPOSE_MEM(cudaError_t, sym, params, call,                                            \
-                     sp_mem_alloc(&mc, OUTP(pp), bytes, P(s), kind, sp_mem_device()),          \
-                     SP_RECORD_API(sym, fill4(e, OUTP(pp), bytes, a2, P(s))))
-#define FREE_HOOK(sym, params, call, ptr, s)                                                     \
-    SP_INTERPOSE_MEM(cudaError_t, sym, params, call, mem_bytes = sp_mem_free(&mc, P(ptr), P(s)), \
-                     SP_RECORD_API(sym, fill4(e, P(ptr), mem_bytes, 0, P(s))))
+#define ALLOC_HOOK(...) SP_ALLOC_HOOK(cudaError_t, __VA_ARGS__)
+#define FREE_HOOK(...) SP_FREE_HOOK(cudaError_t, __VA_ARGS__)
 #define PITCH (r == cudaSuccess && pitch ? *pitch : 0)
 
 ALLOC_HOOK(cudaMalloc, (void **p, size_t n), (p, n), p, n, 0, 0, SP_MEM_DEVICE)
@@ -133,51 +119,52 @@ FREE_ASYNC_HOOKS(cudaFreeAsync_ptsz)
 
 #define COPY_HOOKS(sym)                                                                         \
     SP_INTERPOSE(cudaError_t, sym, (void *d, const void *src, size_t n, enum cudaMemcpyKind k), (d, src, n, k), \
-                 (fill4(e, P(d), n, (uint64_t)k, 0), e->a[4] = P(src)))
+                 (sp_fill4(e, P(d), n, (uint64_t)k, 0), e->a[4] = P(src)))
 COPY_HOOKS(cudaMemcpy)
 COPY_HOOKS(cudaMemcpy_ptds)
 #define COPY_ASYNC_HOOKS(sym)                                                                   \
     SP_INTERPOSE(cudaError_t, sym, (void *d, const void *src, size_t n, enum cudaMemcpyKind k, cudaStream_t s), \
-                 (d, src, n, k, s), (fill4(e, P(d), n, (uint64_t)k, P(s)), e->a[4] = P(src)))
+                 (d, src, n, k, s), (sp_fill4(e, P(d), n, (uint64_t)k, P(s)), e->a[4] = P(src)))
 COPY_ASYNC_HOOKS(cudaMemcpyAsync)
 COPY_ASYNC_HOOKS(cudaMemcpyAsync_ptsz)
 #define COPY2D_HOOKS(sym)                                                                       \
     SP_INTERPOSE(cudaError_t, sym,                                                              \
                  (void *d, size_t dp, const void *src, size_t sp, size_t wd, size_t h, enum cudaMemcpyKind k), \
-                 (d, dp, src, sp, wd, h, k), (fill4(e, P(d), wd * h, (uint64_t)k, 0), e->a[4] = P(src)))
+                 (d, dp, src, sp, wd, h, k), (sp_fill4(e, P(d), wd * h, (uint64_t)k, 0), e->a[4] = P(src)))
 COPY2D_HOOKS(cudaMemcpy2D)
 COPY2D_HOOKS(cudaMemcpy2D_ptds)
 #define COPY2D_ASYNC_HOOKS(sym)                                                                 \
     SP_INTERPOSE(cudaError_t, sym,                                                              \
                  (void *d, size_t dp, const void *src, size_t sp, size_t wd, size_t h, enum cudaMemcpyKind k, \
                   cudaStream_t s),                                                              \
-                 (d, dp, src, sp, wd, h, k, s), (fill4(e, P(d), wd * h, (uint64_t)k, P(s)), e->a[4] = P(src)))
+                 (d, dp, src, sp, wd, h, k, s), (sp_fill4(e, P(d), wd * h, (uint64_t)k, P(s)), e->a[4] = P(src)))
 COPY2D_ASYNC_HOOKS(cudaMemcpy2DAsync)
 COPY2D_ASYNC_HOOKS(cudaMemcpy2DAsync_ptsz)
 SP_INTERPOSE(cudaError_t, cudaMemcpyPeer, (void *d, int dd, const void *src, int sd, size_t n), (d, dd, src, sd, n),
-             (fill4(e, P(d), n, SP_COPY_PEER, 0), e->a[4] = P(src), e->aux = peer_devices(dd, sd)))
+             (sp_fill4(e, P(d), n, SP_COPY_PEER, 0), e->a[4] = P(src), e->aux = peer_devices(dd, sd)))
 SP_INTERPOSE(cudaError_t, cudaMemcpyPeerAsync, (void *d, int dd, const void *src, int sd, size_t n, cudaStream_t s),
-             (d, dd, src, sd, n, s), (fill4(e, P(d), n, SP_COPY_PEER, P(s)), e->a[4] = P(src), e->aux = peer_devices(dd, sd)))
+             (d, dd, src, sd, n, s),
+             (sp_fill4(e, P(d), n, SP_COPY_PEER, P(s)), e->a[4] = P(src), e->aux = peer_devices(dd, sd)))
 
 #define SET_HOOKS(sym) \
-    SP_INTERPOSE(cudaError_t, sym, (void *p, int v, size_t n), (p, v, n), fill4(e, P(p), n, (uint64_t)v, 0))
+    SP_INTERPOSE(cudaError_t, sym, (void *p, int v, size_t n), (p, v, n), sp_fill4(e, P(p), n, (uint64_t)v, 0))
 SET_HOOKS(cudaMemset)
 SET_HOOKS(cudaMemset_ptds)
 #define SET_ASYNC_HOOKS(sym)                                                                    \
     SP_INTERPOSE(cudaError_t, sym, (void *p, int v, size_t n, cudaStream_t s), (p, v, n, s),   \
-                 fill4(e, P(p), n, (uint64_t)v, P(s)))
+                 sp_fill4(e, P(p), n, (uint64_t)v, P(s)))
 SET_ASYNC_HOOKS(cudaMemsetAsync)
 SET_ASYNC_HOOKS(cudaMemsetAsync_ptsz)
 
 SP_INTERPOSE(cudaError_t, cudaDeviceSynchronize, (void), (), (void)0)
 #define STREAM_SYNC_HOOKS(sym) \
-    SP_INTERPOSE(cudaError_t, sym, (cudaStream_t s), (s), fill4(e, 0, 0, 0, P(s)))
+    SP_INTERPOSE(cudaError_t, sym, (cudaStream_t s), (s), sp_fill4(e, 0, 0, 0, P(s)))
 STREAM_SYNC_HOOKS(cudaStreamSynchronize)
 STREAM_SYNC_HOOKS(cudaStreamSynchronize_ptsz)
-SP_INTERPOSE(cudaError_t, cudaEventSynchronize, (cudaEvent_t ev), (ev), fill4(e, P(ev), 0, 0, 0))
+SP_INTERPOSE(cudaError_t, cudaEventSynchronize, (cudaEvent_t ev), (ev), sp_fill4(e, P(ev), 0, 0, 0))
 #define WAIT_EVENT_HOOKS(sym)                                                                   \
     SP_INTERPOSE(cudaError_t, sym, (cudaStream_t s, cudaEvent_t ev, unsigned int fl), (s, ev, fl), \
-                 fill4(e, P(ev), 0, fl, P(s)))
+                 sp_fill4(e, P(ev), 0, fl, P(s)))
 WAIT_EVENT_HOOKS(cudaStreamWaitEvent)
 WAIT_EVENT_HOOKS(cudaStreamWaitEvent_ptsz)
 
