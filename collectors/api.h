@@ -18,7 +18,8 @@ enum sp_api_shape {
     SP_SHAPE_ALLOC,      /* a[0]=returned ptr a[1]=bytes a[2]=flags/pitch a[3]=stream */
     SP_SHAPE_FREE,       /* a[0]=ptr a[1]=bytes freed (profile_memory; 0 when unknown) a[3]=stream */
     SP_SHAPE_COPY,       /* a[0]=dst a[1]=bytes a[2]=kind (SP_COPY_PEER for peer) a[3]=stream a[4]=src
-                            aux=dst device|src device<<16 (peer) */
+                            aux=dst device|src device<<16 (peer; SP_PEER_UNKNOWN where
+                            the call names contexts, as the driver's do) */
     SP_SHAPE_SET,        /* a[0]=ptr a[1]=bytes a[2]=value a[3]=stream */
     SP_SHAPE_SYNC,       /* a[0]=event (if any) a[3]=stream */
     SP_SHAPE_PLAIN,      /* no payload */
@@ -26,6 +27,7 @@ enum sp_api_shape {
 
 /* Copy kind recorded for cudaMemcpyPeer*, which take no cudaMemcpyKind. */
 #define SP_COPY_PEER 100
+#define SP_PEER_UNKNOWN 0xffffffffu
 
 /* X(symbol, cbid, shape, takes a stream argument); the cbid is the one CUPTI records the call
  * with: __cudaLaunchKernel(_ptsz) as cudaLaunchKernel(_ptsz), seen on an H200 (CUDA 13.0) */
@@ -102,8 +104,50 @@ enum sp_api_shape {
     DRV(cuMemcpyHtoDAsync_v2_ptsz, 421, COPY, 1)                  \
     DRV(cuMemcpyDtoHAsync_v2, 279, COPY, 1)                       \
     DRV(cuMemcpyDtoHAsync_v2_ptsz, 422, COPY, 1)                  \
+    DRV(cuMemAllocHost_v2, 294, ALLOC, 0)                         \
+    DRV(cuMemHostAlloc, 39, ALLOC, 0)                             \
+    DRV(cuMemAllocManaged, 371, ALLOC, 0)                         \
+    DRV(cuMemAllocPitch_v2, 244, ALLOC, 0)                        \
+    DRV(cuMemAllocFromPoolAsync, 611, ALLOC, 1)                   \
+    DRV(cuMemAllocFromPoolAsync_ptsz, 612, ALLOC, 1)              \
+    DRV(cuMemFreeHost, 38, FREE, 0)                               \
+    DRV(cuMemcpy, 305, COPY, 0)                                   \
+    DRV(cuMemcpy_ptds, 408, COPY, 0)                              \
+    DRV(cuMemcpyAsync, 306, COPY, 1)                              \
+    DRV(cuMemcpyAsync_ptsz, 418, COPY, 1)                         \
+    DRV(cuMemcpyDtoD_v2, 280, COPY, 0)                            \
+    DRV(cuMemcpyDtoD_v2_ptds, 399, COPY, 0)                       \
+    DRV(cuMemcpyDtoDAsync_v2, 281, COPY, 1)                       \
+    DRV(cuMemcpyDtoDAsync_v2_ptsz, 423, COPY, 1)                  \
+    DRV(cuMemcpyPeer, 318, COPY, 0)                               \
+    DRV(cuMemcpyPeer_ptds, 409, COPY, 0)                          \
+    DRV(cuMemcpyPeerAsync, 319, COPY, 1)                          \
+    DRV(cuMemcpyPeerAsync_ptsz, 426, COPY, 1)                     \
+    DRV(cuMemcpy2D_v2, 287, COPY, 0)                              \
+    DRV(cuMemcpy2D_v2_ptds, 405, COPY, 0)                         \
+    DRV(cuMemcpy2DAsync_v2, 289, COPY, 1)                         \
+    DRV(cuMemcpy2DAsync_v2_ptsz, 424, COPY, 1)                    \
+    DRV(cuMemcpy3D_v2, 290, COPY, 0)                              \
+    DRV(cuMemcpy3D_v2_ptds, 407, COPY, 0)                         \
+    DRV(cuMemcpy3DAsync_v2, 291, COPY, 1)                         \
+    DRV(cuMemcpy3DAsync_v2_ptsz, 425, COPY, 1)                    \
     DRV(cuMemsetD8_v2, 249, SET, 0)                               \
     DRV(cuMemsetD8_v2_ptds, 411, SET, 0)                          \
+    DRV(cuMemsetD8Async, 216, SET, 1)                             \
+    DRV(cuMemsetD8Async_ptsz, 428, SET, 1)                        \
+    DRV(cuMemsetD16_v2, 250, SET, 0)                              \
+    DRV(cuMemsetD16_v2_ptds, 412, SET, 0)                         \
+    DRV(cuMemsetD16Async, 218, SET, 1)                            \
+    DRV(cuMemsetD16Async_ptsz, 429, SET, 1)                       \
+    DRV(cuMemsetD32_v2, 251, SET, 0)                              \
+    DRV(cuMemsetD32_v2_ptds, 413, SET, 0)                         \
+    DRV(cuMemsetD32Async, 220, SET, 1)                            \
+    DRV(cuMemsetD32Async_ptsz, 430, SET, 1)                       \
+    DRV(cuEventSynchronize, 121, SYNC, 0)                         \
+    DRV(cuStreamWaitEvent, 295, SYNC, 1)                          \
+    DRV(cuStreamWaitEvent_ptsz, 436, SYNC, 1)                     \
+    DRV(cuLaunchHostFunc, 527, HOSTFN, 1)                         \
+    DRV(cuLaunchHostFunc_ptsz, 528, HOSTFN, 1)                    \
     DRV(cuStreamSynchronize, 126, SYNC, 1)                        \
     DRV(cuStreamSynchronize_ptsz, 440, SYNC, 1)                   \
     DRV(cuCtxSynchronize, 17, SYNC, 0)

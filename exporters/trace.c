@@ -210,7 +210,7 @@ static void api_args(sp_jw_t *w, kname_cache_t *kn, dims_memo_t *dm, const sp_ev
     case SP_SHAPE_ALLOC:
         SP_JW_KU(w, ",\"bytes\":", e->a[1]);
         SP_JW_KU(w, ",\"ptr\":", e->a[0]);
-        if (e->name == SP_API_cudaMallocPitch)
+        if (e->name == SP_API_cudaMallocPitch || e->name == SP_API_cuMemAllocPitch_v2)
             SP_JW_KU(w, ",\"pitch\":", e->a[2]);
         else if (e->a[2])
             SP_JW_KU(w, ",\"flags\":", e->a[2]);
@@ -226,7 +226,7 @@ static void api_args(sp_jw_t *w, kname_cache_t *kn, dims_memo_t *dm, const sp_ev
         sp_jw_puts(w, sp_api_copy_kind_name(e->a[2]));
         SP_JW_KU(w, "\",\"dst\":", e->a[0]);
         SP_JW_KU(w, ",\"src\":", e->a[4]);
-        if (e->a[2] == SP_COPY_PEER) {
+        if (e->a[2] == SP_COPY_PEER && e->aux != SP_PEER_UNKNOWN) {
             SP_JW_KU(w, ",\"dstDevice\":", e->aux & 0xffffu);
             SP_JW_KU(w, ",\"srcDevice\":", e->aux >> 16);
         }

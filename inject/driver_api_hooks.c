@@ -1,7 +1,7 @@
-/* inject/driver_api_hooks.c — the CUDA driver API interposers beside the
- * allocation ones of driver_hooks.c: launches (cuLaunchKernel, Ex,
- * Cooperative, cuGraphLaunch), copies, sets and synchronization, each with
- * its per-thread-default-stream twin (_ptsz / _ptds), one row each in
+/* inject/driver_api_hooks.c — the CUDA driver API launch interposers (beside
+ * the allocation ones of driver_hooks.c and the copies, sets, waits and host
+ * functions of driver_copy_hooks.c): cuLaunchKernel, Ex, Cooperative,
+ * cuGraphLaunch, each with its per-thread-default-stream twin, one row each in
  * collectors/api.h's SP_DRIVER_API_LIST, written as cuda_driver events. A
  * launched CUfunction is named once through cuFuncGetName (the registry keeps
  * the name), so the exporter names its kernel like a runtime launch's. A
@@ -15,7 +15,7 @@
 #include "hook.h"
 #include "markers.h"
 
-#define P(x) ((uint64_t)(uintptr_t)(x))
+#define P(x) SP_U64(x)
 
 typedef CUresult (*func_name_fn)(const char **, CUfunction);
 
@@ -72,14 +72,6 @@ static inline void fill_drv_launch(sp_event_t *e, CUfunction f, unsigned gx, uns
     e->aux = shm;
 }
 
-static inline void fill4(sp_event_t *e, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3)
-{
-    e->a[0] = a0;
-    e->a[1] = a1;
-    e->a[2] = a2;
-    e->a[3] = a3;
-}
-
 /* Each entry point with its per-thread-default-stream twin (_ptsz / _ptds:
  * what a program built with CUDA_API_PER_THREAD_DEFAULT_STREAM calls, and
  * what cuGetProcAddress hands out with the per-thread flag), recorded alike
@@ -109,36 +101,6 @@ COOP_HOOKS(cuLaunchCooperativeKernel_ptsz)
 LAUNCH_EX_HOOKS(cuLaunchKernelEx)
 LAUNCH_EX_HOOKS(cuLaunchKernelEx_ptsz)
 #define GRAPH_HOOKS(sym) \
-    SP_INTERPOSE(CUresult, sym, (CUgraphExec g, CUstream s), (g, s), fill4(e, P(g), 0, 0, P(s)))
+    SP_INTERPOSE(CUresult, sym, (CUgraphExec g, CUstream s), (g, s), sp_fill4(e, P(g), 0, 0, P(s)))
 GRAPH_HOOKS(cuGraphLaunch)
 GRAPH_HOOKS(cuGraphLaunch_ptsz)
-
-/* Copy kinds as collectors/api.h's COPY shape records them (cudaMemcpyKind). */
-enum { H2D = 1, D2H = 2 };
-#define HTOD_HOOKS(sym)                                                                           \
-    SP_INTERPOSE(CUresult, sym, (CUdeviceptr d, const void *h, size_t n), (d, h, n),             \
-                 (fill4(e, d, n, H2D, 0), e->a[4] = P(h)))
-HTOD_HOOKS(cuMemcpyHtoD_v2)
-HTOD_HOOKS(cuMemcpyHtoD_v2_ptds)
-#define DTOH_HOOKS(sym)                                                                           \
-    SP_INTERPOSE(CUresult, sym, (void *h, CUdeviceptr d, size_t n), (h, d, n), (fill4(e, P(h), n, D2H, 0), e->a[4] = d))
-DTOH_HOOKS(cuMemcpyDtoH_v2)
-DTOH_HOOKS(cuMemcpyDtoH_v2_ptds)
-#define HTOD_ASYNC_HOOKS(sym)                                                                     \
-    SP_INTERPOSE(CUresult, sym, (CUdeviceptr d, const void *h, size_t n, CUstream s), (d, h, n, s), \
-                 (fill4(e, d, n, H2D, P(s)), e->a[4] = P(h)))
-HTOD_ASYNC_HOOKS(cuMemcpyHtoDAsync_v2)
-HTOD_ASYNC_HOOKS(cuMemcpyHtoDAsync_v2_ptsz)
-#define DTOH_ASYNC_HOOKS(sym)                                                                     \
-    SP_INTERPOSE(CUresult, sym, (void *h, CUdeviceptr d, size_t n, CUstream s), (h, d, n, s),    \
-                 (fill4(e, P(h), n, D2H, P(s)), e->a[4] = d))
-DTOH_ASYNC_HOOKS(cuMemcpyDtoHAsync_v2)
-DTOH_ASYNC_HOOKS(cuMemcpyDtoHAsync_v2_ptsz)
-#define SET_HOOKS(sym) \
-    SP_INTERPOSE(CUresult, sym, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n), fill4(e, d, n, v, 0))
-SET_HOOKS(cuMemsetD8_v2)
-SET_HOOKS(cuMemsetD8_v2_ptds)
-#define STREAM_SYNC_HOOKS(sym) SP_INTERPOSE(CUresult, sym, (CUstream s), (s), fill4(e, 0, 0, 0, P(s)))
-STREAM_SYNC_HOOKS(cuStreamSynchronize)
-STREAM_SYNC_HOOKS(cuStreamSynchronize_ptsz)
-SP_INTERPOSE(CUresult, cuCtxSynchronize, (void), (), (void)0)

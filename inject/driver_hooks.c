@@ -1,6 +1,9 @@
 /* inject/driver_hooks.c — the CUDA driver API allocation interposers, for
  * profile_memory only: cuMemAlloc_v2 / cuMemFree_v2, the stream-ordered
- * cuMemAllocAsync / cuMemFreeAsync (and their _ptsz twins), and the virtual
+ * cuMemAllocAsync / cuMemAllocFromPoolAsync / cuMemFreeAsync (and their
+ * _ptsz twins), cuMemAllocPitch_v2, cuMemAllocManaged, the pinned host
+ * memory of cuMemAllocHost_v2 / cuMemHostAlloc / cuMemFreeHost (kinds as
+ * their runtime equivalents: device, managed, pinned), and the virtual
  * memory calls behind PyTorch's expandable segments: cuMemCreate /
  * cuMemRelease (physical memory, counted by handle) and cuMemMap /
  * cuMemUnmap (virtual ranges, tracked but not counted again). They reach
@@ -14,23 +17,33 @@
 #include "driver_twins.h"
 #include "hook.h"
 
-#define P(x) ((uint64_t)(uintptr_t)(x))
 #define OUT(pp) (r == CUDA_SUCCESS && (pp) ? (uint64_t)*(pp) : 0)
 
-#define DRV_ALLOC_HOOK(sym, params, call, pp, bytes, s)                                          \
-    SP_INTERPOSE_MEM(CUresult, sym, params, call,                                                \
-                     sp_mem_alloc(&mc, OUT(pp), bytes, P(s), SP_MEM_DEVICE, sp_mem_device()),   \
-                     SP_RECORD_API(sym, (e->a[0] = OUT(pp), e->a[1] = bytes, e->a[3] = P(s))))
-#define DRV_FREE_HOOK(sym, params, call, ptr, s)                                                    \
-    SP_INTERPOSE_MEM(CUresult, sym, params, call, mem_bytes = sp_mem_free(&mc, (uint64_t)(ptr), P(s)), \
-                     SP_RECORD_API(sym, (e->a[0] = (uint64_t)(ptr), e->a[1] = mem_bytes, e->a[3] = P(s))))
+#define DRV_ALLOC_HOOK(...) SP_ALLOC_HOOK(CUresult, __VA_ARGS__)
+#define DRV_FREE_HOOK(...) SP_FREE_HOOK(CUresult, __VA_ARGS__)
 
-DRV_ALLOC_HOOK(cuMemAlloc_v2, (CUdeviceptr * p, size_t n), (p, n), p, n, 0)
-DRV_ALLOC_HOOK(cuMemAllocAsync, (CUdeviceptr * p, size_t n, CUstream s), (p, n, s), p, n, s)
-DRV_ALLOC_HOOK(cuMemAllocAsync_ptsz, (CUdeviceptr * p, size_t n, CUstream s), (p, n, s), p, n, s)
+DRV_ALLOC_HOOK(cuMemAlloc_v2, (CUdeviceptr * p, size_t n), (p, n), p, n, 0, 0, SP_MEM_DEVICE)
+#define ALLOC_ASYNC_HOOKS(sym) \
+    DRV_ALLOC_HOOK(sym, (CUdeviceptr * p, size_t n, CUstream s), (p, n, s), p, n, 0, s, SP_MEM_DEVICE)
+ALLOC_ASYNC_HOOKS(cuMemAllocAsync)
+ALLOC_ASYNC_HOOKS(cuMemAllocAsync_ptsz)
+#define ALLOC_POOL_HOOKS(sym)                                                                        \
+    DRV_ALLOC_HOOK(sym, (CUdeviceptr * p, size_t n, CUmemoryPool pool, CUstream s), (p, n, pool, s), p, n, 0, s, \
+                   SP_MEM_DEVICE)
+ALLOC_POOL_HOOKS(cuMemAllocFromPoolAsync)
+ALLOC_POOL_HOOKS(cuMemAllocFromPoolAsync_ptsz)
+#define PITCH (r == CUDA_SUCCESS && pitch ? *pitch : 0)
+DRV_ALLOC_HOOK(cuMemAllocPitch_v2, (CUdeviceptr * p, size_t *pitch, size_t wd, size_t h, unsigned int elem),
+               (p, pitch, wd, h, elem), p, (PITCH ? PITCH : wd) * h, PITCH, 0, SP_MEM_DEVICE)
+DRV_ALLOC_HOOK(cuMemAllocManaged, (CUdeviceptr * p, size_t n, unsigned int fl), (p, n, fl), p, n, fl, 0,
+               SP_MEM_MANAGED)
+DRV_ALLOC_HOOK(cuMemAllocHost_v2, (void **p, size_t n), (p, n), p, n, 0, 0, SP_MEM_PINNED)
+DRV_ALLOC_HOOK(cuMemHostAlloc, (void **p, size_t n, unsigned int fl), (p, n, fl), p, n, fl, 0, SP_MEM_PINNED)
 DRV_FREE_HOOK(cuMemFree_v2, (CUdeviceptr p), (p), p, 0)
-DRV_FREE_HOOK(cuMemFreeAsync, (CUdeviceptr p, CUstream s), (p, s), p, s)
-DRV_FREE_HOOK(cuMemFreeAsync_ptsz, (CUdeviceptr p, CUstream s), (p, s), p, s)
+DRV_FREE_HOOK(cuMemFreeHost, (void *p), (p), p, 0)
+#define FREE_ASYNC_HOOKS(sym) DRV_FREE_HOOK(sym, (CUdeviceptr p, CUstream s), (p, s), p, s)
+FREE_ASYNC_HOOKS(cuMemFreeAsync)
+FREE_ASYNC_HOOKS(cuMemFreeAsync_ptsz)
 
 static int on_host(const CUmemAllocationProp *prop)
 {

@@ -42,7 +42,16 @@ static const wrap_t wraps[] = {
     W(cuMemcpyDtoH_v2_ptds), W(cuMemcpyHtoDAsync_v2), W(cuMemcpyHtoDAsync_v2_ptsz), W(cuMemcpyDtoHAsync_v2),
     W(cuMemcpyDtoHAsync_v2_ptsz), W(cuMemsetD8_v2), W(cuMemsetD8_v2_ptds), W(cuStreamSynchronize),
     W(cuStreamSynchronize_ptsz), W(cuCtxSynchronize), W(cuModuleGetFunction), W(cuMemCreate), W(cuMemRelease),
-    W(cuMemMap), W(cuMemUnmap),
+    W(cuMemMap), W(cuMemUnmap), W(cuMemAllocHost_v2), W(cuMemHostAlloc), W(cuMemFreeHost), W(cuMemAllocManaged),
+    W(cuMemAllocPitch_v2), W(cuMemAllocFromPoolAsync), W(cuMemAllocFromPoolAsync_ptsz), W(cuMemcpy),
+    W(cuMemcpy_ptds), W(cuMemcpyAsync), W(cuMemcpyAsync_ptsz), W(cuMemcpyDtoD_v2), W(cuMemcpyDtoD_v2_ptds),
+    W(cuMemcpyDtoDAsync_v2), W(cuMemcpyDtoDAsync_v2_ptsz), W(cuMemcpyPeer), W(cuMemcpyPeer_ptds),
+    W(cuMemcpyPeerAsync), W(cuMemcpyPeerAsync_ptsz), W(cuMemcpy2D_v2), W(cuMemcpy2D_v2_ptds), W(cuMemcpy2DAsync_v2),
+    W(cuMemcpy2DAsync_v2_ptsz), W(cuMemcpy3D_v2), W(cuMemcpy3D_v2_ptds), W(cuMemcpy3DAsync_v2),
+    W(cuMemcpy3DAsync_v2_ptsz), W(cuMemsetD8Async), W(cuMemsetD8Async_ptsz), W(cuMemsetD16_v2),
+    W(cuMemsetD16_v2_ptds), W(cuMemsetD16Async), W(cuMemsetD16Async_ptsz), W(cuMemsetD32_v2), W(cuMemsetD32_v2_ptds),
+    W(cuMemsetD32Async), W(cuMemsetD32Async_ptsz), W(cuStreamWaitEvent), W(cuStreamWaitEvent_ptsz),
+    W(cuLaunchHostFunc), W(cuLaunchHostFunc_ptsz), W(cuEventSynchronize),
 };
 #define NWRAPS (sizeof wraps / sizeof wraps[0])
 static void *reals[NWRAPS];
