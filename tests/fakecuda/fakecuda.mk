@@ -95,9 +95,10 @@ fakecupti-check: $(FAKECUPTI_LIB) $(FAKECUPTI_INJECT) $(FAKECUPTI_SELFTEST)
 fakecuda: $(FAKECUDA_LIB) $(FAKECUDA_OUT)/libcudart.so $(FAKECUPTI_LIB)
 
 # ---- libcuda.so.1: the driver stand-in over the runtime stand-in (fakedriver.c; loads it at run time) ----
-$(FAKEDRIVER_LIB): $(FAKECUDA_DIR)/fakedriver.c $(FAKECUDA_DIR)/fakecuda.h
+FAKEDRIVER_SRCS := $(wildcard $(FAKECUDA_DIR)/fakedriver*.c)
+$(FAKEDRIVER_LIB): $(FAKEDRIVER_SRCS) $(FAKECUDA_DIR)/fakedriver_int.h $(FAKECUDA_DIR)/fakecuda.h
 	@mkdir -p $(@D)
-	$(CC) $(FAKECUDA_CFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,-z,defs -o $@ $< -ldl -lpthread
+	$(CC) $(FAKECUDA_CFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,-z,defs -o $@ $(FAKEDRIVER_SRCS) -ldl -lpthread
 	ln -sf libcuda.so.1 $(FAKECUDA_OUT)/libcuda.so
 fakecuda: $(FAKEDRIVER_LIB)
 

@@ -25,18 +25,24 @@ static cudaError_t copy2d(const char *api, cudaStream_t hs, bool pt, bool sync, 
   return r;
 }
 
-static cudaError_t set2d(const char *api, cudaStream_t hs, bool pt, bool sync, void *dst, size_t pitch, int value,
-                         size_t width, size_t height) {
+/* Rows of `width` bytes set to `value`, an element of `elem` bytes (0: 1, as cudaMemset). */
+static cudaError_t set_elems(const char *api, cudaStream_t hs, bool pt, bool sync, void *dst, size_t pitch,
+                             int value, unsigned elem, size_t width, size_t height) {
   if (width == 0 || height == 0) return cudaSuccess;
   if (!dst) return cudaErrorInvalidValue;
   if (pitch < width) return cudaErrorInvalidPitchValue;
   struct fc_work w = {.kind = FAKECUDA_OP_MEMSET, .dst = dst, .width = width, .height = height, .dpitch = pitch,
-                      .value = value};
+                      .value = value, .elem = elem};
   struct CUstream_st *s = fc_stream(hs, pt);
   uint64_t end;
   cudaError_t r = fc_submit(api, hs, s, &w, &end);
   if (r == cudaSuccess && sync && !s->capture) fc_wait_until(end);
   return r;
+}
+
+static cudaError_t set2d(const char *api, cudaStream_t hs, bool pt, bool sync, void *dst, size_t pitch, int value,
+                         size_t width, size_t height) {
+  return set_elems(api, hs, pt, sync, dst, pitch, value, 0, width, height);
 }
 
 #define COPY1D(sync, dst, src, n, kind, stream) \
@@ -60,20 +66,36 @@ FC_API_TWINS(cudaMemcpy2DAsync, _ptsz,
               enum cudaMemcpyKind kind, cudaStream_t stream),
              copy2d(__func__, stream, per_thread, false, dst, dpitch, src, spitch, width, height, kind))
 
-static cudaError_t peer_copy(const char *api, cudaStream_t hs, bool sync, void *dst, int dst_dev, const void *src,
-                             int src_dev, size_t count) {
+static cudaError_t peer_copy(const char *api, cudaStream_t hs, bool pt, bool sync, void *dst, int dst_dev,
+                             const void *src, int src_dev, size_t count) {
   if (dst_dev < 0 || dst_dev >= fc_cfg.ndev || src_dev < 0 || src_dev >= fc_cfg.ndev) return cudaErrorInvalidDevice;
   peer_src = src_dev + 1, peer_dst = dst_dev + 1;
-  cudaError_t r = copy2d(api, hs, false, sync, dst, count, src, count, count, 1, cudaMemcpyDeviceToDevice);
+  cudaError_t r = copy2d(api, hs, pt, sync, dst, count, src, count, count, 1, cudaMemcpyDeviceToDevice);
   peer_src = peer_dst = 0;
   return r;
 }
 
 FC_API(cudaMemcpyPeer, (void *dst, int dstDevice, const void *src, int srcDevice, size_t count),
-       peer_copy(__func__, NULL, true, dst, dstDevice, src, srcDevice, count))
+       peer_copy(__func__, NULL, false, true, dst, dstDevice, src, srcDevice, count))
 FC_API(cudaMemcpyPeerAsync,
        (void *dst, int dstDevice, const void *src, int srcDevice, size_t count, cudaStream_t stream),
-       peer_copy(__func__, stream, false, dst, dstDevice, src, srcDevice, count))
+       peer_copy(__func__, stream, false, false, dst, dstDevice, src, srcDevice, count))
+
+/* For the driver stand-in only (fakedriver_xfer.c), which runs each driver call on one runtime entry
+ * point: what NVIDIA's runtime has no call for. The peer copies' per-thread twins (cuMemcpyPeer_ptds,
+ * cuMemcpyPeerAsync_ptsz) and cuMemsetD16/D32 and the 2D sets' elements of `elem` bytes. */
+FC_API_TWINS(fakecuda_memcpyPeer, _ptds, (void *dst, int dstDevice, const void *src, int srcDevice, size_t count),
+             peer_copy(__func__, NULL, per_thread, true, dst, dstDevice, src, srcDevice, count))
+FC_API_TWINS(fakecuda_memcpyPeerAsync, _ptsz,
+             (void *dst, int dstDevice, const void *src, int srcDevice, size_t count, cudaStream_t stream),
+             peer_copy(__func__, stream, per_thread, false, dst, dstDevice, src, srcDevice, count))
+FC_API_TWINS(fakecuda_memsetD, _ptds,
+             (void *dst, size_t pitch, unsigned value, unsigned elem, size_t width, size_t height),
+             set_elems(__func__, NULL, per_thread, true, dst, pitch, (int)value, elem, width * elem, height))
+FC_API_TWINS(fakecuda_memsetDAsync, _ptsz,
+             (void *dst, size_t pitch, unsigned value, unsigned elem, size_t width, size_t height,
+              cudaStream_t stream),
+             set_elems(__func__, stream, per_thread, false, dst, pitch, (int)value, elem, width * elem, height))
 
 FC_API_TWINS(cudaMemset, _ptds, (void *devPtr, int value, size_t count),
              FC_VIA_DRV(!per_thread, memset_d8, ((CUdeviceptr)devPtr, (unsigned char)value, count),

@@ -435,9 +435,9 @@ static void note_sync(struct call *c, const fakecuda_op_t *op) {
     type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
   else if (has_prefix(op->api, "cudaDeviceSynchronize") || has_prefix(op->api, "cuCtxSynchronize"))
     type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
-  else if (has_prefix(op->api, "cudaEventSynchronize"))
+  else if (has_prefix(op->api, "cudaEventSynchronize") || has_prefix(op->api, "cuEventSynchronize"))
     type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE;
-  else if (has_prefix(op->api, "cudaStreamWaitEvent"))
+  else if (has_prefix(op->api, "cudaStreamWaitEvent") || has_prefix(op->api, "cuStreamWaitEvent"))
     type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT;
   bool on_stream = type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE ||
                    type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT;

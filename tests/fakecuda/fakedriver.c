@@ -11,7 +11,8 @@
  * like nvcc's __cudaRegisterFunction, so the CUPTI stand-in names its kernels; cuModuleUnload frees them. cuGetProcAddress(_v2)
  * hands out this library's own functions (the name with _v2 appended, else as given; with the per-thread
  * flag their _ptsz / _ptds twin where there is one); its version is not looked at. The stream entry points
- * have their per-thread-default-stream twins, as NVIDIA's. Error codes: the runtime's, mapped to the driver's where they differ.
+ * have their per-thread-default-stream twins, as NVIDIA's. Copies, sets, host / managed / pitched / pool
+ * allocations, events, waits and host functions are in fakedriver_xfer.c; fakedriver_int.h has the macros. Error codes: the runtime's, mapped to the driver's where they differ.
  * As NVIDIA's, the device queries (cuDeviceGetCount, cuDeviceGet, cuDeviceGetName, cuDeviceTotalMem_v2,
  * cuDeviceGetAttribute) answer CUDA_ERROR_NOT_INITIALIZED until cuInit has succeeded; their values are
  * the runtime stand-in's cudaGetDeviceProperties / cudaDeviceGetAttribute ones (the two enums share
@@ -28,53 +29,33 @@
 #include <string.h>
 
 #include "fakecuda.h"
+#include "fakedriver_int.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
-static void *rt;
-static void (*as_driver)(const char *);
+void *fd_rt;
+void (*fd_as_driver)(const char *);
 
 /* At load, as the real driver is there before any runtime (and so the runtime's folder is known to a
  * profiler looking for libcupti beside it). */
 __attribute__((constructor)) static void load_runtime(void) {
-  rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
-  if (rt) as_driver = (void (*)(const char *))dlsym(rt, "fakecuda_driver_call");
+  fd_rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (fd_rt) fd_as_driver = (void (*)(const char *))dlsym(fd_rt, "fakecuda_driver_call");
 }
 
-static void *rt_fn(const char *name) {
-  return rt && as_driver ? dlsym(rt, name) : NULL;
-}
-
-static CUresult drv_result(cudaError_t r) {
+CUresult fd_result(cudaError_t r) {
   switch (r) {
   case cudaSuccess: return CUDA_SUCCESS;
   case cudaErrorInvalidValue: return CUDA_ERROR_INVALID_VALUE;
+  case cudaErrorInvalidPitchValue: return CUDA_ERROR_INVALID_VALUE;
+  case cudaErrorInvalidMemcpyDirection: return CUDA_ERROR_INVALID_VALUE;
   case cudaErrorMemoryAllocation: return CUDA_ERROR_OUT_OF_MEMORY;
   case cudaErrorInvalidDevice: return CUDA_ERROR_INVALID_DEVICE;
   case cudaErrorInvalidDeviceFunction: return CUDA_ERROR_INVALID_HANDLE;
+  case cudaErrorInvalidResourceHandle: return CUDA_ERROR_INVALID_HANDLE;
   case cudaErrorInvalidConfiguration: return CUDA_ERROR_INVALID_VALUE;
   case cudaErrorNotReady: return CUDA_ERROR_NOT_READY;
   default: return CUDA_ERROR_UNKNOWN;
   }
 }
-
-/* Runs the runtime's `rsym` as the driver call `api`, keeping the runtime's result in *r. */
-#define RT_RUN(api, rsym, proto, args, r)                                        \
-  do {                                                                           \
-    cudaError_t(*f_) proto = (cudaError_t(*) proto)rt_fn(#rsym);                 \
-    if (!f_) return CUDA_ERROR_NOT_INITIALIZED;                                  \
-    as_driver(api);                                                              \
-    r = f_ args;                                                                 \
-    as_driver(NULL);                                                             \
-  } while (0)
-
-/* Runs the runtime's `rsym` with `args` as the driver call `api` (this function's name). */
-#define RT_CALL(api, rsym, proto, args)                                          \
-  do {                                                                           \
-    cudaError_t r_;                                                              \
-    RT_RUN(api, rsym, proto, args, r_);                                          \
-    return drv_result(r_);                                                       \
-  } while (0)
 
 static dim3 d3(unsigned x, unsigned y, unsigned z) {
   dim3 d = {x, y, z};
@@ -91,7 +72,7 @@ EXPORT CUresult cuInit(unsigned int flags) {
   cudaError_t r;
   RT_RUN(__func__, cudaGetDeviceCount, (int *), (&n), r); /* the runtime's first call loads CUDA_INJECTION64_PATH */
   if (r == cudaSuccess) __atomic_store_n(&initialized, true, __ATOMIC_RELEASE);
-  return drv_result(r);
+  return fd_result(r);
 }
 
 static bool ready(void) {
@@ -114,7 +95,7 @@ EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
   cudaError_t r;
   if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
   RT_RUN(__func__, cudaGetDeviceCount, (int *), (&n), r);
-  if (r != cudaSuccess) return drv_result(r);
+  if (r != cudaSuccess) return fd_result(r);
   if (!d || ordinal < 0 || ordinal >= n) return CUDA_ERROR_INVALID_DEVICE;
   *d = ordinal;
   return CUDA_SUCCESS;
@@ -125,7 +106,7 @@ static CUresult props_of(const char *api, CUdevice dev, struct cudaDeviceProp *p
   cudaError_t r;
   if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
   RT_RUN(api, cudaGetDeviceProperties, (struct cudaDeviceProp *, int), (p, dev), r);
-  return drv_result(r);
+  return fd_result(r);
 }
 
 EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
@@ -168,10 +149,15 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
   return d < 0 || d >= FAKECUDA_MAX_DEVICES ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+int fd_ctx_device(CUcontext ctx) {
   char *c = (char *)(void *)ctx;
-  if (c < ctx_tokens || c >= ctx_tokens + FAKECUDA_MAX_DEVICES) return CUDA_ERROR_INVALID_CONTEXT;
-  RT_CALL(__func__, cudaSetDevice, (int), ((int)(c - ctx_tokens)));
+  return c < ctx_tokens || c >= ctx_tokens + FAKECUDA_MAX_DEVICES ? -1 : (int)(c - ctx_tokens);
+}
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+  int d = fd_ctx_device(ctx);
+  if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  RT_CALL(__func__, cudaSetDevice, (int), (d));
 }
 
 EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx) {
@@ -185,20 +171,6 @@ EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx) {
 EXPORT CUresult cuCtxSynchronize(void) {
   RT_CALL(__func__, cudaDeviceSynchronize, (void), ());
 }
-
-/* Defines the driver entry point `name`, which runs the runtime's `rsym` after `pre`, and its
- * per-thread-default-stream twin name##sfx (_ptsz / _ptds, exported as NVIDIA's libcuda exports it: what
- * cuda.h calls under CUDA_API_PER_THREAD_DEFAULT_STREAM), which runs the runtime's twin rsym##sfx: the
- * same work, with stream 0 meaning the calling thread's default stream instead of the legacy one. */
-#define DRV_TWINS(name, sfx, params, pre, rsym, proto, args)                    \
-  EXPORT CUresult name params {                                                  \
-    pre;                                                                         \
-    RT_CALL(__func__, rsym, proto, args);                                        \
-  }                                                                              \
-  EXPORT CUresult name##sfx params {                                             \
-    pre;                                                                         \
-    RT_CALL(__func__, rsym##sfx, proto, args);                                   \
-  }
 
 DRV_TWINS(cuStreamSynchronize, _ptsz, (CUstream s), (void)0, cudaStreamSynchronize, (cudaStream_t),
           ((cudaStream_t)s))
@@ -229,9 +201,9 @@ EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
   if (!reg) return CUDA_ERROR_NOT_INITIALIZED;
   struct fake_module *fm = calloc(1, sizeof *fm);
   if (!fm) return CUDA_ERROR_OUT_OF_MEMORY;
-  as_driver(__func__);
+  fd_as_driver(__func__);
   fm->fatbin = reg((void *)image);
-  as_driver(NULL);
+  fd_as_driver(NULL);
   *m = (CUmodule)(void *)fm;
   return CUDA_SUCCESS;
 }
@@ -263,9 +235,9 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
   }
   *fn = (struct fake_fn){NULL, copy};
   fm->fns[fm->nfns++] = fn;
-  as_driver(__func__);
+  fd_as_driver(__func__);
   reg(fm->fatbin, (const char *)fn, copy, copy, -1, NULL, NULL, NULL, NULL, NULL);
-  as_driver(NULL);
+  fd_as_driver(NULL);
   *f = (CUfunction)(void *)fn;
   return CUDA_SUCCESS;
 }
@@ -277,9 +249,9 @@ EXPORT CUresult cuModuleUnload(CUmodule m) {
   if (!m) return CUDA_ERROR_INVALID_VALUE;
   if (!unreg) return CUDA_ERROR_NOT_INITIALIZED;
   struct fake_module *fm = (struct fake_module *)(void *)m;
-  as_driver(__func__);
+  fd_as_driver(__func__);
   unreg(fm->fatbin);
-  as_driver(NULL);
+  fd_as_driver(NULL);
   pthread_mutex_lock(&fn_pool_lock);
   for (size_t i = 0; i < fm->nfns; i++) {
     free(fm->fns[i]->name);
@@ -336,20 +308,6 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
 
 DRV_TWINS(cuMemFreeAsync, _ptsz, (CUdeviceptr p, CUstream s), (void)0, cudaFreeAsync, (void *, cudaStream_t),
           ((void *)p, (cudaStream_t)s))
-
-#define COPY_PROTO (void *, const void *, size_t, enum cudaMemcpyKind)
-#define COPY_ASYNC_PROTO (void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t)
-
-DRV_TWINS(cuMemcpyHtoD_v2, _ptds, (CUdeviceptr d, const void *h, size_t n), (void)0, cudaMemcpy, COPY_PROTO,
-          ((void *)d, h, n, cudaMemcpyHostToDevice))
-DRV_TWINS(cuMemcpyDtoH_v2, _ptds, (void *h, CUdeviceptr d, size_t n), (void)0, cudaMemcpy, COPY_PROTO,
-          (h, (const void *)d, n, cudaMemcpyDeviceToHost))
-DRV_TWINS(cuMemcpyHtoDAsync_v2, _ptsz, (CUdeviceptr d, const void *h, size_t n, CUstream s), (void)0,
-          cudaMemcpyAsync, COPY_ASYNC_PROTO, ((void *)d, h, n, cudaMemcpyHostToDevice, (cudaStream_t)s))
-DRV_TWINS(cuMemcpyDtoHAsync_v2, _ptsz, (void *h, CUdeviceptr d, size_t n, CUstream s), (void)0, cudaMemcpyAsync,
-          COPY_ASYNC_PROTO, (h, (const void *)d, n, cudaMemcpyDeviceToHost, (cudaStream_t)s))
-DRV_TWINS(cuMemsetD8_v2, _ptds, (CUdeviceptr d, unsigned char v, size_t n), (void)0, cudaMemset,
-          (void *, int, size_t), ((void *)d, v, n))
 
 /* ---- cuGetProcAddress ---- */
 
