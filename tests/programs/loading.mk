@@ -66,6 +66,14 @@ $(LOAD_OUT)/libdrvblas.so: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
 	@mkdir -p $(@D)
 	$(CC) $(LOAD_CFLAGS) -DDRV_LINKED -shared -fvisibility=hidden -o $@ $< $(LOAD_DRV)
 
+# drv_copies (drv_copies.c; tests/test_driver_copies.py): the driver's copies, sets, host and pool
+# allocations, event syncs, stream waits and host functions; drv_copies_pt is its per-thread build.
+PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,drv_copies drv_copies_pt)
+$(LOAD_OUT)/drv_copies_pt: LOAD_DRV_PT := -DCUDA_API_PER_THREAD_DEFAULT_STREAM
+$(LOAD_OUT)/drv_copies $(LOAD_OUT)/drv_copies_pt: $(LOAD_SRC)/drv_copies.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) $(LOAD_DRV_PT) -o $@ $< $(LOAD_DRV)
+
 # dlsym(RTLD_NEXT) and dlsym(RTLD_DEFAULT) through stepprof's dlsym (dlsym_next.c): libnext_a.so,
 # libnext_b.so, dlsym_next, and libdefault_user.so (links libdefault_dep.so), which it loads RTLD_LOCAL.
 PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,libnext_a.so libnext_b.so dlsym_next libdefault_dep.so libdefault_user.so)
