@@ -10,7 +10,8 @@
 # operator the calls, kernels and CUDA time), plus with_stack, the hand-over
 # to the program's own torch.profiler, back-to-back windows (gpu_extra.py) and
 # step-time overhead; (4) a CuPy RawKernel (driver-API launch); (5) the driver
-# records the runtime makes. GV_STEPS / GV_WAIT / GV_WARMUP / GV_ACTIVE change
+# records the runtime makes; (5b) the driver-API test programs (plain and
+# per-thread builds) bare and preloaded. GV_STEPS / GV_WAIT / GV_WARMUP / GV_ACTIVE change
 # the loops' schedule; DEVICE=cpu runs the loops on the CPU (a dry run of the
 # script); (6) the launch hot path on the host CPU with the stand-in (issue
 # 10). Without a GPU it runs what a CPU can check and says what it skipped.
@@ -147,6 +148,20 @@ C=$(ls "$OUT"/cupy/*.pt.trace.json* 2>/dev/null | head -1)
 echo
 echo "## 5. driver records made by the runtime (item 6), train.cu"
 for t in "$OUT"/train/*.pt.trace.json* "$OUT"/checklist/train/*.pt.trace.json*; do [ -f "$t" ] && $X nested "$t"; done
+echo
+echo "## 5b. driver-API programs on the real driver (drv_work.c, drv_copies.c; per-thread builds)"
+echo "Bare and preloaded (whole run recorded): same output and status, kernels = launches, the calls drawn."
+for P in "drv_linked direct more" "drv_linked proc more" "drv_linked dlopen more" "drv_static dlopen more" \
+         "drv_linked_pt direct more" "drv_static_pt dlopen more" "plugin_host drv" "drv_copies direct" \
+         "drv_copies proc" "drv_copies dlsym" "drv_copies_pt direct" "drv_copies_pt proc" "drv_copies_pt dlsym"; do
+    set -- $P; E="$B/programs/$1"; D="$OUT/drv/$(echo "$P" | tr ' ' _)"; rm -rf "$D"; mkdir -p "$D"
+    [ -x "$E" ] || { echo "- $P: not built"; continue; }
+    shift; LLP=""; [ -z "$GPU" ] && LLP="$B/fakecuda"   # no GPU (DEVICE=cpu): the stand-in
+    env ${LLP:+LD_LIBRARY_PATH=$LLP} $T 60 "$E" "$@" >"$D/bare.out" 2>"$D/bare.err"; echo $? >"$D/bare.rc"
+    env ${LLP:+LD_LIBRARY_PATH=$LLP} LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$D/sp" $T 60 "$E" "$@" >"$D/sp.out" \
+        2>"$D/sp.err"; echo $? >"$D/sp.rc"
+    $X drvprog "$P" "$D"
+done
 echo
 echo "## 6. hot path on this host's CPU (issue 10: the stand-in, no-op runtime, CUPTI off)"
 echo "The CPU VM cannot resolve the launch path's targets (one rdtsc costs ~15 ns there); this host can."

@@ -7,6 +7,10 @@ traces copied back):
   driver TRACE KERNEL N       a driver-API launch (CuPy RawKernel KERNEL launched N times): cuLaunchKernel
                               host events, kernels, flows (item 10)
   nested TRACE                driver records nested in runtime calls, tables' launch count (item 6)
+  drvprog NAME DIR            a driver-API test program (drv_work.c, drv_copies.c) run bare and preloaded
+                              on the real driver: DIR holds bare.out/.rc, sp.out/.rc, sp/ (its trace); same
+                              output and status, kernels = `launches=N`, GPU copies and sets, and which
+                              printed calls stepprof drew (twins under the plain name)
   handover SPERR TORCHDIR REFDIR   the program's own torch.profiler keeps CUPTI (item 8)
   stack SPTRACE TORCHTRACE    python_function events of the program's file, per trace, and every
                               event per recorded step against torch.profiler's (items 9, 11)
@@ -81,6 +85,26 @@ def nested(path):
     launches = sum(1 for e in rt if "LaunchKernel" in e["name"])
     print(f"- driver records {len(drv)}, nested in a runtime call {sum(inside.values())}: "
           f"{dict(inside.most_common(8))}; runtime launches {launches}, kernels {len(cat(t, 'kernel'))}")
+
+
+def drvprog(name, d):
+    read = lambda f: open(os.path.join(d, f)).read() if os.path.exists(os.path.join(d, f)) else ""
+    bare, sp, rcs = read("bare.out"), read("sp.out"), (read("bare.rc").strip(), read("sp.rc").strip())
+    ts = traces(os.path.join(d, "sp"))
+    t = load(ts[0]) if ts else {"traceEvents": []}
+    drawn = collections.Counter(e["name"] for e in cat(t, "cuda_driver") if e["args"].get("stepprof_source") != "cupti")
+    printed = [ln.split("=", 1)[0].split("(")[0] for ln in sp.splitlines() if ln.startswith("cu") and "=" in ln]
+    m = re.search(r"^launches=(\d+)$", sp, re.M)
+    kernels, copies, sets = len(cat(t, "kernel")), len(cat(t, "gpu_memcpy")), len(cat(t, "gpu_memset"))
+    # drv_work: `launches=N` plain launches, and with "more" one cuLaunchKernelEx and one cooperative launch
+    launched = sum(1 for ln in sp.splitlines() if re.match(r"cuLaunch(KernelEx|CooperativeKernel)=0$", ln))
+    want = int(m.group(1)) + launched if m else 0
+    ok = bool(ts) and bare == sp and rcs[0] == rcs[1] == "0" and kernels == want
+    missing = sorted(set(printed) - {re.sub(r"_v2$", "", n) for n in drawn})  # cuMemAlloc prints, cuMemAlloc_v2 is drawn
+    print(f"- [{'ok' if ok else 'DIFFERS'}] {name}: exit bare {rcs[0]} / preloaded {rcs[1]}, output "
+          f"{'same' if bare == sp else 'DIFFERENT'}, traces {len(ts)}; kernels {kernels} (launched {want}), "
+          f"GPU copies {copies}, sets {sets}; drawn "
+          f"{dict(drawn)}; printed but not drawn {missing}")
 
 
 def handover(sp_err, torch_dir, ref_dir):
@@ -168,7 +192,7 @@ def steptimes(d, first, last):
 
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
-    fn = {"windows": windows, "driver": driver, "nested": nested, "handover": handover, "stack": stack,
+    fn = {"windows": windows, "driver": driver, "nested": nested, "drvprog": drvprog, "handover": handover, "stack": stack,
           "steptimes": steptimes}[cmd]
     conv = {"driver": (str, str, int), "steptimes": (str, int, int)}.get(cmd)
     fn(*[c(a) for c, a in zip(conv, args)] if conv else args)

@@ -1,7 +1,8 @@
 /*
  * drv_work.c — GPU work through the CUDA driver API only, the way Triton, JAX, cuBLAS internals and
- * statically linked cudart reach it. drv_work(mode) initializes the driver, loads a module (any image:
- * the driver stand-in accepts it), gets the kernel "_Z10drv_kernelPf", allocates, copies, launches
+ * statically linked cudart reach it. drv_work(mode) initializes the driver, loads a module (the
+ * kernel's PTX: a real driver compiles it, the stand-in takes any image), gets the kernel
+ * "_Z10drv_kernelPf", allocates, copies, launches
  * LAUNCHES times, sets, copies back, synchronizes and frees, printing `NAME=RESULT` per call kind and
  * `launches=N`; with "more" (drv_work_more, argv[2] of the programs) also the async copies, cuLaunchKernelEx,
  * cuLaunchCooperativeKernel and a cuGraphLaunch of no graph (which fails: its result is printed, not
@@ -135,6 +136,32 @@ static int fill_dlopen(void)
         failed |= r_ != CUDA_SUCCESS;                                \
     } while (0)
 
+/* The module: PTX text of drv_kernel(float *p) { p[blockIdx.x * blockDim.x + threadIdx.x] += 1; }, which
+ * NVIDIA's driver compiles when loaded (scripts/gpu-validate.sh runs these programs on a GPU; the
+ * stand-in accepts any image). PTX ISA 7.0 for sm_75 and later, checked with ptxas for sm_90. */
+static const char image[] =
+    ".version 7.0\n"
+    ".target sm_75\n"
+    ".address_size 64\n"
+    ".visible .entry _Z10drv_kernelPf(.param .u64 p)\n"
+    "{\n"
+    "    .reg .f32 %f<3>;\n"
+    "    .reg .b32 %r<5>;\n"
+    "    .reg .b64 %rd<5>;\n"
+    "    ld.param.u64 %rd1, [p];\n"
+    "    cvta.to.global.u64 %rd2, %rd1;\n"
+    "    mov.u32 %r1, %ctaid.x;\n"
+    "    mov.u32 %r2, %ntid.x;\n"
+    "    mov.u32 %r3, %tid.x;\n"
+    "    mad.lo.s32 %r4, %r1, %r2, %r3;\n"
+    "    mul.wide.u32 %rd3, %r4, 4;\n"
+    "    add.s64 %rd4, %rd2, %rd3;\n"
+    "    ld.global.f32 %f1, [%rd4];\n"
+    "    add.f32 %f2, %f1, 0f3F800000;\n"
+    "    st.global.f32 [%rd4], %f2;\n"
+    "    ret;\n"
+    "}\n";
+
 __attribute__((visibility("default"))) int drv_work(const char *mode)
 {
     int ok = -1;
@@ -159,7 +186,6 @@ __attribute__((visibility("default"))) int drv_work(const char *mode)
     CUfunction f = NULL;
     CUdeviceptr d = 0;
     static float host[N];
-    static const char image[] = "fake module image";
     RUN("cuInit", cu.init(0));
     RUN("cuDeviceGet", cu.device_get(&dev, 0));
     RUN("cuDevicePrimaryCtxRetain", cu.retain(&ctx, dev));
