@@ -69,7 +69,8 @@ include tests/programs/loading.mk
 include tests/programs/scale.mk
 
 HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
-programs: $(PROGRAMS_C) $(PROGRAMS_TORCH) $(PROGRAMS_REL) $(PROGRAMS_MARKERS) $(PROGRAMS_REPORTS) $(PROGRAMS_MEM) $(PROGRAMS_LOAD) $(PROGRAMS_SCALE) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
+# The programs run against the stand-ins (LD_LIBRARY_PATH=build/fakecuda): a change to one is rebuilt with them.
+programs: $(FAKECUDA_LIB) $(FAKECUPTI_LIB) $(PROGRAMS_C) $(PROGRAMS_TORCH) $(PROGRAMS_REL) $(PROGRAMS_MARKERS) $(PROGRAMS_REPORTS) $(PROGRAMS_MEM) $(PROGRAMS_LOAD) $(PROGRAMS_SCALE) $(if $(HAVE_NVCC),$(PROGRAMS_NVCC))
 
 # The offline report tool reuses the exporters' aggregation; cJSON is for it
 # only, never for the preloaded library.
