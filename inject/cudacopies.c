@@ -119,7 +119,8 @@ typedef struct {
     int unknown;     /* x has a slot for a name the first walk did not gather */
     int answers;     /* x has a slot stepprof's export answers */
     size_t nscope;   /* x's scope, once computed (0: not yet) */
-    const char *copy_of[MAX_WARNED], *copy_user[MAX_WARNED];
+    char *copy_of[MAX_WARNED], *copy_user[MAX_WARNED]; /* copies: said after the walk, when a dlclose may
+                                                         * have freed the loader's strings */
     uintptr_t copy_base[MAX_WARNED];
     void *copy_real[MAX_WARNED];
     int ncopies;
@@ -146,8 +147,8 @@ static void note_copy(pass_t *p, size_t copy, void *real)
     if (p->ncopies == MAX_WARNED)
         return;
     p->copy_base[p->ncopies] = base;
-    p->copy_of[p->ncopies] = p->a->v[copy].o.name;
-    p->copy_user[p->ncopies] = p->a->v[p->x].o.name;
+    p->copy_of[p->ncopies] = strdup(p->a->v[copy].o.name);
+    p->copy_user[p->ncopies] = strdup(p->a->v[p->x].o.name);
     p->copy_real[p->ncopies++] = real;
 }
 
@@ -224,7 +225,7 @@ static void say(const pass_t *p)
         sp_log(SP_LOG_WARN,
                "a second CUDA library copy is loaded: %s (used by %s) beside %s; calls into it go to it as "
                "without stepprof and are not recorded (CUPTI still sees their GPU work)",
-               p->copy_of[i], p->copy_user[i], first);
+               p->copy_of[i] ? p->copy_of[i] : "?", p->copy_user[i] ? p->copy_user[i] : "?", first);
     }
 }
 
@@ -246,6 +247,8 @@ static void pass(void)
         with_objects(&tab, pass_objects, &p);
         say(&p);
     }
+    for (int i = 0; i < p.ncopies; i++)
+        free(p.copy_of[i]), free(p.copy_user[i]);
     for (int i = 0; i < nm.n; i++)
         free(nm.name[i]);
     nm.n = 0;
@@ -305,6 +308,7 @@ typedef struct {
     uintptr_t caller;
     const char *name;
     int memo; /* name is memo_name, t is the shared table */
+    int walked; /* the table was brought up to date (not out of memory): adds, subs are its generation */
     uintptr_t bare;
     unsigned long long adds, subs;
 } target_t;
@@ -312,6 +316,7 @@ typedef struct {
 static void target_objects(sp_ot_t *a, void *arg)
 {
     target_t *t = arg;
+    t->walked = 1;
     t->adds = a->adds;
     t->subs = a->subs;
     size_t x = sp_ot_find(a, t->caller);
@@ -343,11 +348,11 @@ static void *target_find(target_t *t)
     t->memo = strcmp(t->name, memo_name) == 0;
     with_objects(&tab, target_objects, t);
     void *g;
-    if (t->memo && memo_global.valid && memo_global.adds == t->adds && memo_global.subs == t->subs) {
+    if (t->memo && t->walked && memo_global.valid && memo_global.adds == t->adds && memo_global.subs == t->subs) {
         g = memo_global.def;
     } else {
         g = global_def(t->name);
-        if (t->memo)
+        if (t->memo && t->walked)
             memo_global = (typeof(memo_global)){t->adds, t->subs, 1, g};
     }
     pthread_mutex_unlock(&pass_lock);

@@ -59,9 +59,15 @@ size_t sp_ot_by_name(const sp_ot_t *t, const char *need)
     return s->name ? s->idx : SP_OT_NONE;
 }
 
+/* The first table's entries (tests/unit/test_objtab.c sets a small one, to
+ * make a handful of objects grow the table). */
+#ifndef SP_OT_MIN_CAP
+#define SP_OT_MIN_CAP 128
+#endif
+
 static int grow(sp_ot_t *t)
 {
-    size_t cap = t->cap ? 2 * t->cap : 128;
+    size_t cap = t->cap ? 2 * t->cap : SP_OT_MIN_CAP;
     sp_ot_ent_t *v = realloc(t->v, cap * sizeof *v);
     if (!v)
         return -1;
@@ -87,6 +93,7 @@ static int add(sp_ot_t *t, const struct dl_phdr_info *info, size_t size)
     sp_ot_ent_t *e = &t->v[i];
     memset(e, 0, sizeof *e);
     memcpy(&e->info, info, size < sizeof e->info ? size : sizeof e->info);
+    e->o.info = &e->info; /* also where it is not read (the vDSO) */
     e->ok = !sp_elf_is_vdso(&e->info) && sp_elf_read(&e->info, (int)i, &e->o) == 0;
     e->lo = UINTPTR_MAX;
     for (int k = 0; k < info->dlpi_phnum; k++) {

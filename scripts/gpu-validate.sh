@@ -151,6 +151,7 @@ for t in "$OUT"/train/*.pt.trace.json* "$OUT"/checklist/train/*.pt.trace.json*; 
 echo
 echo "## 5b. driver-API programs on the real driver (drv_work.c, drv_copies.c; per-thread builds)"
 echo "Bare and preloaded (whole run recorded): same output and status, kernels = launches, the calls drawn."
+mkdir -p "$OUT/drv"; nm -D --defined-only "$LIB" | awk '$3 ~ /^cu/ {print $3}' >"$OUT/drv/exports.txt"
 for P in "drv_linked direct more" "drv_linked proc more" "drv_linked dlopen more" "drv_static dlopen more" \
          "drv_linked_pt direct more" "drv_static_pt dlopen more" "plugin_host drv" "drv_copies direct" \
          "drv_copies proc" "drv_copies dlsym" "drv_copies_pt direct" "drv_copies_pt proc" "drv_copies_pt dlsym"; do
@@ -160,7 +161,7 @@ for P in "drv_linked direct more" "drv_linked proc more" "drv_linked dlopen more
     env ${LLP:+LD_LIBRARY_PATH=$LLP} $T 60 "$E" "$@" >"$D/bare.out" 2>"$D/bare.err"; echo $? >"$D/bare.rc"
     env ${LLP:+LD_LIBRARY_PATH=$LLP} LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$D/sp" $T 60 "$E" "$@" >"$D/sp.out" \
         2>"$D/sp.err"; echo $? >"$D/sp.rc"
-    $X drvprog "$P" "$D"
+    $X drvprog "$P" "$D" "$OUT/drv/exports.txt"
 done
 echo
 echo "## 6. hot path on this host's CPU (issue 10: the stand-in, no-op runtime, CUPTI off)"

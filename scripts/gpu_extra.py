@@ -7,10 +7,10 @@ traces copied back):
   driver TRACE KERNEL N       a driver-API launch (CuPy RawKernel KERNEL launched N times): cuLaunchKernel
                               host events, kernels, flows (item 10)
   nested TRACE                driver records nested in runtime calls, tables' launch count (item 6)
-  drvprog NAME DIR            a driver-API test program (drv_work.c, drv_copies.c) run bare and preloaded
+  drvprog NAME DIR EXPORTS    a driver-API test program (drv_work.c, drv_copies.c) run bare and preloaded
                               on the real driver: DIR holds bare.out/.rc, sp.out/.rc, sp/ (its trace); same
-                              output and status, kernels = `launches=N`, GPU copies and sets, and which
-                              printed calls stepprof drew (twins under the plain name)
+                              output and status, kernels = launches, GPU copies and sets, and every printed
+                              call stepprof has an interposer for (EXPORTS: its exported names) drawn
   handover SPERR TORCHDIR REFDIR   the program's own torch.profiler keeps CUPTI (item 8)
   stack SPTRACE TORCHTRACE    python_function events of the program's file, per trace, and every
                               event per recorded step against torch.profiler's (items 9, 11)
@@ -87,24 +87,32 @@ def nested(path):
           f"{dict(inside.most_common(8))}; runtime launches {launches}, kernels {len(cat(t, 'kernel'))}")
 
 
-def drvprog(name, d):
+def drvprog(name, d, exports):
     read = lambda f: open(os.path.join(d, f)).read() if os.path.exists(os.path.join(d, f)) else ""
     bare, sp, rcs = read("bare.out"), read("sp.out"), (read("bare.rc").strip(), read("sp.rc").strip())
     ts = traces(os.path.join(d, "sp"))
     t = load(ts[0]) if ts else {"traceEvents": []}
     drawn = collections.Counter(e["name"] for e in cat(t, "cuda_driver") if e["args"].get("stepprof_source") != "cupti")
-    printed = [ln.split("=", 1)[0].split("(")[0] for ln in sp.splitlines() if ln.startswith("cu") and "=" in ln]
+    ran = [ln.split("=", 1) for ln in sp.splitlines() if ln.startswith("cu") and "=" in ln]
+    printed = {n.split("(")[0] for n, _ in ran}
     m = re.search(r"^launches=(\d+)$", sp, re.M)
     kernels, copies, sets = len(cat(t, "kernel")), len(cat(t, "gpu_memcpy")), len(cat(t, "gpu_memset"))
     # drv_work: `launches=N` plain launches, and with "more" one cuLaunchKernelEx and one cooperative launch
-    launched = sum(1 for ln in sp.splitlines() if re.match(r"cuLaunch(KernelEx|CooperativeKernel)=0$", ln))
+    launched = sum(1 for n, r in ran if n in ("cuLaunchKernelEx", "cuLaunchCooperativeKernel") and r == "0")
     want = int(m.group(1)) + launched if m else 0
-    ok = bool(ts) and bare == sp and rcs[0] == rcs[1] == "0" and kernels == want
-    missing = sorted(set(printed) - {re.sub(r"_v2$", "", n) for n in drawn})  # cuMemAlloc prints, cuMemAlloc_v2 is drawn
+    # A printed call stepprof exports an interposer for (the name or its _v2: cuMemAlloc prints, cuMemAlloc_v2
+    # is drawn; twins are drawn under the plain name) must be drawn; the others (cuInit, ...) are not hooked.
+    ours = set(open(exports).read().split()) - {"cuModuleGetFunction"}  # hooked for kernel names, not drawn
+    base = {re.sub(r"_v2$", "", n) for n in drawn}
+    missing = sorted(n for n in printed if (n in ours or n + "_v2" in ours) and n not in base)
+    other = sorted(n for n in printed if n not in base and n not in missing)
+    gpu_ok = (copies > 0 or not any(n.startswith("cuMemcpy") and r == "0" for n, r in ran)) and \
+        (sets > 0 or not any(n.startswith("cuMemset") and r == "0" for n, r in ran))
+    ok = bool(ts) and bare == sp and rcs[0] == rcs[1] == "0" and kernels == want and not missing and gpu_ok
     print(f"- [{'ok' if ok else 'DIFFERS'}] {name}: exit bare {rcs[0]} / preloaded {rcs[1]}, output "
           f"{'same' if bare == sp else 'DIFFERENT'}, traces {len(ts)}; kernels {kernels} (launched {want}), "
-          f"GPU copies {copies}, sets {sets}; drawn "
-          f"{dict(drawn)}; printed but not drawn {missing}")
+          f"GPU copies {copies}, sets {sets}; drawn {dict(drawn)}; hooked but NOT DRAWN {missing}; "
+          f"not hooked {other}")
 
 
 def handover(sp_err, torch_dir, ref_dir):

@@ -5,7 +5,7 @@
  * definition found in a scope is the address dlsym gives; a refresh with nothing loaded changes
  * nothing, one after a dlopen appends (earlier entries keep their index), one after a dlclose reads
  * every object again (the unloaded one is gone); the probes count objects that define a name.
- * Libraries: libz, libyaml and libcjson (scripts/deps.sh installs them), loaded with dlopen. */
+ * The table starts at 4 entries here (unit.mk), so it grows. Libraries: libz, libyaml and libcjson (scripts/deps.sh installs them), loaded with dlopen. */
 #define _GNU_SOURCE
 #include "../../inject/objtab.h"
 #include "check.h"
@@ -60,6 +60,16 @@ static size_t entry_of(sp_ot_t *t, void *h, const char *sym)
     return f ? sp_ot_find(t, (uintptr_t)f) : SP_OT_NONE;
 }
 
+/* Every entry's object points at the entry's own copy of its loader info (the table moves as it grows,
+ * built here with a first table of 4 entries: unit.mk). */
+static int infos_in_place(const sp_ot_t *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i].o.info != &t->v[i].info)
+            return 0;
+    return 1;
+}
+
 static int named(const sp_ot_t *t, size_t i, const char *part)
 {
     return i != SP_OT_NONE && i < t->n && strstr(t->v[i].o.name, part) != NULL;
@@ -77,6 +87,8 @@ int main(void)
     CHECK(refresh(&t) == 0, "first fill");
     CHECK(t.n == loaded(), "%zu entries for %zu objects", t.n, loaded());
     CHECK(t.ours != SP_OT_NONE && t.ours < t.n, "the program itself is the table's 'ours'");
+    CHECK(t.cap > 4 && infos_in_place(&t), "the table grew from 4 entries (%zu) and its entries' info moved with them",
+          t.cap);
     CHECK(sp_ot_find(&t, (uintptr_t)&main) == t.ours, "main is in the program's entry");
     CHECK(sp_ot_find(&t, 16) == SP_OT_NONE, "an address in no object");
 
@@ -115,6 +127,7 @@ int main(void)
     CHECK(refresh(&t) == 0 && t.ver != ver && t.n == loaded() && t.n == before + 2, "%zu entries after two loads",
           t.n);
     CHECK(entry_of(&t, z, "zlibVersion") == zi && named(&t, zi, "libz.so"), "libz keeps its entry");
+    CHECK(infos_in_place(&t), "entries' info in place after the loads");
     size_t yi = entry_of(&t, y, "yaml_parser_initialize"), ji = entry_of(&t, j, "cJSON_Parse");
     CHECK(yi >= before && named(&t, yi, "libyaml"), "libyaml appended (%zu)", yi);
     CHECK(ji >= before && named(&t, ji, "libcjson"), "libcjson appended (%zu)", ji);
@@ -132,6 +145,7 @@ int main(void)
     CHECK(sp_ot_find(&t, yaddr) == SP_OT_NONE, "and by address");
     CHECK(t.nprobe[1] == 0, "and from the probe count");
     CHECK(named(&t, entry_of(&t, j, "cJSON_Parse"), "libcjson"), "libcjson is still found");
+    CHECK(infos_in_place(&t), "entries' info in place after the unload");
 
     sp_ot_free(&t);
     printf("%d passed, %d failed\n", passed, failed);
