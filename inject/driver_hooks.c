@@ -12,10 +12,25 @@
  * The allocation and free calls have rows in collectors/api.h (cuda_driver
  * events); the virtual memory calls have none: the memory collector is their
  * only consumer, and the gate still routes them through the slow path so the
- * first one can activate stepprof. The device of a block is the thread's cudaSetDevice device
- * (driver context switches are not followed); cuMemCreate names its own. */
+ * first one can activate stepprof. The device of a block is the current
+ * context's (cuCtxGetDevice, after the call: a driver-only program on
+ * several GPUs switches contexts, not cudaSetDevice devices), the thread's
+ * cudaSetDevice device where that fails; cuMemCreate names its own. */
 #include "driver_twins.h"
+
+static int drv_device(void);
+#define SP_ALLOC_DEVICE() drv_device()
 #include "hook.h"
+
+/* Allocation calls only, with profile_memory on: the driver answers from the thread's current context. */
+static int drv_device(void)
+{
+    static CUresult (*get)(CUdevice *);
+    CUdevice d;
+    if (!get)
+        get = (CUresult(*)(CUdevice *))sp_real("cuCtxGetDevice");
+    return get && get(&d) == CUDA_SUCCESS ? (int)d : sp_mem_device();
+}
 
 #define OUT(pp) (r == CUDA_SUCCESS && (pp) ? (uint64_t)*(pp) : 0)
 

@@ -367,9 +367,14 @@ _Static_assert(offsetof(sp_thread_t, in_hook) == 16, "SP_ASM_OPEN's in_hook offs
  * collectors/api.h) the pointer *pp, bytes, a2 (flags or pitch) and stream s;
  * a free's record the size the collector knew. */
 #define SP_OUT_PTR(pp) (r == 0 && (pp) ? SP_U64(*(pp)) : 0)
+/* The device an allocation counts on: the thread's cudaSetDevice device, unless the file says
+ * otherwise before including this header (the driver's: its current context's). */
+#ifndef SP_ALLOC_DEVICE
+#define SP_ALLOC_DEVICE() sp_mem_device()
+#endif
 #define SP_ALLOC_HOOK(ret, sym, params, call, pp, bytes, a2, s, kind)                           \
     SP_INTERPOSE_MEM(ret, sym, params, call,                                                    \
-                     sp_mem_alloc(&mc, SP_OUT_PTR(pp), bytes, SP_U64(s), kind, sp_mem_device()), \
+                     sp_mem_alloc(&mc, SP_OUT_PTR(pp), bytes, SP_U64(s), kind, SP_ALLOC_DEVICE()), \
                      SP_RECORD_API(sym, sp_fill4(e, SP_OUT_PTR(pp), bytes, a2, SP_U64(s))))
 #define SP_FREE_HOOK(ret, sym, params, call, ptr, s)                                            \
     SP_INTERPOSE_MEM(ret, sym, params, call, mem_bytes = sp_mem_free(&mc, SP_U64(ptr), SP_U64(s)), \

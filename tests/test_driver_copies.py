@@ -129,3 +129,17 @@ def test_driver_allocations_in_memory_report():
     rows = {l[:12].strip(): l.split()[-4:-1] for l in peak[2:] if not l.startswith("process")}
     # ... allocs frees failed: five GPU blocks (one pitched, one from the pool), two pinned host ones
     assert rows == {"GPU 0": ["5", "5", "0"], "pinned host": ["2", "2", "0"]}, peak
+
+
+def test_driver_allocations_counted_on_the_current_contexts_device():
+    """A driver-only program on its second GPU (its primary context made current, no cudaSetDevice, as
+    JAX does per device): its blocks count on GPU 1, the current context's device (cuCtxGetDevice), not
+    on the thread's cudaSetDevice device 0."""
+    host, ev, r = _driver_calls([prog("drv_copies"), "direct"],
+                                env={"PROF_PROFILE_MEMORY": 1, "FAKECUDA_DEVICES": 2, "DRV_DEVICE": 1})
+    devices = {e["args"]["Device Id"] for e in ev if e.get("name") == "[memory]" and e["args"]["Device Type"] == 1}
+    assert devices == {1}, devices
+    report = open(r.trace().replace(".pt.trace.json", ".memory.txt")).read()
+    peak = report.split("== Peak per device")[1].split("\n\n")[0].splitlines()
+    rows = {l[:12].strip(): l.split()[-4:-1] for l in peak[2:] if not l.startswith("process")}
+    assert rows == {"GPU 1": ["5", "5", "0"], "pinned host": ["2", "2", "0"]}, peak

@@ -160,6 +160,14 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
   RT_CALL(__func__, cudaSetDevice, (int), (d));
 }
 
+EXPORT CUresult cuCtxGetDevice(CUdevice *d) {
+  if (!d) return CUDA_ERROR_INVALID_VALUE;
+  int (*dev)(void) = (int (*)(void))rt_fn("fakecuda_current_device");
+  if (!dev) return CUDA_ERROR_NOT_INITIALIZED;
+  *d = dev();
+  return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx) {
   if (!ctx) return CUDA_ERROR_INVALID_VALUE;
   int (*dev)(void) = (int (*)(void))rt_fn("fakecuda_current_device");

@@ -11,6 +11,7 @@
  *            (with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM in the per-thread build)
  *   dlsym    dlopen("libcuda.so.1") + dlsym of each exported name (cuda.h's spelling: cuMemcpyDtoD_v2,
  *            cuMemcpyDtoD_v2_ptds in the per-thread build)
+ * DRV_DEVICE=N works on device N (its primary context made current) instead of 0.
  * Built twice (loading.mk): drv_copies and drv_copies_pt (-DCUDA_API_PER_THREAD_DEFAULT_STREAM, where
  * cuda.h turns every name into its per-thread twin: cuMemcpy_ptds, cuMemsetD32Async_ptsz, ...).
  */
@@ -18,6 +19,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #undef cuGetProcAddress
@@ -118,7 +120,8 @@ int main(int argc, char **argv)
     CUevent ev = NULL;
     int ran = 0;
     RUN(cuInit, 0);
-    RUN(cuDeviceGet, &dev, 0);
+    const char *ord = getenv("DRV_DEVICE"); /* the device to work on (default 0) */
+    RUN(cuDeviceGet, &dev, ord ? atoi(ord) : 0);
     RUN(cuDevicePrimaryCtxRetain, &ctx, dev);
     RUN(cuCtxSetCurrent, ctx);
     RUN(cuMemAlloc, &d, N);
