@@ -462,6 +462,11 @@ void sp_exit_report_lost(const char *key, double limit_s)
                    "%s (%.0f s) reached at the end of the process: the last trace is whole; %d of its report "
                    "files being written lost, temporary files removed; a larger %s would have kept them",
                    key, limit_s, removed, key);
+        else if (sp_export_drain(0) != 0) /* its reports not begun yet: they die with the process */
+            sp_log(SP_LOG_ERROR,
+                   "%s (%.0f s) reached at the end of the process: the last trace is whole; its report files "
+                   "(table, summary) were not written yet and are lost; a larger %s would have kept them",
+                   key, limit_s, key);
         return;
     }
     char more[96] = "";
