@@ -23,9 +23,11 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define BUF_BYTES (4u << 20)
+#define RELEASE_BYTES (256u << 10)
 
 #define api sp_cupti_api   /* collectors/cupti_load.c */
 _Static_assert(sizeof(sp_gpu_event_t) == 88, "a parsed CUPTI record is 88 bytes");
@@ -328,6 +330,21 @@ static void note_window_call(const CUpti_Activity *r)
         sh.window_corr = a->correlationId;
 }
 
+/* The whole pages of [from, to) given back to the kernel, from what a
+ * parse has read: a window's records held twice (the buffer's pages that
+ * CUPTI filled, and the records parsed from them) made the parse's copy the
+ * export's memory. Behind the cursor, every RELEASE_BYTES, so the two
+ * never add up; CUPTI fills the pages again as it filled the buffer's fresh
+ * pages of its first use. Returns where the next release starts. */
+static uint8_t *release_parsed(uint8_t *from, uint8_t *to)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)from + page - 1) & ~(page - 1), b = (uintptr_t)to & ~(page - 1);
+    if (b > a)
+        madvise((void *)a, b - a, MADV_DONTNEED);
+    return b > a ? (uint8_t *)b : from;
+}
+
 void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid)
 {
     (void)ctx;
@@ -341,8 +358,14 @@ void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
     while (valid && api.next_record(buf, valid, &r) == CUPTI_SUCCESS)
         note_window_call(r);
     r = NULL;
-    while (valid && api.next_record(buf, valid, &r) == CUPTI_SUCCESS)
+    uint8_t *kept = buf;   /* the pages before it are parsed and given back */
+    while (valid && api.next_record(buf, valid, &r) == CUPTI_SUCCESS) {
         parse(r);
+        if ((uint8_t *)r - kept >= RELEASE_BYTES)
+            kept = release_parsed(kept, (uint8_t *)r);
+    }
+    if (valid)
+        release_parsed(kept, buf + valid);
     if (nfree < (int)(sizeof free_bufs / sizeof free_bufs[0])) {
         free_bufs[nfree++] = buf;
         buf = NULL;
