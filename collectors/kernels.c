@@ -114,22 +114,43 @@ static void *perm_alloc(size_t n)
     return p;
 }
 
-/* A table of at least 2 * (used + 1) slots (a power of two, at least min). */
+/* The pretty and resolved tables are kept at most 3/4 full (linear probing
+ * stays short there, and 4096 names fit 8192 slots instead of 16384). */
+static int too_full(size_t used, size_t cap)
+{
+    return (used + 1) * 4 > cap * 3;
+}
+
+/* A table that used + 1 entries do not make too full (a power of two, at least min). */
 static size_t cap_for(size_t used, size_t min)
 {
     size_t c = min;
-    while (c < 2 * (used + 1))
+    while (too_full(used, c))
         c *= 2;
     return c;
 }
 
-/* Pretty names by mangled name, never freed (callers keep the pointers). */
+/* Pretty names by mangled name, never freed (callers keep the pointers): a
+ * 16-byte header, then the mangled name and, when it differs from it, the
+ * shown one (demangled, else the mangled name cut to 4095 bytes). */
 typedef struct pretty {
-    char *mangled;
-    char *demangled;  /* NULL: not a mangled C++ name */
-    char *display;    /* demangled, else mangled; at most 4095 bytes */
     uint64_t hash;
+    uint32_t mlen;        /* the mangled name's length */
+    uint16_t apart;       /* 1: the shown text follows the mangled one; 0: it is the mangled one */
+    uint16_t demangled;   /* 1: the shown text is the demangled name */
+    char text[];          /* mangled NUL [shown NUL] */
 } pretty_t;
+
+static const char *p_mangled(const pretty_t *p)
+{
+    return p->text;
+}
+
+/* demangled, else mangled; at most 4095 bytes */
+static const char *p_display(const pretty_t *p)
+{
+    return p->apart ? p->text + p->mlen + 1 : p->text;
+}
 static pretty_t **pretty_tab;
 static size_t pretty_cap, pretty_used;
 static pretty_t unknown;
@@ -190,7 +211,7 @@ static _Atomic(rnode_t *) *rslot(rtable_t *t, const void *key)
 static void rput(int which, const void *key, const pretty_t *val, uint64_t gen)
 {
     rtable_t *t = atomic_load_explicit(&resolved[which], memory_order_relaxed);
-    if (!t || (t->used + 1) * 2 > t->cap) {
+    if (!t || too_full(t->used, t->cap)) {
         size_t cap = t ? t->cap * 2 : cap_for(which ? handles.used : names.used, 256);
         rtable_t *nt = calloc(1, sizeof *nt + cap * sizeof nt->slot[0]);
         if (!nt)
@@ -345,7 +366,7 @@ static char *demangle_now(const char *m)
 static pretty_t *pretty_locked(const char *m)
 {
     uint64_t h = sp_hash_bytes(m, strlen(m));
-    if ((pretty_used + 1) * 2 > pretty_cap) {
+    if (!pretty_cap || too_full(pretty_used, pretty_cap)) {
         size_t ncap = pretty_cap ? pretty_cap * 2 : cap_for(names.used, 1024);
         pretty_t **nt = calloc(ncap, sizeof *nt);
         if (!nt)
@@ -364,22 +385,28 @@ static pretty_t *pretty_locked(const char *m)
     }
     size_t j = (size_t)h & (pretty_cap - 1);
     for (; pretty_tab[j]; j = (j + 1) & (pretty_cap - 1))
-        if (pretty_tab[j]->hash == h && strcmp(pretty_tab[j]->mangled, m) == 0)
+        if (pretty_tab[j]->hash == h && strcmp(p_mangled(pretty_tab[j]), m) == 0)
             return pretty_tab[j];
     /* The entry and its texts in one piece: the mangled name, then the
-     * demangled one (or the mangled one cut to 4095 bytes as the display). */
+     * demangled one (or the mangled one cut to 4095 bytes as the display,
+     * when it is longer). */
     char *dm = demangle_now(m);
-    size_t ml = strlen(m), dl = dm ? strlen(dm) : (ml < 4095 ? ml : 4095);
-    pretty_t *p = perm_alloc(sizeof *p + ml + 1 + dl + 1);
+    size_t ml = strlen(m), dl = dm ? strlen(dm) : (ml < 4095 ? 0 : 4095);
+    if (ml > UINT32_MAX) {
+        free(dm);
+        return NULL;
+    }
+    pretty_t *p = perm_alloc(sizeof *p + ml + 1 + (dl ? dl + 1 : 0));
     if (!p) {
         free(dm);
         return NULL;
     }
-    char *copy = (char *)(p + 1), *shown = copy + ml + 1;
-    memcpy(copy, m, ml + 1);
-    memcpy(shown, dm ? dm : m, dl);
-    shown[dl] = 0;
-    *p = (pretty_t){copy, dm ? shown : NULL, shown, h};
+    *p = (pretty_t){h, (uint32_t)ml, dl != 0, dm != NULL};
+    memcpy(p->text, m, ml + 1);
+    if (dl) {
+        memcpy(p->text + ml + 1, dm ? dm : m, dl);
+        p->text[ml + 1 + dl] = 0;
+    }
     free(dm);
     pretty_tab[j] = p;
     pretty_used++;
@@ -393,7 +420,7 @@ const char *sp_kern_demangle(const char *m)
     pthread_mutex_lock(&lock);
     pretty_t *p = pretty_locked(m);
     pthread_mutex_unlock(&lock);
-    return p ? p->demangled : NULL;
+    return p && p->demangled ? p_display(p) : NULL;
 }
 
 const char *sp_kern_name(const void *ptr, int is_handle)
@@ -422,7 +449,7 @@ const char *sp_kern_name(const void *ptr, int is_handle)
             rput(which, ptr, p, gen);
         pthread_mutex_unlock(&lock);
     }
-    return p && p != &unknown ? p->display : NULL;
+    return p && p != &unknown ? p_display(p) : NULL;
 }
 
 /* fork() copies a lock some other thread (often the exporter) may hold; the

@@ -1,7 +1,8 @@
 /* tests/unit/test_kernels.c — the kernel-name registry (collectors/kernels.c):
  * names by stub and by launch handle, demangled; re-registration and handle
  * remapping seen by the next lookup; unknown pointers NULL; and lookups from
- * 64 threads (without the lock) while names are registered and handles mapped,
+ * names shown as registered when they do not demangle (cut to 4095 bytes;
+ * sp_kern_demangle NULL for them); 64 threads (without the lock) while names are registered and handles mapped,
  * each answer one the stub could have had (built with SP_KERN_TEST_YIELD, which
  * yields after each lock-free probe that missed: the reader that re-read the
  * slot there failed 10 of 10 runs). Clean under ThreadSanitizer:
@@ -17,7 +18,8 @@
 
 enum { STUBS = 512, THREADS = 64, ROUNDS = 200 };
 
-static char stubs[STUBS], handles[STUBS], nobody;
+static char stubs[STUBS], handles[STUBS], nobody, plain_stub, long_stub, bad_stub;
+static char long_name[5000];
 static char mangled[STUBS][2][32];
 static _Atomic int stop;
 static _Atomic long bad;
@@ -74,6 +76,21 @@ int main(void)
     CHECK(strcmp(sp_kern_name(&handles[3], 1), "k0004(int)") == 0, "handle remapped: %s",
           sp_kern_name(&handles[3], 1));
     sp_kern_map_handle(&handles[3], &stubs[3]);
+
+    sp_kern_register(&plain_stub, "plain_c_kernel");
+    CHECK(strcmp(sp_kern_name(&plain_stub, 0), "plain_c_kernel") == 0, "a C name as it is: %s",
+          sp_kern_name(&plain_stub, 0));
+    CHECK(sp_kern_demangle("plain_c_kernel") == NULL, "a C name does not demangle");
+    sp_kern_register(&bad_stub, "_Z_not_valid");
+    CHECK(strcmp(sp_kern_name(&bad_stub, 0), "_Z_not_valid") == 0 && sp_kern_demangle("_Z_not_valid") == NULL,
+          "a name that does not demangle is shown as registered: %s", sp_kern_name(&bad_stub, 0));
+    CHECK(strcmp(sp_kern_demangle("_Z5k0003i"), "k0003(int)") == 0, "demangled by name");
+    memset(long_name, 'x', sizeof long_name - 1);
+    sp_kern_register(&long_stub, long_name);
+    const char *cut = sp_kern_name(&long_stub, 0);
+    CHECK(cut && strlen(cut) == 4095 && strncmp(cut, long_name, 4095) == 0, "a long name cut to 4095 bytes: %zu",
+          cut ? strlen(cut) : 0);
+    CHECK(strcmp(sp_kern_name(&plain_stub, 0), "plain_c_kernel") == 0, "the short name kept beside the long one");
 
     pthread_t th[THREADS];
     for (long t = 0; t < THREADS; t++)
