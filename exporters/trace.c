@@ -66,15 +66,35 @@ static frag_t frag_make(const char *lit, const char *str, const char *tail)
 }
 
 /* A launch's kernel name by function or handle, looked up once per export
- * (sp_kern_name per launch was ~3-4% of the export), kept as its
- * `,"kernel":"..."` argument. Direct-mapped; a clash only costs a lookup. */
+ * (sp_kern_name per launch was ~3-4% of the export). A name that JSON and
+ * the trace's name rules leave as it is (nearly all) is written from
+ * collectors/kernels.c's text, which lives as long as the process; only one
+ * that needs escaping gets its `,"kernel":"..."` built (a copy per kernel
+ * was ~150 KiB of a 4096-kernel window's export). Direct-mapped; a clash
+ * only costs a lookup. */
 typedef struct kname_cache {
     struct kname {
         const void *fn;
-        int handle, known;
-        frag_t arg;   /* NULL: no name */
+        const char *text;   /* NULL: no name */
+        uint32_t len;
+        uint8_t handle, known, built;   /* built: text is the whole argument, ours to free */
     } slot[4096];
 } kname_cache_t;
+
+/* 1 when sp_json_escape(s, 1, ...) would write s unchanged. */
+static int name_as_is(const char *s, size_t *len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p;
+        int n = c >= 0x20 && c != 0x7f && c != '"' && c != '\\' ? sp_utf8_len(p) : 0;
+        if (!n)
+            return 0;
+        p += n;
+    }
+    *len = (size_t)(p - (const unsigned char *)s);
+    return 1;
+}
 
 static void kname_arg(sp_jw_t *w, kname_cache_t *c, const void *fn, int handle)
 {
@@ -82,15 +102,30 @@ static void kname_arg(sp_jw_t *w, kname_cache_t *c, const void *fn, int handle)
     struct kname *k = &c->slot[(h ^ h >> 12 ^ h >> 24) & 4095];
     if (!k->known || k->fn != fn || k->handle != handle) {
         const char *name = sp_kern_name(fn, handle);
-        free(k->arg.s);
-        *k = (struct kname){fn, handle, 1, name ? frag_make(",\"kernel\":", name, "") : (frag_t){NULL, 0}};
-        if (name && !k->arg.s) {
-            k->known = 0;
-            w->err = ENOMEM;   /* the trace fails as a failed write would (outfile.c says it) */
+        size_t len = 0;
+        if (k->built)
+            free((char *)k->text);
+        *k = (struct kname){fn, name, 0, (uint8_t)handle, 1, 0};
+        if (name && name_as_is(name, &len) && len <= UINT32_MAX) {
+            k->len = (uint32_t)len;
+        } else if (name) {
+            frag_t f = frag_make(",\"kernel\":", name, "");
+            *k = (struct kname){fn, f.s, (uint32_t)f.n, (uint8_t)handle, f.s != NULL, 1};
+            if (!f.s || f.n > UINT32_MAX) {
+                w->err = ENOMEM;   /* the trace fails as a failed write would (outfile.c says it) */
+                k->known = 0;
+            }
         }
     }
-    if (k->arg.s)
-        sp_jw_raw(w, k->arg.s, k->arg.n);
+    if (!k->text)
+        return;
+    if (k->built) {
+        sp_jw_raw(w, k->text, k->len);
+        return;
+    }
+    SP_JW_LIT(w, ",\"kernel\":\"");
+    sp_jw_raw(w, k->text, k->len);
+    SP_JW_LIT(w, "\"");
 }
 
 /* Per API: `{"ph":"X","cat":"...","name":"...","pid":N,"tid":` up to the
@@ -131,7 +166,8 @@ static void api_frags_free(api_frags_t *f)
 static void kname_free(kname_cache_t *c)
 {
     for (size_t i = 0; c && i < sizeof c->slot / sizeof c->slot[0]; i++)
-        free(c->slot[i].arg.s);
+        if (c->slot[i].built)
+            free((char *)c->slot[i].text);
     free(c);
 }
 
