@@ -334,8 +334,10 @@ static void note_window_call(const CUpti_Activity *r)
  * parse has read: a window's records held twice (the buffer's pages that
  * CUPTI filled, and the records parsed from them) made the parse's copy the
  * export's memory. Behind the cursor, every RELEASE_BYTES, so the two
- * never add up; CUPTI fills the pages again as it filled the buffer's fresh
- * pages of its first use. Returns where the next release starts. */
+ * never add up. Only for buffers parsed after a window's close (the
+ * export's flush): a buffer that fills during a window is parsed then and
+ * goes back to CUPTI at once, whose writes would fault its pages in again on
+ * the recording threads. Returns where the next release starts. */
 static uint8_t *release_parsed(uint8_t *from, uint8_t *to)
 {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -358,13 +360,14 @@ void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
     while (valid && api.next_record(buf, valid, &r) == CUPTI_SUCCESS)
         note_window_call(r);
     r = NULL;
-    uint8_t *kept = buf;   /* the pages before it are parsed and given back */
+    uint8_t *kept = buf;   /* the pages before it are parsed and given back (after a close only) */
+    int release = walk_end != UINT64_MAX;
     while (valid && api.next_record(buf, valid, &r) == CUPTI_SUCCESS) {
         parse(r);
-        if ((uint8_t *)r - kept >= RELEASE_BYTES)
+        if (release && (uint8_t *)r - kept >= RELEASE_BYTES)
             kept = release_parsed(kept, (uint8_t *)r);
     }
-    if (valid)
+    if (release && valid)
         release_parsed(kept, buf + valid);
     if (nfree < (int)(sizeof free_bufs / sizeof free_bufs[0])) {
         free_bufs[nfree++] = buf;
