@@ -92,7 +92,9 @@ int main(void)
     CHECK(sp_ot_find(&t, (uintptr_t)&main) == t.ours, "main is in the program's entry");
     CHECK(sp_ot_find(&t, 16) == SP_OT_NONE, "an address in no object");
 
-    size_t zi = entry_of(&t, z, "zlibVersion"), ci = entry_of(&t, RTLD_DEFAULT, "strlen");
+    /* libc's own strlen: through libc's handle, as a preloaded sanitizer runtime defines one first */
+    void *c = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    size_t zi = entry_of(&t, z, "zlibVersion"), ci = c ? entry_of(&t, c, "strlen") : SP_OT_NONE;
     CHECK(named(&t, zi, "libz.so"), "zlibVersion is found in libz (%zu)", zi);
     CHECK(named(&t, ci, "libc.so"), "strlen is found in libc (%zu)", ci);
     CHECK(sp_ot_by_name(&t, "libz.so.1") == zi, "libz by its soname");
