@@ -215,7 +215,7 @@ void sp_cupti_window_open(void)
     sh.window_begin = sp_clock_mono_ns();
     __atomic_store_n(&sh.window_end, UINT64_MAX, __ATOMIC_RELEASE);
     if (!pending) {
-        sh.nrecs = 0;
+        sh.recs.nwork = sh.recs.ncalls = 0;
         sh.nqueries = 0;
         sh.queries_unkept = 0;
         sh.window_corr = 0;   /* with a collect pending, the closed window's GPU work still counts */
@@ -267,10 +267,10 @@ void sp_cupti_window_close(int *device)
 
 /* The exporter's side of a window close: the device sync (timed: its record
  * fixes CUPTI's offset, cupti_window.c), the flush, the take, the drops. */
-size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_gpu_event_t **out,
+size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_gpu_recs_t *out,
                         uint64_t *dropped, uint64_t *filtered)
 {
-    *out = NULL;
+    memset(out, 0, sizeof *out);
     *dropped = 0;
     *filtered = 0;
     if (sh.state <= 0 && sh.state != SP_CUPTI_HANDED_OVER)
@@ -306,12 +306,12 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
     pthread_mutex_lock(&sh.lock);
     uint32_t me = (uint32_t)gettid();
     int64_t offset_was = sh.clock_offset;
-    if (h1 && sp_cupti_marker_fix(sh.recs, &sh.nrecs, me, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, h0, h1,
+    if (h1 && sp_cupti_marker_fix(&sh.recs, me, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, h0, h1,
                                   &sh.clock_offset))
         offset_measured = 1;
     if (collector)   /* its cudaSetDevice, and what the runtime did inside its calls */
-        sp_cupti_drop_thread(sh.recs, &sh.nrecs, me);
-    size_t n = sp_cupti_take_window(&sh.recs, &sh.nrecs, &sh.caprecs, begin, end, out);
+        sp_cupti_drop_thread(&sh.recs, me);
+    size_t n = sp_cupti_take_window(&sh.recs, begin, end, out);
     *filtered = sp_cupti_take_queries(sh.queries, &sh.nqueries, sh.clock_offset - offset_was, begin, end,
                                        collector ? me : 0) + sh.queries_unkept;
     sh.queries_unkept = 0;
@@ -407,7 +407,7 @@ void sp_cupti_after_fork_child(void)
     want_on = is_on = takes_pending = last_close_collects = 0;
     closes = handover_close = 0;
     dropped_base = 0;
-    sh.nrecs = 0;
+    sh.recs.nwork = sh.recs.ncalls = 0;
     sh.nqueries = 0;
     sh.queries_unkept = 0;
 }

@@ -54,11 +54,11 @@ int sp_cupti_api_is_query(int driver, uint32_t cbid);
  * device (when `sync`; not at exit: the runtime may be gone) and flush, so
  * the window's records are all in; then the window's records (runtime/driver
  * records by their start, GPU records by the API call that launched them,
- * else by their own start) moved into a malloc'ed array; older records are
- * dropped, later ones kept. *dropped: records lost since the last collect.
+ * else by their own start) moved into malloc'ed arrays (*out, its count
+ * returned); older records are dropped, later ones kept. *dropped: records lost since the last collect.
  * *filtered: the window's query records left out (sp_cupti_set_query_filter). */
 size_t sp_cupti_collect(int sync, int device, uint64_t begin_ns, uint64_t end_ns,
-                        sp_gpu_event_t **out, uint64_t *dropped, uint64_t *filtered);
+                        sp_gpu_recs_t *out, uint64_t *dropped, uint64_t *filtered);
 /* Records lost, cumulative: CUPTI's own drops (full buffers) and parsed
  * records past the bound on those kept (cupti_buffer_mb, the cycle cap). */
 uint64_t sp_cupti_dropped(void);

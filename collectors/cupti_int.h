@@ -27,8 +27,7 @@ typedef struct {
                                lock); UINT64_MAX while open */
     uint32_t window_corr;   /* the highest correlation id of an API call in it: GPU work with an id up
                                to it was launched in the window, even if it ran after the close */
-    sp_gpu_event_t *recs;   /* parsed records not yet taken */
-    size_t nrecs, caprecs;
+    sp_gpu_recs_t recs;     /* parsed records not yet taken */
     uint64_t recs_dropped;  /* parsed records past the bound on those kept, cumulative */
     /* cupti_api_filter: queries. Query records (sp_cupti_api_is_query) are left
      * out as they are parsed: only their start and thread are kept, apart from

@@ -1,8 +1,8 @@
 /* collectors/cupti_records.c — the record side of the CUPTI collector:
  * activity buffers from a small free list refilled off the hot path, capped by
  * cupti_buffer_mb (a full cap makes CUPTI drop, and count, records rather than
- * stall a launch); completed buffers parsed into sp_gpu_event_t records under
- * sp_cupti_shared.lock, which is never held while calling into CUPTI; the
+ * stall a launch); completed buffers parsed into sp_gpu_event_t records (API
+ * calls into the smaller sp_gpu_api_t) under sp_cupti_shared.lock, which is never held while calling into CUPTI; the
  * records kept for their window, bounded by cupti_buffer_mb's bytes and the
  * cycle cap, past which they are dropped and counted; CUPTI's clock
  * (CLOCK_REALTIME on Linux) mapped to CLOCK_MONOTONIC by an offset from
@@ -30,7 +30,8 @@
 #define RELEASE_BYTES (256u << 10)
 
 #define api sp_cupti_api   /* collectors/cupti_load.c */
-_Static_assert(sizeof(sp_gpu_event_t) == 88, "a parsed CUPTI record is 88 bytes");
+_Static_assert(sizeof(sp_gpu_event_t) == 88, "a parsed CUPTI record of GPU work is 88 bytes");
+_Static_assert(sizeof(sp_gpu_api_t) == 40, "a parsed CUPTI record of an API call is 40 bytes");
 
 #define sh sp_cupti_shared
 
@@ -41,7 +42,7 @@ static void *free_bufs[8];
 static int nfree;
 static uint64_t dropped_total;
 static size_t capqueries;
-static size_t rec_limit = SIZE_MAX; /* bound on nrecs: cupti_buffer_mb and the cycle cap */
+static size_t rec_limit = SIZE_MAX; /* bound on the records kept, both kinds: cupti_buffer_mb and the cycle cap */
 static size_t rec_by_bytes = SIZE_MAX; /* cupti_buffer_mb's part of it */
 static uint64_t walk_end;   /* sh.window_end as read once for the buffer being parsed */
 /* stepprof's own device queries, one bracket per try, on CUPTI's clock: their
@@ -116,27 +117,29 @@ static int window_drop(uint64_t start_mono, int api_call, uint32_t corr)
     return !api_call && corr && corr <= sh.window_corr;
 }
 
-static sp_gpu_event_t *new_rec(uint64_t start_mono, int api_call, uint32_t corr)
+/* Room for one more record in *v (*n of *cap, each `size` bytes); NULL
+ * past rec_limit (counted when the window's) or out of memory. */
+static void *new_rec(void **v, size_t *n, size_t *cap, size_t size, uint64_t start_mono, int api_call, uint32_t corr)
 {
-    if (sh.nrecs >= rec_limit) {
+    if (sh.recs.nwork + sh.recs.ncalls >= rec_limit) {
         if (window_drop(start_mono, api_call, corr)) {
             sh.recs_dropped++;
             sh.drops_pending++;
         }
         return NULL;
     }
-    if (sh.nrecs == sh.caprecs) {
-        size_t n = sh.caprecs ? sh.caprecs * 2 : 4096;
-        if (n > rec_limit)
-            n = rec_limit;
-        sp_gpu_event_t *v = realloc(sh.recs, n * sizeof *v);
-        if (!v)
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 4096;
+        if (c > rec_limit)
+            c = rec_limit;
+        void *grown = realloc(*v, c * size);
+        if (!grown)
             return NULL;
-        sh.recs = v;
-        sh.caprecs = n;
+        *v = grown;
+        *cap = c;
     }
-    sp_gpu_event_t *e = &sh.recs[sh.nrecs++];
-    memset(e, 0, sizeof *e);
+    void *e = (char *)*v + size * (*n)++;
+    memset(e, 0, size);
     return e;
 }
 
@@ -166,25 +169,33 @@ void sp_cupti_set_query_filter(int on)
     pthread_mutex_unlock(&sh.lock);
 }
 
+/* A record's times, or 0 when it is incomplete (a forced flush hands over
+ * buffers with records still running): no time to draw it at; counted with
+ * the window's drops when one of the window's calls launched it (or its
+ * launcher is unknown). GPU work launched after the close is no window's: on
+ * an H200, back-to-back windows of a loop that never syncs showed one such
+ * record at some closes, with every window's kernels there. */
+static int complete(uint64_t start, uint64_t end, uint32_t corr)
+{
+    if (start && end)
+        return 1;
+    if (!corr || corr <= sh.window_corr) {
+        sh.recs_dropped++;
+        sh.drops_pending++;
+    }
+    return 0;
+}
+
 /* A record with the fields every GPU activity kind has; NULL when out of
  * memory or past rec_limit (counted). */
 static sp_gpu_event_t *gpu_rec(uint32_t kind, uint64_t start, uint64_t end, uint32_t device, uint32_t context,
                                uint32_t stream, uint32_t corr)
 {
-    if (!start || !end) {
-        /* Incomplete (a forced flush hands over buffers with records still
-         * running): no time to draw it at; counted with the window's drops
-         * when one of the window's calls launched it (or its launcher is
-         * unknown). GPU work launched after the close is no window's: on an
-         * H200, back-to-back windows of a loop that never syncs showed one
-         * such record at some closes, with every window's kernels there. */
-        if (!corr || corr <= sh.window_corr) {
-            sh.recs_dropped++;
-            sh.drops_pending++;
-        }
+    if (!complete(start, end, corr))
         return NULL;
-    }
-    sp_gpu_event_t *e = new_rec(to_mono(start), kind == SP_GPU_RUNTIME || kind == SP_GPU_DRIVER, corr);
+    void *v = sh.recs.work;
+    sp_gpu_event_t *e = new_rec(&v, &sh.recs.nwork, &sh.recs.capwork, sizeof *e, to_mono(start), 0, corr);
+    sh.recs.work = v;
     if (e) {
         e->kind = kind;
         e->start = to_mono(start);
@@ -195,6 +206,19 @@ static sp_gpu_event_t *gpu_rec(uint32_t kind, uint64_t start, uint64_t end, uint
         e->correlation = corr;
     }
     return e;
+}
+
+static void api_rec(uint32_t kind, const CUpti_ActivityAPI *a)
+{
+    if (!complete(a->start, a->end, a->correlationId))
+        return;
+    void *v = sh.recs.calls;
+    sp_gpu_api_t *e = new_rec(&v, &sh.recs.ncalls, &sh.recs.capcalls, sizeof *e, to_mono(a->start), 1, a->correlationId);
+    sh.recs.calls = v;
+    if (!e)
+        return;
+    *e = (sp_gpu_api_t){to_mono(a->start), to_mono(a->end), kind, a->correlationId, a->cbid, a->threadId,
+                        (int32_t)a->returnValue};
 }
 
 /* profile_memory: what CUPTI saw allocated or released goes to the memory
@@ -298,11 +322,7 @@ static void parse(const CUpti_Activity *r)
                 keep_query(to_mono(a->start), a->threadId);
             return;
         }
-        if (!(e = gpu_rec(kind, a->start, a->end, 0, 0, 0, a->correlationId)))
-            return;
-        e->cbid = a->cbid;
-        e->tid = a->threadId;
-        e->result = (int32_t)a->returnValue;
+        api_rec(kind, a);
         break;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {

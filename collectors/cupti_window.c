@@ -20,28 +20,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int is_api(const sp_gpu_event_t *e)
+int sp_cupti_marker_fix(sp_gpu_recs_t *r, uint32_t tid, uint32_t cbid, uint64_t h0, uint64_t h1, int64_t *offset)
 {
-    return e->kind == SP_GPU_RUNTIME || e->kind == SP_GPU_DRIVER;
-}
-
-int sp_cupti_marker_fix(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid, uint32_t cbid, uint64_t h0,
-                        uint64_t h1, int64_t *offset)
-{
-    size_t n = *nrecs, at = n;
+    sp_gpu_api_t *api = r->calls;
+    size_t n = r->ncalls, at = n;
     for (size_t i = 0; i < n; i++)
-        if (recs[i].kind == SP_GPU_RUNTIME && recs[i].tid == tid && recs[i].cbid == cbid &&
-            (at == n || recs[i].start >= recs[at].start))
+        if (api[i].kind == SP_GPU_RUNTIME && api[i].tid == tid && api[i].cbid == cbid &&
+            (at == n || api[i].start >= api[at].start))
             at = i;
     if (at == n)
         return 0;
     /* stored = raw + offset; the true offset puts [start, end] inside [h0, h1] */
-    int64_t lo = (int64_t)h0 - (int64_t)recs[at].start, hi = (int64_t)h1 - (int64_t)recs[at].end;
+    int64_t lo = (int64_t)h0 - (int64_t)api[at].start, hi = (int64_t)h1 - (int64_t)api[at].end;
     int64_t fix = lo > 0 ? lo : hi < 0 ? hi : 0;   /* the offset in use, moved only as far as needed */
-    memmove(&recs[at], &recs[at + 1], (n - at - 1) * sizeof *recs);   /* stepprof's call, not the program's */
-    *nrecs = --n;
+    memmove(&api[at], &api[at + 1], (n - at - 1) * sizeof *api);   /* stepprof's call, not the program's */
+    r->ncalls = --n;
     for (size_t i = 0; i < n; i++) {
-        sp_gpu_event_t *e = &recs[i];
+        if (api[i].start)
+            api[i].start = (uint64_t)((int64_t)api[i].start + fix);
+        if (api[i].end)
+            api[i].end = (uint64_t)((int64_t)api[i].end + fix);
+    }
+    for (size_t i = 0; i < r->nwork; i++) {
+        sp_gpu_event_t *e = &r->work[i];
         if (e->start)
             e->start = (uint64_t)((int64_t)e->start + fix);
         if (e->end)
@@ -53,13 +54,13 @@ int sp_cupti_marker_fix(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid, uint3
     return 1;
 }
 
-void sp_cupti_drop_thread(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid)
+void sp_cupti_drop_thread(sp_gpu_recs_t *r, uint32_t tid)
 {
     size_t k = 0;
-    for (size_t i = 0; i < *nrecs; i++)
-        if (!(is_api(&recs[i]) && recs[i].tid == tid))
-            recs[k++] = recs[i];
-    *nrecs = k;
+    for (size_t i = 0; i < r->ncalls; i++)
+        if (r->calls[i].tid != tid)
+            r->calls[k++] = r->calls[i];
+    r->ncalls = k;
 }
 
 uint64_t sp_cupti_take_queries(sp_query_rec_t *q, size_t *nq, int64_t shift, uint64_t begin, uint64_t end,
@@ -122,56 +123,71 @@ static int corr_set_has(const corr_set_t *c, uint32_t id)
     return bsearch(&id, c->ids, c->n, sizeof *c->ids, cmp_u32) != NULL;
 }
 
-/* 1: record e is the window's; 0: it is not (-1: a later window's, kept). */
-static int window_side(const sp_gpu_event_t *e, const corr_set_t *mine, uint64_t begin, uint64_t end)
+/* 1: a record that starts at start, with correlation id corr, is the
+ * window's; 0: it is not (-1: a later window's, kept). */
+static int window_side(int api, uint64_t start, uint32_t corr, const corr_set_t *mine, uint64_t begin, uint64_t end)
 {
-    int ours = is_api(e) ? (e->start >= begin && e->start <= end)
-                         : (e->correlation && corr_set_has(mine, e->correlation)) ||
-                               (!e->correlation && e->start >= begin && e->start <= end);
-    return ours ? 1 : e->start > end ? -1 : 0;
+    int ours = api ? (start >= begin && start <= end)
+                   : (corr && corr_set_has(mine, corr)) || (!corr && start >= begin && start <= end);
+    return ours ? 1 : start > end ? -1 : 0;
 }
 
-size_t sp_cupti_take_window(sp_gpu_event_t **recsp, size_t *nrecs, size_t *cap, uint64_t begin, uint64_t end,
-                            sp_gpu_event_t **out)
+#define WORK_SIDE(e) window_side(0, (e)->start, (e)->correlation, &mine, begin, end)
+#define API_SIDE(e) window_side(1, (e)->start, (e)->correlation, &mine, begin, end)
+
+size_t sp_cupti_take_window(sp_gpu_recs_t *r, uint64_t begin, uint64_t end, sp_gpu_recs_t *out)
 {
-    sp_gpu_event_t *recs = *recsp;
-    size_t nr = *nrecs, napi = 0, nlater = 0;
-    *out = NULL;
-    for (size_t i = 0; i < nr; i++)
-        napi += is_api(&recs[i]);
-    corr_set_t mine = {malloc((napi ? napi : 1) * sizeof *mine.ids), 0, NULL, 0, 0};
+    memset(out, 0, sizeof *out);
+    corr_set_t mine = {malloc((r->ncalls ? r->ncalls : 1) * sizeof *mine.ids), 0, NULL, 0, 0};
     if (!mine.ids)
         return 0;
-    for (size_t i = 0; i < nr; i++) {
-        const sp_gpu_event_t *e = &recs[i];
-        if (is_api(e) && e->start >= begin && e->start <= end)
-            mine.ids[mine.n++] = e->correlation;
-    }
+    for (size_t i = 0; i < r->ncalls; i++)
+        if (r->calls[i].start >= begin && r->calls[i].start <= end)
+            mine.ids[mine.n++] = r->calls[i].correlation;
     corr_set_build(&mine);
-    for (size_t i = 0; i < nr; i++)
-        nlater += window_side(&recs[i], &mine, begin, end) < 0;
+    size_t wlater = 0, alater = 0;
+    for (size_t i = 0; i < r->nwork; i++)
+        wlater += WORK_SIDE(&r->work[i]) < 0;
+    for (size_t i = 0; i < r->ncalls; i++)
+        alater += API_SIDE(&r->calls[i]) < 0;
     /* The window's records are nearly all of them: they stay where they are,
-     * moved to the front, and the array becomes the window's; the few of
-     * later windows move to a new one (a copy of the whole would be the
+     * moved to the front, and the arrays become the window's; the few of
+     * later windows move to new ones (a copy of the whole would be the
      * export's largest allocation: 68 bytes per trace event). */
-    sp_gpu_event_t *later = nlater ? malloc(nlater * sizeof *later) : NULL;
-    if (nlater && !later) {
+    sp_gpu_event_t *wl = wlater ? malloc(wlater * sizeof *wl) : NULL;
+    sp_gpu_api_t *al = alater ? malloc(alater * sizeof *al) : NULL;
+    if ((wlater && !wl) || (alater && !al)) {
+        free(wl);
+        free(al);
         free(mine.ids);
         free(mine.bits);
         return 0;
     }
     size_t n = 0, keep = 0;
-    for (size_t i = 0; i < nr; i++) {
-        int side = window_side(&recs[i], &mine, begin, end);
+    for (size_t i = 0; i < r->nwork; i++) {
+        int side = WORK_SIDE(&r->work[i]);
         if (side > 0)
-            recs[n++] = recs[i];
+            r->work[n++] = r->work[i];
         else if (side < 0)
-            later[keep++] = recs[i];
+            wl[keep++] = r->work[i];
     }
+    out->work = r->work;
+    out->nwork = out->capwork = n;
+    r->work = wl;
+    r->nwork = r->capwork = keep;
+    n = keep = 0;
+    for (size_t i = 0; i < r->ncalls; i++) {
+        int side = API_SIDE(&r->calls[i]);
+        if (side > 0)
+            r->calls[n++] = r->calls[i];
+        else if (side < 0)
+            al[keep++] = r->calls[i];
+    }
+    out->calls = r->calls;
+    out->ncalls = out->capcalls = n;
+    r->calls = al;
+    r->ncalls = r->capcalls = keep;
     free(mine.ids);
     free(mine.bits);
-    *recsp = later;
-    *nrecs = *cap = keep;
-    *out = recs;
-    return n;
+    return out->nwork + out->ncalls;
 }

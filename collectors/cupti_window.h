@@ -20,18 +20,17 @@ typedef struct {
  * on the host as [h0, h1], removes it, and shifts every record and *offset
  * as little as needed so that it lies inside that span. 0 when no such
  * record was parsed. */
-int sp_cupti_marker_fix(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid, uint32_t cbid, uint64_t h0,
-                        uint64_t h1, int64_t *offset);
+int sp_cupti_marker_fix(sp_gpu_recs_t *r, uint32_t tid, uint32_t cbid, uint64_t h0, uint64_t h1, int64_t *offset);
 
 /* Drops the runtime and driver records of thread tid (stepprof's collecting
  * thread: none of its calls are the program's). */
-void sp_cupti_drop_thread(sp_gpu_event_t *recs, size_t *nrecs, uint32_t tid);
+void sp_cupti_drop_thread(sp_gpu_recs_t *r, uint32_t tid);
 /* The records of the window [begin, end] (CLOCK_MONOTONIC ns) as *out (count
- * returned; the caller frees it): the array *recs itself, compacted, and
- * *recs (*nrecs records, *cap of room) becomes a new array of later windows'
- * records, NULL when none. On failure 0, *out NULL and nothing changed. */
-size_t sp_cupti_take_window(sp_gpu_event_t **recs, size_t *nrecs, size_t *cap, uint64_t begin, uint64_t end,
-                            sp_gpu_event_t **out);
+ * of both kinds returned; the caller frees its arrays, whose room is their
+ * counts): the arrays of *r themselves, compacted, and *r becomes new arrays
+ * of later windows' records (NULL when none; room = count). On failure 0,
+ * *out empty and nothing changed. */
+size_t sp_cupti_take_window(sp_gpu_recs_t *r, uint64_t begin, uint64_t end, sp_gpu_recs_t *out);
 
 /* The window [begin, end]'s query records left out, counted; those of thread
  * tid (stepprof's collecting thread; 0: none) are not the program's; later

@@ -172,7 +172,8 @@ static void discard(const sp_export_job_t *job)
     sp_ev_collect(job->window, 0, &ev);
     sp_big_free(ev);
     sp_ev_release();
-    free(job->gpu);
+    free(job->gpu.work);
+    free(job->gpu.calls);
     sp_mem_cycle_free(sp_mem_cycle_take(job->window));
 }
 
@@ -212,9 +213,8 @@ void sp_export_collect_gpu(sp_export_job_t *job)
     if (!job->gpu_collect)
         return;
     /* The window's close, the part that waits: off the program's thread (design.md). */
-    job->ngpu = sp_cupti_collect(job->gpu_sync, job->gpu_device, sp_clock_to_ns(job->t_begin),
-                                 sp_clock_to_ns(job->t_end), &job->gpu, &job->cupti_dropped,
-                                 &job->api_filtered);
+    sp_cupti_collect(job->gpu_sync, job->gpu_device, sp_clock_to_ns(job->t_begin),
+                     sp_clock_to_ns(job->t_end), &job->gpu, &job->cupti_dropped, &job->api_filtered);
     job->gpu_collect = 0;
 }
 
@@ -232,7 +232,7 @@ int sp_export_run(const sp_export_job_t *job_in)
     sp_event_ref_t *ev = NULL;
     size_t n = sp_ev_collect(job->window, SP_EV_NAMES_LATER, &ev);
     atomic_store(&running_trace_done, 0);
-    atomic_store(&running_events, (uint64_t)n + job->ngpu);
+    atomic_store(&running_events, (uint64_t)n + job->gpu.nwork + job->gpu.ncalls);
     report_task_t rt = {.window = job->window, .refs = ev, .nrefs = n, .job = job};
     sp_report_share_init(&rt.share);
     unsigned long beside = sp_export_beside(report_main, &rt);
@@ -267,12 +267,15 @@ int sp_export_run(const sp_export_job_t *job_in)
     char stem[512];
     sp_outfile_stem(stem, sizeof stem, job->worker, end + (uint64_t)sp_clock_epoch_offset());
     sp_gpu_view_t gpu;
-    sp_gpuv_build(&gpu, ev, n, job->gpu, job->ngpu); /* the view owns and frees them */
+    sp_gpuv_build(&gpu, ev, n, &job->gpu); /* the view owns and frees them */
     /* GPU work launched in the window may finish after it: the window's end
      * ("Record Window End") covers it. */
     for (size_t i = 0; i < gpu.n; i++)
         if (gpu.gpu[i].end > end)
             end = gpu.gpu[i].end;
+    for (size_t i = 0; i < gpu.napi; i++)
+        if (gpu.api[i].end > end)
+            end = gpu.api[i].end;
     sp_mem_cycle_t *mem = sp_mem_cycle_take(job->window); /* NULL unless profile_memory */
     if (!settled)
         sp_report_share_wait_while(&rt.share, &rt.settled, 0);

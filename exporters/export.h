@@ -4,6 +4,8 @@
 #ifndef SP_EXPORT_H
 #define SP_EXPORT_H
 
+#include "../collectors/gpu.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,8 +24,8 @@ typedef struct sp_export_job {
     uint64_t api_filtered;    /* CUPTI query records of this window left out (cupti_api_filter) */
     int gpu_collect;          /* the exporter collects CUPTI's records of the window first */
     int gpu_sync, gpu_device; /* ... after a device sync (not at exit) of this device (-1: current) */
-    struct sp_gpu_event *gpu; /* CUPTI's records of the window, collected by the exporter in */
-    size_t ngpu;              /* the order the windows closed; owned */
+    sp_gpu_recs_t gpu;        /* CUPTI's records of the window, collected by the exporter in
+                                 the order the windows closed; owned */
     char output_dir[4096];
     char worker[256];
     int with_stack;           /* write <stem>.stacks.txt (and .stacks_cuda.txt) */

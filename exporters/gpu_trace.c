@@ -36,11 +36,6 @@ typedef struct sp_gpuv_memo {
     const char *name[MEMO_SLOTS];
 } memo_t;
 
-static int is_api(const sp_gpu_event_t *e)
-{
-    return e->kind == SP_GPU_RUNTIME || e->kind == SP_GPU_DRIVER;
-}
-
 /* The pairing key, in the order both sides are sorted: OS thread, domain,
  * callback id (CUPTI's are below 2^24). */
 static uint64_t match_key(uint32_t tid, uint32_t domain, uint32_t cbid)
@@ -69,7 +64,7 @@ static uint64_t host_key(const sp_event_ref_t *r)
  * cudaLaunchKernel(_ptsz) (211 / 214; seen on an H200, docs/gpu-validation.md),
  * which is what collectors/api.h gives the intercepted call; a CUPTI that uses
  * the header's own 505 / 506 pairs the same way. */
-static uint32_t gpu_cbid(const sp_gpu_event_t *g)
+static uint32_t gpu_cbid(const sp_gpu_api_t *g)
 {
     if (g->kind == SP_GPU_RUNTIME && g->cbid == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000)
         return CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
@@ -78,7 +73,7 @@ static uint32_t gpu_cbid(const sp_gpu_event_t *g)
     return g->cbid;
 }
 
-static uint64_t gpu_key(const sp_gpu_event_t *g)
+static uint64_t gpu_key(const sp_gpu_api_t *g)
 {
     return match_key(g->tid, g->kind, gpu_cbid(g));
 }
@@ -101,35 +96,37 @@ static void pair_group(sp_gpu_view_t *v, const sp_event_ref_t *ev, const sp_kv_t
     }
     for (size_t j = 0, k = 0; j < nh; j++) {
         const sp_event_t *e = ev[h[j].val].ev;
-        while (k < nc && v->gpu[c[k].val].start + SLACK_NS < e->t0)
+        while (k < nc && v->api[c[k].val].start + SLACK_NS < e->t0)
             k++;
-        if (k < nc && v->gpu[c[k].val].start <= e->t1 + SLACK_NS) {
+        if (k < nc && v->api[c[k].val].start <= e->t1 + SLACK_NS) {
             v->host_match[h[j].val] = (int32_t)c[k].val;
             v->api_used[c[k++].val] = 1;
         }
     }
 }
 
-void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gpu_event_t *gpu, size_t ngpu)
+void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, const sp_gpu_recs_t *recs)
 {
     memset(v, 0, sizeof *v);
-    v->gpu = gpu;
-    v->n = ngpu;
+    sp_gpu_event_t *gpu = v->gpu = recs->work;
+    size_t ngpu = v->n = recs->nwork;
+    sp_gpu_api_t *api = v->api = recs->calls;
+    size_t napi = v->napi = recs->ncalls, nh = 0;
     v->host_corr_base = SP_GPUV_HOST_CORR_MIN;
     for (size_t i = 0; i < ngpu; i++)
         if (gpu[i].correlation >= v->host_corr_base)
             v->host_corr_base = (uint64_t)gpu[i].correlation + 1;
-    size_t napi = 0, nh = 0;
+    for (size_t i = 0; i < napi; i++)
+        if (api[i].correlation >= v->host_corr_base)
+            v->host_corr_base = (uint64_t)api[i].correlation + 1;
     for (size_t i = 0; i < ngpu; i++)
-        if (is_api(&gpu[i]))
-            napi++;
-        else if (gpu[i].device < 32)
+        if (gpu[i].device < 32)
             v->devices |= 1u << gpu[i].device;
     /* Without CUPTI's API records no host event has a match: no array (4
      * bytes an event at the export's peak). */
     v->host_match = napi ? sp_big_alloc((nev ? nev : 1) * sizeof *v->host_match, 0) : NULL;
-    v->api_used = calloc(ngpu ? ngpu : 1, 1);
-    for (int r = 0; ngpu && r < 2; r++)   /* NULL: no memo, names asked each time */
+    v->api_used = calloc(napi ? napi : 1, 1);
+    for (int r = 0; ngpu + napi && r < 2; r++)   /* NULL: no memo, names asked each time */
         v->memo[r] = calloc(1, sizeof *v->memo[r]);
     if ((napi && !v->host_match) || !v->api_used) {
         sp_gpuv_free(v);
@@ -148,12 +145,11 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gp
         return;
     }
     size_t k = 0;
-    for (size_t i = 0; c && i < ngpu; i++)
-        if (is_api(&gpu[i]))
-            c[k++] = (sp_kv_t){gpu[i].start, i};
+    for (size_t i = 0; c && i < napi; i++)
+        c[i] = (sp_kv_t){api[i].start, i};
     sp_kv_t *cs = c ? sp_radix_sort(c, c + napi, napi) : NULL;
     for (size_t i = 0; cs && i < napi; i++)
-        cs[i].key = gpu_key(&gpu[cs[i].val]);
+        cs[i].key = gpu_key(&api[cs[i].val]);
     cs = cs ? sp_radix_sort(cs, cs == c ? c + napi : c, napi) : NULL;
     if (cs) {   /* the sorting's spare half goes before the host side's is taken */
         memmove(c, cs, napi * sizeof *c);
@@ -191,6 +187,7 @@ void sp_gpuv_build_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev
 void sp_gpuv_free(sp_gpu_view_t *v)
 {
     free(v->gpu);
+    free(v->api);
     sp_big_free(v->host_match);
     free(v->api_used);
     free(v->range_ev);
@@ -201,9 +198,9 @@ void sp_gpuv_free(sp_gpu_view_t *v)
     memset(v, 0, sizeof *v);
 }
 
-const sp_gpu_event_t *sp_gpuv_match(const sp_gpu_view_t *v, size_t h)
+const sp_gpu_api_t *sp_gpuv_match(const sp_gpu_view_t *v, size_t h)
 {
-    return v->host_match && v->host_match[h] >= 0 ? &v->gpu[v->host_match[h]] : NULL;
+    return v->host_match && v->host_match[h] >= 0 ? &v->api[v->host_match[h]] : NULL;
 }
 
 const char *sp_gpuv_api_name(const char *real, char *buf, size_t len)
@@ -268,8 +265,6 @@ void sp_gpuv_write_metadata(sp_jw_t *w, const sp_gpu_view_t *v)
     }
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *e = &v->gpu[i];
-        if (is_api(e))
-            continue;
         uint32_t key = gpu_pid(e) << 24 | (gpu_tid(e) & 0xffffff);
         size_t k = 0;
         while (k < ns && seen_streams[k] != key)
@@ -477,7 +472,7 @@ static void write_gpu_event(sp_jw_t *w, const sp_gpu_view_t *v, const sp_gpu_eve
  * thread, same correlation id; not its span: CUPTI's clock is mapped to the host's) is drawn as CUPTI gave it, but its id is written as
  * stepprof_runtime_correlation: under "correlation" a second event with the call's id makes clients
  * (TensorBoard's plugin) count that call's GPU work twice. */
-static void write_unmatched_api(sp_jw_t *w, const sp_gpu_event_t *e, uint64_t ext, int pid, uint64_t base, int nested)
+static void write_unmatched_api(sp_jw_t *w, const sp_gpu_api_t *e, uint64_t ext, int pid, uint64_t base, int nested)
 {
     const char *real = sp_cupti_api_name(e->kind == SP_GPU_DRIVER, e->cbid);
     char fallback[32], buf[64];
@@ -521,7 +516,7 @@ static void flow(sp_jw_t *w, uint32_t id, long pid, long tid, int64_t ts, long g
     SP_JW_LIT(w, ",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"},\n");
 }
 
-static int inside_runtime_call(const sp_launches_t *t, const sp_gpu_event_t *e)
+static int inside_runtime_call(const sp_launches_t *t, const sp_gpu_api_t *e)
 {
     if (e->kind != SP_GPU_DRIVER)
         return 0;
@@ -535,9 +530,9 @@ static int launches_init(sp_launches_t *t, const sp_gpu_view_t *v, size_t nev)
 {
     size_t n = 0;
     uint32_t lo = UINT32_MAX, hi = 0;
-    for (size_t i = 0; i < nev + v->n; i++) {
-        const sp_gpu_event_t *e = i < nev ? sp_gpuv_match(v, i) : &v->gpu[i - nev];
-        if (!e || (i >= nev && (!is_api(e) || v->api_used[i - nev])))
+    for (size_t i = 0; i < nev + v->napi; i++) {
+        const sp_gpu_api_t *e = i < nev ? sp_gpuv_match(v, i) : &v->api[i - nev];
+        if (!e || (i >= nev && v->api_used[i - nev]))
             continue;
         n++;
         lo = e->correlation < lo ? e->correlation : lo;
@@ -549,7 +544,7 @@ static int launches_init(sp_launches_t *t, const sp_gpu_view_t *v, size_t nev)
 void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, int pid,
                           uint64_t base)
 {
-    if (!v->n)
+    if (!v->n && !v->napi)
         return;
     /* Where each correlation id's call is drawn: the host event it matched, or CUPTI's own record. */
     sp_launches_t t;
@@ -562,7 +557,7 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
     }
     for (size_t h = 0; h < nev; h++) {
         uint64_t ext = sp_annot_walk_next(&walk, ev, h, NULL);
-        const sp_gpu_event_t *m = sp_gpuv_match(v, h);
+        const sp_gpu_api_t *m = sp_gpuv_match(v, h);
         if (m)
             sp_launches_add(&t, &(sp_launch_t){ext, (int64_t)ev[h].ev->t0, sp_ev_owner(ev[h].ev)->tid, m->correlation,
                                                m->kind == SP_GPU_DRIVER, 0, 1});
@@ -572,9 +567,9 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
     sp_annot_walk_free(&walk);
     /* Ranges in (thread, start) order, to place calls only CUPTI saw. */
     uint64_t *byt = sp_annot_by_thread(v, ev);
-    for (size_t i = 0; i < v->n; i++) {
-        const sp_gpu_event_t *e = &v->gpu[i];
-        if (is_api(e) && !v->api_used[i]) {
+    for (size_t i = 0; i < v->napi; i++) {
+        const sp_gpu_api_t *e = &v->api[i];
+        if (!v->api_used[i]) {
             uint64_t range = sp_annot_range_at(v, ev, byt, e->tid, (int64_t)e->start);
             write_unmatched_api(w, e, sp_gpuv_call_ext(v, range), pid, base, inside_runtime_call(&t, e));
             sp_launches_add(&t, &(sp_launch_t){range, (int64_t)e->start, e->tid, e->correlation,
@@ -588,8 +583,6 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
         gext = NULL;
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *e = &v->gpu[i];
-        if (is_api(e))
-            continue;
         sp_launch_t *la = e->kind != SP_GPU_SYNC ? sp_launches_find(&t, e->correlation) : NULL;
         if (la && gext)
             gext[i] = la->range;

@@ -17,10 +17,12 @@
 #include <stdint.h>
 
 typedef struct sp_gpu_view {
-    sp_gpu_event_t *gpu;
+    sp_gpu_event_t *gpu;   /* GPU work */
     size_t n;
+    sp_gpu_api_t *api;     /* CUPTI's runtime and driver API records */
+    size_t napi;
     int32_t *host_match;   /* per host event: index of its CUPTI API record, or -1; NULL without API records */
-    uint8_t *api_used;     /* per GPU record: an API record already matched to a host event */
+    uint8_t *api_used;     /* per API record: already matched to a host event */
     uint32_t devices;      /* bit mask of devices with activity */
     size_t nranges;        /* ranges and steps, in External id order (id = index + 1); a host
                               event's own id is told by a pass beside the writer's
@@ -71,8 +73,8 @@ static inline uint64_t sp_gpuv_call_ext(const sp_gpu_view_t *v, uint64_t range)
     return range && v->range_call ? v->range_call[range - 1] : range;
 }
 
-/* Builds the view; host events sorted by start, t0/t1 in ns. Takes ownership of gpu. */
-void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, sp_gpu_event_t *gpu, size_t ngpu);
+/* Builds the view; host events sorted by start, t0/t1 in ns. Takes ownership of recs' arrays. */
+void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, const sp_gpu_recs_t *recs);
 /* Its ranges (External ids, nesting: ext, nranges, range_*; gpu_annot.h), which only the trace reads:
  * built apart, on the trace writer's thread once the reports are under way beside it. */
 void sp_gpuv_build_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev);
@@ -93,7 +95,7 @@ static inline uint64_t sp_gpuv_host_corr(const sp_gpu_view_t *v, size_t host_ind
 }
 
 /* For a host API event: CUPTI's record of the same call, or NULL. */
-const sp_gpu_event_t *sp_gpuv_match(const sp_gpu_view_t *v, size_t host_index);
+const sp_gpu_api_t *sp_gpuv_match(const sp_gpu_view_t *v, size_t host_index);
 
 /* The trace name of a GPU record: demangled kernel, "Memcpy HtoD (Pageable ->
  * Device)", "Memset (Device)", "Stream Sync"...; may use buf. Each reader

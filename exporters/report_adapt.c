@@ -184,26 +184,30 @@ static void runtime_calls(adapt_t *a)
     uint64_t lo = UINT64_MAX, hi = 0;
     size_t drivers = 0;
     for (size_t i = 0; i < g->n; i++) {
-        const sp_gpu_event_t *e = &g->gpu[i];
+        lo = g->gpu[i].correlation < lo ? g->gpu[i].correlation : lo;
+        hi = g->gpu[i].correlation > hi ? g->gpu[i].correlation : hi;
+    }
+    for (size_t i = 0; i < g->napi; i++) {
+        const sp_gpu_api_t *e = &g->api[i];
         lo = e->correlation < lo ? e->correlation : lo;
         hi = e->correlation > hi ? e->correlation : hi;
         drivers += e->kind == SP_GPU_DRIVER && !g->api_used[i];
     }
-    if (!drivers || hi - lo >= 4 * (uint64_t)g->n + 4096 || !(a->call_tid = calloc(hi - lo + 1, sizeof *a->call_tid)))
+    if (!drivers || hi - lo >= 4 * (uint64_t)(g->n + g->napi) + 4096 || !(a->call_tid = calloc(hi - lo + 1, sizeof *a->call_tid)))
         return;
     a->corr_lo = lo;
     a->corr_n = hi - lo + 1;
     for (size_t i = 0; i < a->n; i++) {
-        const sp_gpu_event_t *m = a->ev[i].ev->kind == SP_EV_API ? sp_gpuv_match(g, i) : NULL;
+        const sp_gpu_api_t *m = a->ev[i].ev->kind == SP_EV_API ? sp_gpuv_match(g, i) : NULL;
         if (m)
             claim(a, m->correlation, (uint32_t)sp_ev_owner(a->ev[i].ev)->tid);
     }
-    for (size_t i = 0; i < g->n; i++)
-        if (g->gpu[i].kind == SP_GPU_RUNTIME && !g->api_used[i])
-            claim(a, g->gpu[i].correlation, g->gpu[i].tid);
+    for (size_t i = 0; i < g->napi; i++)
+        if (g->api[i].kind == SP_GPU_RUNTIME && !g->api_used[i])
+            claim(a, g->api[i].correlation, g->api[i].tid);
 }
 
-static int nested_driver_call(const adapt_t *a, const sp_gpu_event_t *g)
+static int nested_driver_call(const adapt_t *a, const sp_gpu_api_t *g)
 {
     uint64_t k = g->correlation - a->corr_lo;
     return g->kind == SP_GPU_DRIVER && g->correlation && k < a->corr_n && a->call_tid[k] == g->tid &&
@@ -230,7 +234,7 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
         if (!a->api_names[e->name])
             a->api_names[e->name] = sp_rep_intern_id(s, sp_gpuv_api_name(sp_api_table[e->name].name, name, sizeof name));
         r->name = a->api_names[e->name];
-        const sp_gpu_event_t *m = sp_gpuv_match(a->gpu, i);
+        const sp_gpu_api_t *m = sp_gpuv_match(a->gpu, i);
         r->correlation = m ? m->correlation : sp_gpuv_host_corr(a->gpu, i);
         api_fields(s, r, &d, e);
     } else if (e->kind == SP_EV_STEP) {
@@ -259,29 +263,16 @@ static int fill_host(adapt_t *a, size_t i, sp_rep_event_t *r)
 static int fill_gpu(adapt_t *a, const sp_gpu_event_t *g, sp_rep_event_t *r)
 {
     static const int cat[] = {[SP_GPU_KERNEL] = SP_REP_KERNEL, [SP_GPU_MEMCPY] = SP_REP_MEMCPY,
-                              [SP_GPU_MEMSET] = SP_REP_MEMSET, [SP_GPU_SYNC] = SP_REP_SYNC,
-                              [SP_GPU_RUNTIME] = SP_REP_RUNTIME, [SP_GPU_DRIVER] = SP_REP_DRIVER};
-    if (g->kind < SP_GPU_KERNEL || g->kind > SP_GPU_DRIVER)
+                              [SP_GPU_MEMSET] = SP_REP_MEMSET, [SP_GPU_SYNC] = SP_REP_SYNC};
+    if (g->kind < SP_GPU_KERNEL || g->kind > SP_GPU_SYNC)
         return 0;
     sp_rep_set_t *s = a->s;
     char buf[128];
     r->cat = cat[g->kind];
     int64_t ts = (int64_t)(g->start - a->base_ns);
     sp_rep_set_ts(r, ts);
-    if (g->kind == SP_GPU_RUNTIME || g->kind == SP_GPU_DRIVER)
-        sp_rep_set_dur(r, g->end > g->start ? sp_trace_dur(ts, (int64_t)(g->end - g->start)) : 0);
-    else
-        sp_rep_set_dur(r, sp_trace_dur(ts, (int64_t)(sp_gpu_end(g) - g->start)));
+    sp_rep_set_dur(r, sp_trace_dur(ts, (int64_t)(sp_gpu_end(g) - g->start)));
     r->correlation = g->correlation;
-    if (r->cat == SP_REP_RUNTIME || r->cat == SP_REP_DRIVER) {
-        const char *api = sp_cupti_api_name(g->kind == SP_GPU_DRIVER, g->cbid);
-        if (!api)
-            snprintf(buf, sizeof buf, "cbid %u", g->cbid);
-        char shown[64];
-        r->name = trace_name(s, api ? sp_gpuv_api_name(api, shown, sizeof shown) : buf);
-        sp_rep_set_lane(s, r, a->pid, g->tid, 0);
-        return 1;
-    }
     const char *name = sp_gpuv_name(a->gpu, SP_GPUV_REPORTS, g, buf, sizeof buf);
     r->name = name == buf ? trace_name(s, name) : cached_name(s, a->c, name);
     sp_rep_set_lane(s, r, g->kind == SP_GPU_SYNC ? 0 : g->device, g->stream, (int)g->device);
@@ -298,20 +289,32 @@ static int fill_gpu(adapt_t *a, const sp_gpu_event_t *g, sp_rep_event_t *r)
     return 1;
 }
 
-static int is_api_record(const sp_gpu_event_t *g)
+static int fill_api(adapt_t *a, const sp_gpu_api_t *g, sp_rep_event_t *r)
 {
-    return g->kind == SP_GPU_RUNTIME || g->kind == SP_GPU_DRIVER;
+    sp_rep_set_t *s = a->s;
+    char buf[128], shown[64];
+    r->cat = g->kind == SP_GPU_DRIVER ? SP_REP_DRIVER : SP_REP_RUNTIME;
+    int64_t ts = (int64_t)(g->start - a->base_ns);
+    sp_rep_set_ts(r, ts);
+    sp_rep_set_dur(r, g->end > g->start ? sp_trace_dur(ts, (int64_t)(g->end - g->start)) : 0);
+    r->correlation = g->correlation;
+    const char *api = sp_cupti_api_name(g->kind == SP_GPU_DRIVER, g->cbid);
+    if (!api)
+        snprintf(buf, sizeof buf, "cbid %u", g->cbid);
+    r->name = trace_name(s, api ? sp_gpuv_api_name(api, shown, sizeof shown) : buf);
+    sp_rep_set_lane(s, r, a->pid, g->tid, 0);
+    return 1;
 }
 
 static int fill_gpu_work(adapt_t *a, size_t i, sp_rep_event_t *r)
 {
-    return !is_api_record(&a->gpu->gpu[i]) && fill_gpu(a, &a->gpu->gpu[i], r);
+    return fill_gpu(a, &a->gpu->gpu[i], r);
 }
 
 static int fill_gpu_api(adapt_t *a, size_t i, sp_rep_event_t *r)
 {
-    const sp_gpu_event_t *g = &a->gpu->gpu[i];
-    return is_api_record(g) && !a->gpu->api_used[i] && !nested_driver_call(a, g) && fill_gpu(a, g, r);
+    const sp_gpu_api_t *g = &a->gpu->api[i];
+    return !a->gpu->api_used[i] && !nested_driver_call(a, g) && fill_api(a, g, r);
 }
 
 /* As memory_trace.c writes them: time clamped into the window, CUPTI-only
@@ -420,7 +423,7 @@ static int intern_range_names(adapt_t *a)
 int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const sp_gpu_view_t *gpu,
                     const sp_mem_cycle_t *mem, uint64_t base_ns, uint64_t end_ns)
 {
-    if (sp_rep_reserve(s, n + gpu->n + (mem ? mem->nops : 0)) != 0)
+    if (sp_rep_reserve(s, n + gpu->n + gpu->napi + (mem ? mem->nops : 0)) != 0)
         return -1;
     adapt_t a = {s, calloc(1, sizeof *a.c), calloc(SP_API_COUNT, sizeof *a.api_names), calloc(4096, sizeof *a.stacks),
                  {0}, ev, n, gpu, mem, (long)getpid(), base_ns, end_ns, NULL, 0, 0};
@@ -431,7 +434,7 @@ int sp_report_adapt(sp_rep_set_t *s, const sp_event_ref_t *ev, size_t n, const s
     }
     st[0] = (stream_t){.fill = fill_host, .n = n};
     st[1] = (stream_t){.fill = fill_gpu_work, .n = gpu->n};
-    st[2] = (stream_t){.fill = fill_gpu_api, .n = gpu->n};
+    st[2] = (stream_t){.fill = fill_gpu_api, .n = gpu->napi};
     st[3] = (stream_t){.fill = fill_memory, .n = mem ? mem->nops : 0};
     runtime_calls(&a);
     for (int k = 0; k < 4; k++)

@@ -297,7 +297,7 @@ static void write_event(ctx_t *c, const sp_event_ref_t *r, size_t index)
         /* With CUPTI's record of the same call, its correlation id is the
          * one GPU events carry. External id: the enclosing operator's or
          * range's, as Kineto (sp_gpuv_call_ext). */
-        const sp_gpu_event_t *m = sp_gpuv_match(c->gpu, index);
+        const sp_gpu_api_t *m = sp_gpuv_match(c->gpu, index);
         const api_frags_t *f = c->api;
         if (api_frags_make(c->api, e->name, c->pid) != 0) {
             w->err = ENOMEM;
@@ -376,10 +376,9 @@ static void write_cupti_only_threads(ctx_t *c, const sp_thread_t **ts, size_t nt
     uint32_t named[256], last = 0;
     size_t nn = 0;
     char comm[64], path[64], label[128];
-    for (size_t i = 0; g && i < g->n; i++) {
-        const sp_gpu_event_t *e = &g->gpu[i];
-        if ((e->kind != SP_GPU_RUNTIME && e->kind != SP_GPU_DRIVER) || (g->api_used && g->api_used[i]) ||
-            e->tid == last)
+    for (size_t i = 0; g && i < g->napi; i++) {
+        const sp_gpu_api_t *e = &g->api[i];
+        if ((g->api_used && g->api_used[i]) || e->tid == last)
             continue;
         last = e->tid;
         int seen = 0;

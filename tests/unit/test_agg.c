@@ -123,47 +123,72 @@ static void check_stacks(void)
     sp_rep_free(&s);
 }
 
-static sp_gpu_event_t rec(uint32_t kind, uint64_t start, uint32_t corr)
+static sp_gpu_event_t work(uint64_t start, uint32_t corr)
 {
     sp_gpu_event_t e;
     memset(&e, 0, sizeof e);
-    e.kind = kind;
+    e.kind = SP_GPU_KERNEL;
     e.start = start;
     e.end = start + 5;
     e.correlation = corr;
     return e;
 }
 
+static sp_gpu_api_t call(uint64_t start, uint32_t corr)
+{
+    return (sp_gpu_api_t){start, start + 5, SP_GPU_RUNTIME, corr, 211, 7, 0};
+}
+
 static void check_take(void)
 {
     /* Window [1000, 2000]: calls 1..3 in it, call 4 after; a kernel of call 2
      * that ran after the close is the window's; a record before it is no
-     * window's and goes. */
-    sp_gpu_event_t in[] = {
-        rec(SP_GPU_RUNTIME, 500, 9),    /* before: dropped */
-        rec(SP_GPU_RUNTIME, 1100, 1), rec(SP_GPU_KERNEL, 1200, 1), rec(SP_GPU_RUNTIME, 1300, 2),
-        rec(SP_GPU_RUNTIME, 1400, 3), rec(SP_GPU_RUNTIME, 2500, 4), rec(SP_GPU_KERNEL, 2600, 2),
-        rec(SP_GPU_KERNEL, 2700, 4),    /* the later window's */
-    };
-    size_t n = sizeof in / sizeof in[0], cap = n + 3;
-    sp_gpu_event_t *recs = malloc(cap * sizeof *recs), *old = recs, *out = NULL;
-    memcpy(recs, in, sizeof in);
-    size_t got = sp_cupti_take_window(&recs, &n, &cap, 1000, 2000, &out);
-    CHECK(got == 5 && out == old, "the window's 5 records, in the old array (%zu)", got);
-    uint64_t want_start[] = {1100, 1200, 1300, 1400, 2600};
-    for (size_t i = 0; i < 5 && got == 5; i++)
-        CHECK(out[i].start == want_start[i], "window record %zu starts at %" PRIu64, i, out[i].start);
-    CHECK(n == 2 && cap == 2 && recs && recs != old, "later records in a new array (%zu, cap %zu)", n, cap);
-    CHECK(n == 2 && recs[0].start == 2500 && recs[1].start == 2700, "later records kept in order");
-    free(out);
-    out = NULL;
-    got = sp_cupti_take_window(&recs, &n, &cap, 2001, 3000, &out);
-    CHECK(got == 2 && n == 0 && cap == 0 && !recs, "the next window takes them all; none left");
-    free(out);
-    out = (sp_gpu_event_t *)1;
-    got = sp_cupti_take_window(&recs, &n, &cap, 0, 10, &out);
-    CHECK(got == 0 && !out && n == 0, "an empty take");
-    free(out);
+     * window's and goes. GPU work and API calls in their own arrays. */
+    sp_gpu_api_t calls[] = {call(500, 9) /* before: dropped */, call(1100, 1), call(1300, 2), call(1400, 3),
+                            call(2500, 4)};
+    sp_gpu_event_t kern[] = {work(1200, 1), work(2600, 2), work(2700, 4) /* the later window's */};
+    sp_gpu_recs_t r = {malloc(sizeof kern + 3 * sizeof *kern), 3, 6, malloc(sizeof calls), 5, 5}, out;
+    sp_gpu_event_t *oldw = r.work;
+    sp_gpu_api_t *oldc = r.calls;
+    memcpy(r.work, kern, sizeof kern);
+    memcpy(r.calls, calls, sizeof calls);
+    size_t got = sp_cupti_take_window(&r, 1000, 2000, &out);
+    CHECK(got == 5 && out.work == oldw && out.calls == oldc, "the window's 5 records, in the old arrays (%zu)", got);
+    CHECK(out.nwork == 2 && out.capwork == 2 && out.work[0].start == 1200 && out.work[1].start == 2600,
+          "the window's GPU work in order (%zu)", out.nwork);
+    CHECK(out.ncalls == 3 && out.capcalls == 3 && out.calls[0].start == 1100 && out.calls[2].start == 1400 &&
+              out.calls[1].cbid == 211 && out.calls[1].tid == 7,
+          "the window's calls in order, fields kept (%zu)", out.ncalls);
+    CHECK(r.nwork == 1 && r.capwork == 1 && r.work && r.work != oldw && r.work[0].start == 2700,
+          "later GPU work in a new array (%zu)", r.nwork);
+    CHECK(r.ncalls == 1 && r.capcalls == 1 && r.calls && r.calls != oldc && r.calls[0].start == 2500,
+          "later calls in a new array (%zu)", r.ncalls);
+    free(out.work);
+    free(out.calls);
+    got = sp_cupti_take_window(&r, 2001, 3000, &out);
+    CHECK(got == 2 && r.nwork == 0 && r.ncalls == 0 && !r.work && !r.calls, "the next window takes them all");
+    free(out.work);
+    free(out.calls);
+    got = sp_cupti_take_window(&r, 0, 10, &out);
+    CHECK(got == 0 && !out.work && !out.calls && !out.nwork && !out.ncalls, "an empty take");
+}
+
+/* stepprof's own sync found among the calls, removed, and every record of
+ * both arrays shifted onto the span the host timed. */
+static void check_marker_fix(void)
+{
+    sp_gpu_api_t calls[] = {call(100, 1), {200, 260, SP_GPU_RUNTIME, 2, 165, 9, 0}, call(300, 3)};
+    sp_gpu_event_t kern[] = {work(150, 1)};
+    kern[0].queued = 140;
+    sp_gpu_recs_t r = {kern, 1, 1, calls, 3, 3};
+    int64_t offset = 0;
+    CHECK(!sp_cupti_marker_fix(&r, 8, 165, 0, 0, &offset), "no sync record on that thread");
+    CHECK(sp_cupti_marker_fix(&r, 9, 165, 210, 280, &offset) && offset == 10, "moved by 10 (%" PRId64 ")", offset);
+    CHECK(r.ncalls == 2 && calls[0].start == 110 && calls[1].start == 310 && calls[1].correlation == 3,
+          "the sync removed, the calls shifted");
+    CHECK(kern[0].start == 160 && kern[0].end == 165 && kern[0].queued == 150, "the GPU work shifted");
+    sp_cupti_drop_thread(&r, 7);
+    CHECK(r.ncalls == 0 && r.nwork == 1, "thread 7's calls dropped, GPU work kept");
 }
 
 /* Rows with few distinct values (long runs of ties, whose order is first-seen). */
@@ -524,6 +549,7 @@ int main(void)
     check_nesting(0);
     check_nesting(1);
     check_take();
+    check_marker_fix();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
