@@ -132,8 +132,41 @@ static int window_side(int api, uint64_t start, uint32_t corr, const corr_set_t 
     return ours ? 1 : start > end ? -1 : 0;
 }
 
-#define WORK_SIDE(e) window_side(0, (e)->start, (e)->correlation, &mine, begin, end)
-#define API_SIDE(e) window_side(1, (e)->start, (e)->correlation, &mine, begin, end)
+/* The side of record i of an array of GPU work (api 0) or of API calls (api 1). */
+static int side_at(const void *recs, int api, size_t i, const corr_set_t *mine, uint64_t begin, uint64_t end)
+{
+    if (api) {
+        const sp_gpu_api_t *e = (const sp_gpu_api_t *)recs + i;
+        return window_side(1, e->start, e->correlation, mine, begin, end);
+    }
+    const sp_gpu_event_t *e = (const sp_gpu_event_t *)recs + i;
+    return window_side(0, e->start, e->correlation, mine, begin, end);
+}
+
+static size_t count_later(const void *recs, int api, size_t n, const corr_set_t *mine, uint64_t begin, uint64_t end)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += side_at(recs, api, i, mine, begin, end) < 0;
+    return k;
+}
+
+/* The window's records of an array of n (each `size` bytes) moved to its
+ * front, in order, their count returned; the later windows' to `later`. */
+static size_t split(void *recs, int api, size_t n, size_t size, void *later, const corr_set_t *mine, uint64_t begin,
+                    uint64_t end)
+{
+    char *p = recs, *l = later;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        int side = side_at(recs, api, i, mine, begin, end);
+        if (side > 0 && k++ != i)
+            memcpy(p + (k - 1) * size, p + i * size, size);
+        else if (side < 0)
+            memcpy(l, p + i * size, size), l += size;
+    }
+    return k;
+}
 
 size_t sp_cupti_take_window(sp_gpu_recs_t *r, uint64_t begin, uint64_t end, sp_gpu_recs_t *out)
 {
@@ -145,11 +178,8 @@ size_t sp_cupti_take_window(sp_gpu_recs_t *r, uint64_t begin, uint64_t end, sp_g
         if (r->calls[i].start >= begin && r->calls[i].start <= end)
             mine.ids[mine.n++] = r->calls[i].correlation;
     corr_set_build(&mine);
-    size_t wlater = 0, alater = 0;
-    for (size_t i = 0; i < r->nwork; i++)
-        wlater += WORK_SIDE(&r->work[i]) < 0;
-    for (size_t i = 0; i < r->ncalls; i++)
-        alater += API_SIDE(&r->calls[i]) < 0;
+    size_t wlater = count_later(r->work, 0, r->nwork, &mine, begin, end);
+    size_t alater = count_later(r->calls, 1, r->ncalls, &mine, begin, end);
     /* The window's records are nearly all of them: they stay where they are,
      * moved to the front, and the arrays become the window's; the few of
      * later windows move to new ones (a copy of the whole would be the
@@ -163,30 +193,14 @@ size_t sp_cupti_take_window(sp_gpu_recs_t *r, uint64_t begin, uint64_t end, sp_g
         free(mine.bits);
         return 0;
     }
-    size_t n = 0, keep = 0;
-    for (size_t i = 0; i < r->nwork; i++) {
-        int side = WORK_SIDE(&r->work[i]);
-        if (side > 0)
-            r->work[n++] = r->work[i];
-        else if (side < 0)
-            wl[keep++] = r->work[i];
-    }
     out->work = r->work;
-    out->nwork = out->capwork = n;
-    r->work = wl;
-    r->nwork = r->capwork = keep;
-    n = keep = 0;
-    for (size_t i = 0; i < r->ncalls; i++) {
-        int side = API_SIDE(&r->calls[i]);
-        if (side > 0)
-            r->calls[n++] = r->calls[i];
-        else if (side < 0)
-            al[keep++] = r->calls[i];
-    }
+    out->nwork = out->capwork = split(r->work, 0, r->nwork, sizeof *wl, wl, &mine, begin, end);
     out->calls = r->calls;
-    out->ncalls = out->capcalls = n;
+    out->ncalls = out->capcalls = split(r->calls, 1, r->ncalls, sizeof *al, al, &mine, begin, end);
+    r->work = wl;
+    r->nwork = r->capwork = wlater;
     r->calls = al;
-    r->ncalls = r->capcalls = keep;
+    r->ncalls = r->capcalls = alater;
     free(mine.ids);
     free(mine.bits);
     return out->nwork + out->ncalls;
