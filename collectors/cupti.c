@@ -301,8 +301,11 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
      * holds the window's last records also holds later, unfinished ones, and a
      * default flush would hold it back (Kineto flushes forced too). Those later
      * records are kept for the windows they belong to (sp_cupti_take_window). */
-    if (!exit_flushed && live)
+    if (!exit_flushed && live) {
+        sp_cupti_release_pages(1);   /* the window's records are parsed here: their buffer pages go back */
         api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        sp_cupti_release_pages(0);
+    }
     pthread_mutex_lock(&sh.lock);
     uint32_t me = (uint32_t)gettid();
     int64_t offset_was = sh.clock_offset;

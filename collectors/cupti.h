@@ -57,6 +57,10 @@ int sp_cupti_api_is_query(int driver, uint32_t cbid);
  * else by their own start) moved into malloc'ed arrays (*out, its count
  * returned); older records are dropped, later ones kept. *dropped: records lost since the last collect.
  * *filtered: the window's query records left out (sp_cupti_set_query_filter). */
+/* After an export: the activity buffers whose pages the collect gave back are
+ * touched again here, on the exporter's thread, not by CUPTI's writes on the
+ * program's. */
+void sp_cupti_rewarm(void);
 size_t sp_cupti_collect(int sync, int device, uint64_t begin_ns, uint64_t end_ns,
                         sp_gpu_recs_t *out, uint64_t *dropped, uint64_t *filtered);
 /* Records lost, cumulative: CUPTI's own drops (full buffers) and parsed

@@ -59,5 +59,8 @@ void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
 void sp_cupti_calibrate(void);
 /* Fills the buffers' free list ahead of the recorded steps. */
 void sp_cupti_preallocate(void);
+/* On this thread, buffers completed from now until off have their parsed pages
+ * given back (the collect's forced flush only). */
+void sp_cupti_release_pages(int on);
 
 #endif

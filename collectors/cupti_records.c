@@ -40,6 +40,16 @@ sp_cupti_shared_t sp_cupti_shared = {.lock = PTHREAD_MUTEX_INITIALIZER, .window_
 static size_t buf_cap, buf_live;
 static void *free_bufs[8];
 static int nfree;
+/* Buffers whose parsed pages were given back (release_parsed): handed to CUPTI
+ * only when no warm one is left, since its writes, on the recording threads,
+ * would fault the pages in again; sp_cupti_rewarm touches them on the
+ * exporter's thread once the export is done, and they rejoin free_bufs. */
+static struct {
+    void *buf;
+    size_t released; /* bytes from its start that were given back */
+} cold_bufs[8];
+static int ncold;
+static __thread int releasing; /* this thread is in the collect's forced flush */
 static uint64_t dropped_total;
 static size_t capqueries;
 static size_t rec_limit = SIZE_MAX; /* bound on the records kept, both kinds: cupti_buffer_mb and the cycle cap */
@@ -91,6 +101,8 @@ void CUPTIAPI sp_cupti_buffer_requested(uint8_t **buf, size_t *size, size_t *max
     pthread_mutex_lock(&sh.lock);
     if (nfree)
         b = free_bufs[--nfree];
+    else if (ncold)
+        b = cold_bufs[--ncold].buf;
     else if (buf_live + BUF_BYTES <= buf_cap && posix_memalign(&b, 8, BUF_BYTES) == 0)
         buf_live += BUF_BYTES;
     pthread_mutex_unlock(&sh.lock);
@@ -354,10 +366,10 @@ static void note_window_call(const CUpti_Activity *r)
  * parse has read: a window's records held twice (the buffer's pages that
  * CUPTI filled, and the records parsed from them) made the parse's copy the
  * export's memory. Behind the cursor, every RELEASE_BYTES, so the two
- * never add up. Only for buffers parsed after a window's close (the
- * export's flush): a buffer that fills during a window is parsed then and
- * goes back to CUPTI at once, whose writes would fault its pages in again on
- * the recording threads. Returns where the next release starts. */
+ * never add up. Only in the collect's forced flush (sp_cupti_release_pages),
+ * on the exporter's side: never on a program's thread (a window's open
+ * flushes there), and such a buffer waits among the cold ones until the
+ * export is done (sp_cupti_rewarm). Returns where the next release starts. */
 static uint8_t *release_parsed(uint8_t *from, uint8_t *to)
 {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -381,15 +393,20 @@ void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
         note_window_call(r);
     r = NULL;
     uint8_t *kept = buf;   /* the pages before it are parsed and given back (after a close only) */
-    int release = walk_end != UINT64_MAX;
+    int release = releasing && walk_end != UINT64_MAX;
+    uint8_t *start = buf;
     while (valid && api.next_record(buf, valid, &r) == CUPTI_SUCCESS) {
         parse(r);
         if (release && (uint8_t *)r - kept >= RELEASE_BYTES)
             kept = release_parsed(kept, (uint8_t *)r);
     }
     if (release && valid)
-        release_parsed(kept, buf + valid);
-    if (nfree < (int)(sizeof free_bufs / sizeof free_bufs[0])) {
+        kept = release_parsed(kept, buf + valid);
+    if (kept != start && ncold < (int)(sizeof cold_bufs / sizeof cold_bufs[0])) {
+        cold_bufs[ncold].buf = buf;
+        cold_bufs[ncold++].released = (size_t)(kept - start);
+        buf = NULL;
+    } else if (kept == start && nfree < (int)(sizeof free_bufs / sizeof free_bufs[0])) {
         free_bufs[nfree++] = buf;
         buf = NULL;
     } else {
@@ -399,6 +416,42 @@ void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
     free(buf);
 }
 
+
+void sp_cupti_release_pages(int on)
+{
+    releasing = on;
+}
+
+/* One cold buffer at a time off the list while the pages it gave back are
+ * touched (a request meanwhile takes another, or a new one), then onto the
+ * free list: resident again as before the close, no more. */
+void sp_cupti_rewarm(void)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (;;) {
+        pthread_mutex_lock(&sh.lock);
+        void *b = NULL;
+        size_t n = 0;
+        if (ncold) {
+            b = cold_bufs[--ncold].buf;
+            n = cold_bufs[ncold].released;
+        }
+        pthread_mutex_unlock(&sh.lock);
+        if (!b)
+            return;
+        for (size_t off = 0; off < n; off += page)
+            ((volatile uint8_t *)b)[off] = 0;
+        pthread_mutex_lock(&sh.lock);
+        if (nfree < (int)(sizeof free_bufs / sizeof free_bufs[0])) {
+            free_bufs[nfree++] = b;
+            b = NULL;
+        } else {
+            buf_live -= BUF_BYTES;
+        }
+        pthread_mutex_unlock(&sh.lock);
+        free(b);
+    }
+}
 
 /* Kinds go on at warmup: fill the free list then, so CUPTI's first buffer
  * requests in the recorded steps do not allocate 4 MB on a launching thread. */
