@@ -391,7 +391,7 @@ static pretty_t *pretty_locked(const char *m)
      * demangled one (or the mangled one cut to 4095 bytes as the display,
      * when it is longer). */
     char *dm = demangle_now(m);
-    size_t ml = strlen(m), dl = dm ? strlen(dm) : (ml < 4095 ? 0 : 4095);
+    size_t ml = strlen(m), dl = dm ? strlen(dm) : (ml <= 4095 ? 0 : 4095);
     if (ml > UINT32_MAX) {
         free(dm);
         return NULL;
