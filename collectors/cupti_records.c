@@ -379,6 +379,22 @@ static uint8_t *release_parsed(uint8_t *from, uint8_t *to)
     return b > a ? (uint8_t *)b : from;
 }
 
+/* sh.lock held: a buffer no list keeps, to be freed by the caller. */
+static void *drop_buf(void *b)
+{
+    buf_live -= BUF_BYTES;
+    return b;
+}
+
+/* sh.lock held: b onto the free list; NULL, or b to be freed when the list is full. */
+static void *keep_warm(void *b)
+{
+    if (nfree == (int)(sizeof free_bufs / sizeof free_bufs[0]))
+        return drop_buf(b);
+    free_bufs[nfree++] = b;
+    return NULL;
+}
+
 void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid)
 {
     (void)ctx;
@@ -406,11 +422,8 @@ void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
         cold_bufs[ncold].buf = buf;
         cold_bufs[ncold++].released = (size_t)(kept - start);
         buf = NULL;
-    } else if (kept == start && nfree < (int)(sizeof free_bufs / sizeof free_bufs[0])) {
-        free_bufs[nfree++] = buf;
-        buf = NULL;
     } else {
-        buf_live -= BUF_BYTES;
+        buf = kept == start ? keep_warm(buf) : drop_buf(buf);
     }
     pthread_mutex_unlock(&sh.lock);
     free(buf);
@@ -442,12 +455,7 @@ void sp_cupti_rewarm(void)
         for (size_t off = 0; off < n; off += page)
             ((volatile uint8_t *)b)[off] = 0;
         pthread_mutex_lock(&sh.lock);
-        if (nfree < (int)(sizeof free_bufs / sizeof free_bufs[0])) {
-            free_bufs[nfree++] = b;
-            b = NULL;
-        } else {
-            buf_live -= BUF_BYTES;
-        }
+        b = keep_warm(b);
         pthread_mutex_unlock(&sh.lock);
         free(b);
     }
