@@ -18,18 +18,16 @@
  * cudaSetDevice device where that fails; cuMemCreate names its own. */
 #include "driver_twins.h"
 
-static int drv_device(void);
-#define SP_ALLOC_DEVICE() drv_device()
+#define SP_ALLOC_DEVICE() drv_device() /* hook.h's SP_ALLOC_HOOK: the block's device */
 #include "hook.h"
+
+SP_REAL_FN(CUresult, cuCtxGetDevice, (CUdevice * d), (d))
 
 /* Allocation calls only, with profile_memory on: the driver answers from the thread's current context. */
 static int drv_device(void)
 {
-    static CUresult (*get)(CUdevice *);
     CUdevice d;
-    if (!get)
-        get = (CUresult(*)(CUdevice *))sp_real("cuCtxGetDevice");
-    return get && get(&d) == CUDA_SUCCESS ? (int)d : sp_mem_device();
+    return real_cuCtxGetDevice(&d) == CUDA_SUCCESS ? (int)d : sp_mem_device();
 }
 
 #define OUT(pp) (r == CUDA_SUCCESS && (pp) ? (uint64_t)*(pp) : 0)

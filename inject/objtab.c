@@ -61,6 +61,9 @@ size_t sp_ot_by_name(const sp_ot_t *t, const char *need)
 
 /* The first table's entries (tests/unit/test_objtab.c sets a small one, to
  * make a handful of objects grow the table). */
+#ifndef SP_OT_BULK
+#define SP_OT_BULK 16 /* more new entries than this are sorted, fewer inserted (sp_ot_find) */
+#endif
 #ifndef SP_OT_MIN_CAP
 #define SP_OT_MIN_CAP 128
 #endif
@@ -108,7 +111,6 @@ static int add(sp_ot_t *t, const struct dl_phdr_info *info, size_t size)
     if (ours)
         t->ours = i;
     t->n++;
-    t->unsorted = 1;
     if (!e->ok || ours)
         return 0;
     for (int k = 0; k < t->nprobes; k++) {
@@ -139,6 +141,7 @@ static int fill_cb(struct dl_phdr_info *info, size_t size, void *arg)
 static void clear(sp_ot_t *t)
 {
     t->n = 0;
+    t->nsorted = 0;
     t->ours = SP_OT_NONE;
     t->nnames = 0;
     memset(t->nprobe, 0, sizeof t->nprobe);
@@ -175,6 +178,20 @@ void sp_ot_free(sp_ot_t *t)
     memset(t, 0, sizeof *t);
 }
 
+/* The first index in byaddr[0..n) whose object starts above p. */
+static size_t upper(const sp_ot_t *t, size_t n, uintptr_t p)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->v[t->byaddr[mid]].lo <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static int by_lo(const void *a, const void *b, void *arg)
 {
     const sp_ot_t *t = arg;
@@ -183,23 +200,24 @@ static int by_lo(const void *a, const void *b, void *arg)
 }
 
 /* Objects' extents never interleave (glibc reserves each object's whole
- * span), so the last extent starting at or below p is the only candidate. */
+ * span), so the last extent starting at or below p is the only candidate.
+ * Entries added since the last lookup are inserted into the order (a few
+ * per load: a move each, not a sort of every object); many at once (a first
+ * fill, a re-read after an unload) are sorted. */
 size_t sp_ot_find(sp_ot_t *t, uintptr_t p)
 {
-    if (t->unsorted) {
+    if (t->n - t->nsorted > SP_OT_BULK) {
         for (size_t i = 0; i < t->n; i++)
             t->byaddr[i] = i;
         qsort_r(t->byaddr, t->n, sizeof *t->byaddr, by_lo, t);
-        t->unsorted = 0;
+        t->nsorted = t->n;
     }
-    size_t lo = 0, hi = t->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (t->v[t->byaddr[mid]].lo <= p)
-            lo = mid + 1;
-        else
-            hi = mid;
+    for (; t->nsorted < t->n; t->nsorted++) {
+        size_t at = upper(t, t->nsorted, t->v[t->nsorted].lo);
+        memmove(&t->byaddr[at + 1], &t->byaddr[at], (t->nsorted - at) * sizeof *t->byaddr);
+        t->byaddr[at] = t->nsorted;
     }
+    size_t lo = upper(t, t->n, p);
     size_t x = lo ? t->byaddr[lo - 1] : SP_OT_NONE;
     return x != SP_OT_NONE && sp_elf_contains(&t->v[x].info, p) ? x : SP_OT_NONE;
 }

@@ -45,8 +45,8 @@ typedef struct {
     int nprobes;
     int nprobe[8];             /* objects defining probe k (ours and unread ones aside) */
     size_t *order;             /* scratch: one object's scope; capacity cap */
-    size_t *byaddr;            /* indexes sorted by lo (valid while !unsorted) */
-    int unsorted;
+    size_t *byaddr;            /* indexes sorted by lo: the first nsorted entries */
+    size_t nsorted;
     sp_ot_name_t *names;       /* open addressing, first entry of a name wins */
     size_t nnames, capnames;
     unsigned stamp;

@@ -70,6 +70,16 @@ static int infos_in_place(const sp_ot_t *t)
     return 1;
 }
 
+/* Every entry is found by its first and last byte (the address order holds all of them, in order). */
+static int all_found(sp_ot_t *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i].lo < t->v[i].hi && sp_elf_contains(&t->v[i].info, t->v[i].lo) &&
+            (sp_ot_find(t, t->v[i].lo) != i || sp_ot_find(t, t->v[i].hi - 1) != i))
+            return 0;
+    return 1;
+}
+
 static int named(const sp_ot_t *t, size_t i, const char *part)
 {
     return i != SP_OT_NONE && i < t->n && strstr(t->v[i].o.name, part) != NULL;
@@ -91,6 +101,7 @@ int main(void)
           t.cap);
     CHECK(sp_ot_find(&t, (uintptr_t)&main) == t.ours, "main is in the program's entry");
     CHECK(sp_ot_find(&t, 16) == SP_OT_NONE, "an address in no object");
+    CHECK(all_found(&t), "every entry found by address after the first fill (sorted)");
 
     /* libc's own strlen: through libc's handle, as a preloaded sanitizer runtime defines one first */
     void *c = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
@@ -130,6 +141,7 @@ int main(void)
           t.n);
     CHECK(entry_of(&t, z, "zlibVersion") == zi && named(&t, zi, "libz.so"), "libz keeps its entry");
     CHECK(infos_in_place(&t), "entries' info in place after the loads");
+    CHECK(all_found(&t), "every entry found by address after the loads (inserted)");
     size_t yi = entry_of(&t, y, "yaml_parser_initialize"), ji = entry_of(&t, j, "cJSON_Parse");
     CHECK(yi >= before && named(&t, yi, "libyaml"), "libyaml appended (%zu)", yi);
     CHECK(ji >= before && named(&t, ji, "libcjson"), "libcjson appended (%zu)", ji);
@@ -148,6 +160,7 @@ int main(void)
     CHECK(t.nprobe[1] == 0, "and from the probe count");
     CHECK(named(&t, entry_of(&t, j, "cJSON_Parse"), "libcjson"), "libcjson is still found");
     CHECK(infos_in_place(&t), "entries' info in place after the unload");
+    CHECK(all_found(&t), "every entry found by address after the unload (sorted)");
 
     sp_ot_free(&t);
     printf("%d passed, %d failed\n", passed, failed);

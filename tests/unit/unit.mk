@@ -36,7 +36,8 @@ $(UNIT_OUT)/test_stacks: UNIT_CFLAGS += -DSP_STACKS_TEST
 $(UNIT_OUT)/test_nvtx_glob: inject/nvtx_glob.c
 $(UNIT_OUT)/test_objtab: inject/objtab.c inject/elfobj.c inject/objtab.h inject/elfobj.h
 # A first table of 4 entries: the process's ~10 objects grow it twice (entries move: their info pointers too).
-$(UNIT_OUT)/test_objtab: UNIT_CFLAGS += -DSP_OT_MIN_CAP=4
+# ... and more than 4 new entries are sorted: the first fill and the re-read after an unload sort, two loads insert.
+$(UNIT_OUT)/test_objtab: UNIT_CFLAGS += -DSP_OT_MIN_CAP=4 -DSP_OT_BULK=4
 $(UNIT_OUT)/test_radix: exporters/radix.c
 $(UNIT_OUT)/test_clock: collectors/clock.c collectors/clock.h
 $(UNIT_OUT)/test_agg: exporters/agg.c exporters/agg_strings.c exporters/agg_lanes.c exporters/agg_rows.c exporters/stacks_out.c \
