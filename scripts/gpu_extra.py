@@ -129,10 +129,11 @@ def handover(sp_err, torch_dir, ref_dir):
 ADDR = re.compile(r" at 0x[0-9a-f]+>")
 
 
-def py_per_step(t):
+def py_per_step(t, call_from=True):
     """Per ProfilerStep#N: the multiset of (name, parent's name, CallFrom) of the python_function
     events in it, addresses masked; torch.profiler's own frames (its prof.step() and what that calls)
-    left out, as the program calls them only under torch.profiler."""
+    left out, as the program calls them only under torch.profiler. call_from=False leaves CallFrom out
+    (torch.profiler writes it from PyTorch 2.12 on; 2.11, the GPU image's, does not)."""
     py = cat(t, "python_function")
     by_id = {e["args"].get("Python id"): e for e in py}
     spans = [(int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"]) for e in t["traceEvents"]
@@ -160,7 +161,7 @@ def py_per_step(t):
         if i < 0 or e["ts"] > spans[i][2] or own(e):
             continue
         parent = by_id.get(e["args"].get("Python parent id"))
-        out[spans[i][0]][(name(e), name(parent) if parent else "", e["args"].get("CallFrom", ""))] += 1
+        out[spans[i][0]][(name(e), name(parent) if parent else "", e["args"].get("CallFrom", "") if call_from else "")] += 1
     return out
 
 
@@ -172,10 +173,12 @@ def stack(sp_path, torch_path):
         mods = collections.Counter(e["name"] for e in cat(t, "python_function") if e["name"].startswith("nn.Module: "))
         print(f"- {label}: python_function events {len(cat(t, 'python_function'))}, of the loop's file "
               f"{len(py)}: {dict(sorted(names.items()))}; nn.Module events: {dict(sorted(mods.items()))}")
-    sp, tp = py_per_step(load(sp_path)), py_per_step(load(torch_path))
+    ts, tt = load(sp_path), load(torch_path)
+    call_from = any("CallFrom" in e["args"] for e in cat(tt, "python_function"))
+    sp, tp = py_per_step(ts, call_from), py_per_step(tt, call_from)
     both = sorted(set(sp) & set(tp))
     same = [n for n in both if sp[n] == tp[n]]
-    print(f"- per recorded step, python_function events (name, parent, CallFrom; addresses masked; torch.profiler's "
+    print(f"- per recorded step, python_function events (name, parent{', CallFrom' if call_from else ''}; addresses masked; torch.profiler's "
           f"own frames left out): {len(same)} of {len(both)} steps equal; events per step stepprof "
           f"{[sum(sp[n].values()) for n in both]}, torch.profiler {[sum(tp[n].values()) for n in both]}")
     for n in [n for n in both if n not in same][:2]:
