@@ -49,7 +49,8 @@ static const struct {
 #undef SYM
 };
 
-/* An address-keyed table: key (the address), aux (a module's class), val (a name id). */
+/* An address-keyed table: key (the address), aux (a module's class; for a code object, whether it is
+ * resumable), val (a name id). */
 typedef struct slot {
     uintptr_t key, aux;
     uint32_t val;
@@ -64,6 +65,9 @@ typedef struct table {
 static table_t codes = {.max = 1u << 20, .what = "Python functions"};
 static table_t mods = {.max = 1u << 20, .what = "nn.Module instances"};
 static table_t cfuncs = {.max = 1u << 18, .what = "C functions"};
+/* A generator's (coroutine's) frame is named by its current line at each call, as torch names it (its
+ * first line at the first call, the line it last yielded at on a resume): key code | line << 48. */
+static table_t gens = {.max = 1u << 20, .what = "generator lines"};
 
 static sp_pyobj module_code;      /* torch.nn.Module.__call__.__code__, NULL when unknown */
 static sp_pyobj self_name;        /* "self", for PyFrame_GetVar */
@@ -213,23 +217,54 @@ static uint32_t name_of(sp_pyobj code, long line)
     return sp_str_intern(text);
 }
 
-static uint32_t code_id(sp_pyobj code)
+/* Whether code is a generator's, a coroutine's or an async generator's (CO_GENERATOR, CO_COROUTINE,
+ * CO_ASYNC_GENERATOR): a call of its frame may be a resume. */
+static int resumable(sp_pyobj code)
 {
-    slot_t *s = find(&codes, (uintptr_t)code);
+    sp_pyobj v = sp_py.getattr(code, "co_flags");
+    long flags = v ? sp_py.as_long(v) : 0;
+    if (v)
+        sp_py.decref(v);
+    sp_py.err_clear();
+    return (flags & (0x20 | 0x80 | 0x200)) != 0;
+}
+
+/* The name of a resumable code's frame at its current line (the code's
+ * entry in codes keeps it, and so the key, alive). */
+static uint32_t line_id(sp_pyobj code, sp_pyobj frame)
+{
+    long line = sp_py.frame_line(frame);
+    if (line < 0 || line >= 1l << 15)
+        return name_of(code, line);
+    uintptr_t key = (uintptr_t)code | (uintptr_t)line << 48;   /* user addresses are below 2^47 */
+    slot_t *s = find(&gens, key);
     if (s && s->key)
         return s->val;
-    uint32_t id = name_of(code, -1);
+    uint32_t id = name_of(code, line);
     if (s) {
-        sp_py.incref(code);
-        *s = (slot_t){(uintptr_t)code, 0, id};
-        codes.n++;
+        *s = (slot_t){key, 0, id};
+        gens.n++;
     }
     return id;
 }
 
+static uint32_t code_id(sp_pyobj code, sp_pyobj frame)
+{
+    slot_t *s = find(&codes, (uintptr_t)code);
+    if (!s || !s->key) {
+        uintptr_t gen = (uintptr_t)resumable(code);
+        if (!s)
+            return gen ? name_of(code, sp_py.frame_line(frame)) : name_of(code, -1);
+        sp_py.incref(code);
+        *s = (slot_t){(uintptr_t)code, gen, name_of(code, -1)};
+        codes.n++;
+    }
+    return s->aux ? line_id(code, frame) : s->val;
+}
+
 void sp_pyname_reserve(void)
 {
-    table_t *all[] = {&codes, &mods, &cfuncs};
+    table_t *all[] = {&codes, &mods, &cfuncs, &gens};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->n * 4 >= all[i]->cap && all[i]->n < all[i]->max)
             grow(all[i]);
@@ -303,7 +338,7 @@ uint32_t sp_pyname_frame(sp_pyobj frame, int seeded, sp_pymod_t *m)
     sp_pyobj code = sp_py.frame_code(frame);
     if (!code)
         return 0;
-    uint32_t id = seeded ? name_of(code, sp_py.frame_line(frame)) : code_id(code);
+    uint32_t id = seeded ? name_of(code, sp_py.frame_line(frame)) : code_id(code, frame);
     if (__builtin_expect(code == module_code, 0) && id && id != SP_PYNAME_THROUGH)
         module_of(frame, m);
     sp_py.decref(code);

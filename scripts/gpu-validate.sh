@@ -19,7 +19,7 @@
 # CPU machine.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-B="${SP_BUILD:-$ROOT/build}"
+B=$(cd "${SP_BUILD:-$ROOT/build}" && pwd) || exit 1   # absolute: gpu_checklist.py runs programs from their output folders
 OUT=${1:-$(mktemp -d /tmp/stepprof-gpu.XXXXXX)}
 PY=${PYTHON:-python3}
 LIB="$B/libstepprof.so"

@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-B = os.environ.get("SP_BUILD", os.path.join(ROOT, "build"))
+B = os.path.abspath(os.environ.get("SP_BUILD", os.path.join(ROOT, "build")))   # programs run from their output folders
 
 
 def run(out, name, args, gpu, env=None):

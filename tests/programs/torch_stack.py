@@ -1,6 +1,6 @@
 # An unmodified CPU training loop whose model code lives in this file, so
 # Python stacks (with_stack) have frames of the program: Block.forward, Net.forward
-# and loss_of call torch ops. No profiler code: train() takes an optional on_step,
+# (through a generator, blocks_of) and loss_of call torch ops. No profiler code: train() takes an optional on_step,
 # called where torch.profiler's recipe puts prof.step(), for
 # tests/programs/torch_stack_profiled.py. Arguments: iterations (default 8).
 # With STACK_PROBE=1 it also prints, per iteration, whether stepprof's Python
@@ -30,6 +30,13 @@ class Block(torch.nn.Module):
         return torch.relu(self.fc(x)) + x
 
 
+def blocks_of(model):
+    """model's blocks, one per resume: torch.profiler names a resumed generator's frame by the line it
+    yielded at, its first call by its first line."""
+    for b in model.blocks:
+        yield b
+
+
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -37,7 +44,7 @@ class Net(torch.nn.Module):
         self.head = torch.nn.Linear(32, 10)
 
     def forward(self, x):
-        for b in self.blocks:
+        for b in blocks_of(self):
             x = b(x)
         return self.head(x)
 
