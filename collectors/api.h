@@ -150,7 +150,8 @@ enum sp_api_shape {
     DRV(cuLaunchHostFunc_ptsz, 528, HOSTFN, 1)                    \
     DRV(cuStreamSynchronize, 126, SYNC, 1)                        \
     DRV(cuStreamSynchronize_ptsz, 440, SYNC, 1)                   \
-    DRV(cuCtxSynchronize, 17, SYNC, 0)
+    DRV(cuCtxSynchronize, 17, SYNC, 0)                            \
+    DRV(cuCtxSynchronize_v2, 800, SYNC, 0)
 
 enum sp_api_id {
 #define SP_API_ENUM(sym, cbid, shape, stream) SP_API_##sym,

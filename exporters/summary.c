@@ -216,8 +216,8 @@ static int measure_busy(sp_rep_set_t *s, sp_summary_t *m)
 static int is_sync_call(const char *name)
 {
     static const char *const names[] = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaStreamSynchronize_ptsz",
-                                        "cudaEventSynchronize",  "cuCtxSynchronize",      "cuStreamSynchronize",
-                                        "cuStreamSynchronize_ptsz", "cuEventSynchronize"};
+                                        "cudaEventSynchronize",  "cuCtxSynchronize",      "cuCtxSynchronize_v2",
+                                        "cuStreamSynchronize",   "cuStreamSynchronize_ptsz", "cuEventSynchronize"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i]) == 0)
             return 1;

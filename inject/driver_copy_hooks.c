@@ -158,6 +158,9 @@ WAIT_EVENT_HOOKS(cuStreamWaitEvent)
 WAIT_EVENT_HOOKS(cuStreamWaitEvent_ptsz)
 SP_INTERPOSE(CUresult, cuEventSynchronize, (CUevent ev), (ev), sp_fill4(e, P(ev), 0, 0, 0))
 SP_INTERPOSE(CUresult, cuCtxSynchronize, (void), (), (void)0)
+/* CUDA 13's, what cuGetProcAddress hands out for "cuCtxSynchronize" asked at 13000 (older versions get
+ * the one above); its context is not recorded: the SYNC shape has no place for one. */
+SP_INTERPOSE(CUresult, cuCtxSynchronize_v2, (CUcontext ctx), (ctx), (void)0)
 #define STREAM_SYNC_HOOKS(sym) SP_INTERPOSE(CUresult, sym, (CUstream s), (s), sp_fill4(e, 0, 0, 0, P(s)))
 STREAM_SYNC_HOOKS(cuStreamSynchronize)
 STREAM_SYNC_HOOKS(cuStreamSynchronize_ptsz)

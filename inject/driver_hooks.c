@@ -21,6 +21,10 @@
 #define SP_ALLOC_DEVICE() drv_device() /* hook.h's SP_ALLOC_HOOK: the block's device */
 #include "hook.h"
 
+/* The old ABI, cuCtxGetDevice(CUdevice *): SP_REAL_FN resolves the exported symbol by its name
+ * (sp_real: dlsym), which CUDA 13 keeps with that signature. Only cuGetProcAddress asked at version 13000
+ * answers "cuCtxGetDevice" with cuCtxGetDevice_v2(CUdevice *, CUcontext), a different ABI: never ask it
+ * that way here. */
 SP_REAL_FN(CUresult, cuCtxGetDevice, (CUdevice * d), (d))
 
 /* Allocation calls only, with profile_memory on: the driver answers from the thread's current context. */

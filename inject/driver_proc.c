@@ -51,7 +51,7 @@ static const wrap_t wraps[] = {
     W(cuMemcpy3DAsync_v2_ptsz), W(cuMemsetD8Async), W(cuMemsetD8Async_ptsz), W(cuMemsetD16_v2),
     W(cuMemsetD16_v2_ptds), W(cuMemsetD16Async), W(cuMemsetD16Async_ptsz), W(cuMemsetD32_v2), W(cuMemsetD32_v2_ptds),
     W(cuMemsetD32Async), W(cuMemsetD32Async_ptsz), W(cuStreamWaitEvent), W(cuStreamWaitEvent_ptsz),
-    W(cuLaunchHostFunc), W(cuLaunchHostFunc_ptsz), W(cuEventSynchronize),
+    W(cuLaunchHostFunc), W(cuLaunchHostFunc_ptsz), W(cuEventSynchronize), W(cuCtxSynchronize_v2),
 };
 #define NWRAPS (sizeof wraps / sizeof wraps[0])
 static void *reals[NWRAPS];
