@@ -13,13 +13,21 @@ import tempfile
 import test_reports as reports
 from harness import LIB, assert_valid, call_result, load, prog, run
 
-CALLS = (["cuMemAlloc_v2", "cuMemcpyHtoD_v2"] + ["cuLaunchKernel"] * 5 +
-         ["cuMemsetD8_v2", "cuMemcpyDtoH_v2", "cuStreamSynchronize", "cuCtxSynchronize", "cuMemFree_v2"])
+# drv_work.c's context sync as each mode gets it: the linked cuCtxSynchronize(void) (direct), or what
+# cuGetProcAddress answers at CUDA 13 (proc, dlopen): cuCtxSynchronize_v2(CUcontext), its own cbid.
+CTX_SYNC = {"direct": "cuCtxSynchronize", "proc": "cuCtxSynchronize_v2", "dlopen": "cuCtxSynchronize_v2"}
 CBIDS = {"cuMemAlloc_v2": 243, "cuMemcpyHtoD_v2": 276, "cuLaunchKernel": 307, "cuMemsetD8_v2": 249,
-         "cuMemcpyDtoH_v2": 278, "cuStreamSynchronize": 126, "cuCtxSynchronize": 17, "cuMemFree_v2": 245}
+         "cuMemcpyDtoH_v2": 278, "cuStreamSynchronize": 126, "cuCtxSynchronize": 17, "cuCtxSynchronize_v2": 800,
+         "cuMemFree_v2": 245}
 
 
-def _check(argv, libs=()):
+def calls(mode):
+    """drv_work.c's recorded calls, in order, in `mode`."""
+    return (["cuMemAlloc_v2", "cuMemcpyHtoD_v2"] + ["cuLaunchKernel"] * 5 +
+            ["cuMemsetD8_v2", "cuMemcpyDtoH_v2", "cuStreamSynchronize", CTX_SYNC[mode], "cuMemFree_v2"])
+
+
+def _check(argv, mode, libs=()):
     for lib in libs:
         prog(lib)
     bare = run(argv, preload=False)
@@ -32,7 +40,7 @@ def _check(argv, libs=()):
     ev = load(path)["traceEvents"]
     host = [e for e in ev if e.get("cat") == "cuda_driver" and e.get("ph") == "X"
             and e["args"].get("stepprof_source") != "cupti"]
-    assert [e["name"] for e in host] == CALLS, [e["name"] for e in host]
+    assert [e["name"] for e in host] == calls(mode), [e["name"] for e in host]
     for e in host:
         assert e["args"]["cbid"] == CBIDS[e["name"]] and call_result(e) == 0, e
     # Once each: CUPTI's own record of an intercepted call is merged into the host event.
@@ -53,21 +61,21 @@ def _check(argv, libs=()):
 
 
 def test_driver_linked():
-    _check([prog("drv_linked"), "direct"])
+    _check([prog("drv_linked"), "direct"], "direct")
 
 
 def test_driver_cugetprocaddress():
-    _check([prog("drv_linked"), "proc"])
+    _check([prog("drv_linked"), "proc"], "proc")
 
 
 def test_driver_static_cudart_style():
     """Reaches the driver only through dlopen("libcuda.so.1") + dlsym("cuGetProcAddress_v2")."""
-    _check([prog("drv_static"), "dlopen"])
+    _check([prog("drv_static"), "dlopen"], "dlopen")
 
 
 def test_driver_from_unlinked_library():
     """cuBLAS-style: a library the program did not link, loaded RTLD_LOCAL, launches through the driver."""
-    _check([prog("plugin_host"), "drv"], libs=("libdrvblas.so",))
+    _check([prog("plugin_host"), "drv"], "direct", libs=("libdrvblas.so",))
 
 
 def test_driver_memory():
@@ -104,8 +112,11 @@ def test_driver_injection_only():
     drv = [e for e in ev if e.get("cat") == "cuda_driver"]
     assert all(e["args"].get("stepprof_source") == "cupti" for e in drv)
     names = [e["name"] for e in drv]
-    for name in CBIDS:
+    for name in calls("dlopen"):
         assert names.count(name) == (5 if name == "cuLaunchKernel" else 1), (name, names)
+    assert "cuCtxSynchronize" not in names, names
+    for e in drv:
+        assert e["args"]["cbid"] == CBIDS.get(e["name"], e["args"]["cbid"]), e
     launches = [e["args"]["correlation"] for e in drv if e["name"] == "cuLaunchKernel"]
     kernels = [e for e in ev if e.get("cat") == "kernel"]
     assert sorted(k["args"]["correlation"] for k in kernels) == sorted(launches)

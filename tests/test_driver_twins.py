@@ -8,11 +8,21 @@ name in args.stepprof_api, its own CUPTI cbid), launches named and paired with t
 import collections
 
 from harness import LIB, assert_valid, call_result, load, prog, run
+from test_driver import CBIDS, CTX_SYNC
 
-# What drv_work.c calls with "more", drawn under these names, and the twin each per-thread build calls.
-CALLS = {"cuMemAlloc_v2": 1, "cuMemcpyHtoD_v2": 1, "cuLaunchKernel": 5, "cuMemsetD8_v2": 1, "cuMemcpyDtoH_v2": 1,
-         "cuMemcpyHtoDAsync_v2": 1, "cuLaunchKernelEx": 1, "cuLaunchCooperativeKernel": 1, "cuGraphLaunch": 1,
-         "cuMemcpyDtoHAsync_v2": 1, "cuStreamSynchronize": 1, "cuCtxSynchronize": 1, "cuMemFree_v2": 1}
+# The context syncs' cbids: each its own (cuCtxSynchronize_v2 is no twin of cuCtxSynchronize).
+CTX_SYNC_CBIDS = {name: CBIDS[name] for name in CTX_SYNC.values()}
+
+
+def calls(mode):
+    """What drv_work.c calls with "more" in `mode`, drawn under these names (its context sync as the mode
+    gets it: test_driver.CTX_SYNC)."""
+    return {"cuMemAlloc_v2": 1, "cuMemcpyHtoD_v2": 1, "cuLaunchKernel": 5, "cuMemsetD8_v2": 1, "cuMemcpyDtoH_v2": 1,
+            "cuMemcpyHtoDAsync_v2": 1, "cuLaunchKernelEx": 1, "cuLaunchCooperativeKernel": 1, "cuGraphLaunch": 1,
+            "cuMemcpyDtoHAsync_v2": 1, "cuStreamSynchronize": 1, CTX_SYNC[mode]: 1, "cuMemFree_v2": 1}
+
+
+# The twin each per-thread build calls, and its cbid.
 TWINS = {"cuLaunchKernel": ("cuLaunchKernel_ptsz", 442), "cuLaunchKernelEx": ("cuLaunchKernelEx_ptsz", 653),
          "cuLaunchCooperativeKernel": ("cuLaunchCooperativeKernel_ptsz", 478),
          "cuGraphLaunch": ("cuGraphLaunch_ptsz", 515), "cuMemcpyHtoD_v2": ("cuMemcpyHtoD_v2_ptds", 397),
@@ -21,6 +31,12 @@ TWINS = {"cuLaunchKernel": ("cuLaunchKernel_ptsz", 442), "cuLaunchKernelEx": ("c
          "cuMemcpyDtoHAsync_v2": ("cuMemcpyDtoHAsync_v2_ptsz", 422),
          "cuStreamSynchronize": ("cuStreamSynchronize_ptsz", 440)}
 LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel")
+
+
+def _twin_and_cbid(e):
+    """The twin a per-thread call drawn as e is (None: no twin) and the cbid it carries (the context
+    syncs': their own, which no twin changes; the rest: not checked)."""
+    return TWINS.get(e["name"], (None, CTX_SYNC_CBIDS.get(e["name"], e["args"]["cbid"])))
 
 
 def _host_calls(argv):
@@ -36,7 +52,7 @@ def _host_calls(argv):
     drv = [e for e in ev if e.get("cat") == "cuda_driver" and e.get("ph") == "X"]
     host = [e for e in drv if e["args"].get("stepprof_source") != "cupti"]
     # Once each: CUPTI's own record of an intercepted call is merged into the host event.
-    assert not [e["name"] for e in drv if e["name"] in CALLS and e not in host]
+    assert not [e["name"] for e in drv if e["name"] in calls(argv[1]) and e not in host]
     launches = [e["args"] for e in host if e["name"] in LAUNCHES]
     for a in launches:
         assert a["kernel"] == "drv_kernel(float*)" and a["grid"] == [4, 1, 1] and a["block"] == [256, 1, 1], a
@@ -50,12 +66,13 @@ def _host_calls(argv):
 def _same_calls_as_plain(plain, per_thread):
     want = _host_calls(plain)
     got = _host_calls(per_thread)
-    assert collections.Counter(e["name"] for e in want) == CALLS, [e["name"] for e in want]
+    assert collections.Counter(e["name"] for e in want) == calls(plain[1]), [e["name"] for e in want]
     assert [e["name"] for e in got] == [e["name"] for e in want], [e["name"] for e in got]
     for e in want:
         assert "stepprof_api" not in e["args"], e
+        assert e["args"]["cbid"] == CTX_SYNC_CBIDS.get(e["name"], e["args"]["cbid"]), e
     for e in got:
-        twin, cbid = TWINS.get(e["name"], (None, e["args"]["cbid"]))
+        twin, cbid = _twin_and_cbid(e)
         assert e["args"].get("stepprof_api") == twin and e["args"]["cbid"] == cbid, e
 
 
@@ -92,11 +109,11 @@ def test_per_thread_injection_only():
     path = r.trace()
     assert_valid(path)
     ev = load(path)["traceEvents"]
-    drv = [e for e in ev if e.get("cat") == "cuda_driver" and e["name"] in CALLS]
+    drv = [e for e in ev if e.get("cat") == "cuda_driver" and e["name"] in calls("dlopen")]
     assert all(e["args"].get("stepprof_source") == "cupti" for e in drv)
-    assert collections.Counter(e["name"] for e in drv) == CALLS, [e["name"] for e in drv]
+    assert collections.Counter(e["name"] for e in drv) == calls("dlopen"), [e["name"] for e in drv]
     for e in drv:
-        assert e["args"]["cbid"] == TWINS.get(e["name"], (None, e["args"]["cbid"]))[1], e
+        assert e["args"]["cbid"] == _twin_and_cbid(e)[1], e
     launches = [e["args"]["correlation"] for e in drv if e["name"] in LAUNCHES]
     kernels = [e for e in ev if e.get("cat") == "kernel"]
     assert sorted(k["args"]["correlation"] for k in kernels) == sorted(launches)

@@ -19,6 +19,8 @@
 
 #include "fakecuda_int.h"
 
+_Static_assert(CUDA_VERSION >= 13000, "fc_drv's ctx_sync is cuCtxSynchronize_v2(CUcontext), CUDA 13's answer");
+
 static struct fc_drv drv;
 static bool drv_ok;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
@@ -49,7 +51,9 @@ static void drv_load(void) {
       (CUresult(*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))dlsym(
           h, "cuGetProcAddress_v2");
   if (!gpa) return;
-  /* The names a toolkit of this version asks for; the driver hands out the _v2 forms. */
+  /* The names a toolkit of this version asks for; the driver hands out the _v2 forms. At 13000 that
+   * includes cuCtxSynchronize_v2(CUcontext), a new ABI (older versions get cuCtxSynchronize(void)), which
+   * NVIDIA's CUDA 13 runtime calls with NULL, the current context. */
   drv.mem_alloc = (__typeof__(drv.mem_alloc))proc(gpa, "cuMemAlloc");
   drv.mem_free = (__typeof__(drv.mem_free))proc(gpa, "cuMemFree");
   drv.memset_d8 = (__typeof__(drv.memset_d8))proc(gpa, "cuMemsetD8");

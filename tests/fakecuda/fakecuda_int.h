@@ -113,7 +113,7 @@ struct fc_drv {
   CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                      void **, void **);
   CUresult (*stream_sync)(CUstream);
-  CUresult (*ctx_sync)(void);
+  CUresult (*ctx_sync)(CUcontext); /* CUDA 13's cuCtxSynchronize_v2: NULL is the current context */
 };
 const struct fc_drv *fc_drv(void);   /* NULL: no driver, or the driver is running this very call */
 cudaError_t fc_from_drv(CUresult r); /* the runtime's code for what the driver returned */

@@ -80,16 +80,25 @@ static cudaError_t stream_sync(const char *api, cudaStream_t hs, bool pt) {
   return cudaSuccess;
 }
 
-static cudaError_t device_sync(const char *api) {
+static cudaError_t device_sync(const char *api, int dev) {
   uint64_t t0 = fc_now();
-  fc_wait_until(atomic_load(&fc_dev[fc_tls.device].all_busy));
-  if (fc_observing()) fc_emit_sync(api, NULL, NULL, NULL, t0);
+  fc_wait_until(atomic_load(&fc_dev[dev].all_busy));
+  if (fc_observing()) {
+    int current = fc_tls.device;
+    fc_tls.device = dev; /* the op's device: fc_emit_sync gives a stream-less op the current one */
+    fc_emit_sync(api, NULL, NULL, NULL, t0);
+    fc_tls.device = current;
+  }
   return cudaSuccess;
 }
 
 FC_API_TWINS(cudaStreamSynchronize, _ptsz, (cudaStream_t stream),
              FC_VIA_DRV(!per_thread, stream_sync, ((CUstream)stream), stream_sync(__func__, stream, per_thread)))
-FC_API(cudaDeviceSynchronize, (void), FC_VIA_DRV(true, ctx_sync, (), device_sync(__func__)))
+FC_API(cudaDeviceSynchronize, (void), FC_VIA_DRV(true, ctx_sync, (NULL), device_sync(__func__, fc_tls.device)))
+/* For the driver stand-in only (fakedriver.c's cuCtxSynchronize_v2 of another device's context, which
+ * NVIDIA's runtime has no call for): waits for `device`'s work, the current device staying current. */
+FC_API(fakecuda_deviceSynchronize, (int device),
+       device >= 0 && device < fc_cfg.ndev ? device_sync(__func__, device) : cudaErrorInvalidDevice)
 
 /* ---- events ---- */
 

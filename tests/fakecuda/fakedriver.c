@@ -10,8 +10,9 @@
  * cuModuleLoadData (any image) + cuModuleGetFunction(name): each name is registered with the runtime
  * like nvcc's __cudaRegisterFunction, so the CUPTI stand-in names its kernels; cuModuleUnload frees them. cuGetProcAddress(_v2)
  * hands out this library's own functions (the name with _v2 appended, else as given; with the per-thread
- * flag their _ptsz / _ptds twin where there is one); its version is not looked at. The stream entry points
- * have their per-thread-default-stream twins, as NVIDIA's. Copies, sets, host / managed / pitched / pool
+ * flag their _ptsz / _ptds twin where there is one); its version is looked at only for the two names whose
+ * _v2 is CUDA 13's new ABI, cuCtxSynchronize and cuCtxGetDevice (the _v2 from 13000 on, as NVIDIA's).
+ * The stream entry points have their per-thread-default-stream twins, as NVIDIA's. Copies, sets, host / managed / pitched / pool
  * allocations, events, waits and host functions are in fakedriver_xfer.c; fakedriver_int.h has the macros. Error codes: the runtime's, mapped to the driver's where they differ.
  * As NVIDIA's, the device queries (cuDeviceGetCount, cuDeviceGet, cuDeviceGetName, cuDeviceTotalMem_v2,
  * cuDeviceGetAttribute) answer CUDA_ERROR_NOT_INITIALIZED until cuInit has succeeded; their values are
@@ -160,12 +161,25 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
   RT_CALL(__func__, cudaSetDevice, (int), (d));
 }
 
-EXPORT CUresult cuCtxGetDevice(CUdevice *d) {
-  if (!d) return CUDA_ERROR_INVALID_VALUE;
+/* ctx's device, NULL meaning the current context's. */
+static CUresult ctx_device(CUdevice *d, CUcontext ctx) {
   int (*dev)(void) = (int (*)(void))rt_fn("fakecuda_current_device");
-  if (!dev) return CUDA_ERROR_NOT_INITIALIZED;
-  *d = dev();
+  if (!d) return CUDA_ERROR_INVALID_VALUE;
+  if (!ctx && !dev) return CUDA_ERROR_NOT_INITIALIZED;
+  int c = ctx ? fd_ctx_device(ctx) : dev();
+  if (c < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  *d = c;
   return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetDevice(CUdevice *d) {
+  return ctx_device(d, NULL);
+}
+
+/* CUDA 13's (what cuGetProcAddress hands out for "cuCtxGetDevice" at version 13000), as NVIDIA documents
+ * it: ctx's device, NULL meaning the current context's. */
+EXPORT CUresult cuCtxGetDevice_v2(CUdevice *d, CUcontext ctx) {
+  return ctx_device(d, ctx);
 }
 
 EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx) {
@@ -178,6 +192,17 @@ EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx) {
 
 EXPORT CUresult cuCtxSynchronize(void) {
   RT_CALL(__func__, cudaDeviceSynchronize, (void), ());
+}
+
+/* CUDA 13's cuCtxSynchronize_v2 (what cuGetProcAddress hands out for "cuCtxSynchronize" at version
+ * 13000): waits for ctx's work, NULL meaning the current context, as NVIDIA documents; another device's
+ * context is waited for on that device (the runtime stand-in's fakecuda_deviceSynchronize), the current
+ * device staying current. */
+EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  if (!ctx) RT_CALL(__func__, cudaDeviceSynchronize, (void), ());
+  int d = fd_ctx_device(ctx);
+  if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  RT_CALL(__func__, fakecuda_deviceSynchronize, (int), (d));
 }
 
 DRV_TWINS(cuStreamSynchronize, _ptsz, (CUstream s), (void)0, cudaStreamSynchronize, (cudaStream_t),
@@ -336,10 +361,16 @@ static void *lookup(void *self, const char *base, bool per_thread) {
   return dlsym(self, base);
 }
 
+/* The names whose _v2 is CUDA 13's new ABI (a CUcontext argument added), handed out only to a caller
+ * asking with version 13000 or later; an older version gets the old function, as from NVIDIA's. */
+static bool v2_since_13(const char *symbol) {
+  return !strcmp(symbol, "cuCtxSynchronize") || !strcmp(symbol, "cuCtxGetDevice");
+}
+
 /* As NVIDIA's: the per-thread-default-stream twin with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
  * (cuMemcpyHtoD -> cuMemcpyHtoD_v2_ptds, cuLaunchKernel -> cuLaunchKernel_ptsz), the legacy one otherwise
  * (CU_GET_PROC_ADDRESS_DEFAULT is LEGACY_STREAM for the library: cuda.h's per-thread builds add the flag). */
-static CUresult proc_address(const char *symbol, void **pfn, cuuint64_t flags,
+static CUresult proc_address(const char *symbol, void **pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status) {
   static void *self;
   if (!self) {
@@ -352,7 +383,8 @@ static CUresult proc_address(const char *symbol, void **pfn, cuuint64_t flags,
   void *f = NULL;
   if (self && strncmp(symbol, "cu", 2) == 0) {
     snprintf(v2, sizeof v2, "%s_v2", symbol);
-    f = lookup(self, v2, per_thread); /* the version a current toolkit asks for: cuMemAlloc -> cuMemAlloc_v2 */
+    /* the version a current toolkit asks for: cuMemAlloc -> cuMemAlloc_v2 */
+    if (version >= 13000 || !v2_since_13(symbol)) f = lookup(self, v2, per_thread);
     if (!f) f = lookup(self, symbol, per_thread);
   }
   *pfn = f;
@@ -362,11 +394,9 @@ static CUresult proc_address(const char *symbol, void **pfn, cuuint64_t flags,
 
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                                     CUdriverProcAddressQueryResult *status) {
-  (void)version;
-  return proc_address(symbol, pfn, flags, status);
+  return proc_address(symbol, pfn, version, flags, status);
 }
 
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags) {
-  (void)version;
-  return proc_address(symbol, pfn, flags, NULL);
+  return proc_address(symbol, pfn, version, flags, NULL);
 }

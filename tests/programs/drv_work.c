@@ -11,6 +11,9 @@
  *   proc     cuGetProcAddress_v2, itself fetched through cuGetProcAddress (built with DRV_LINKED)
  *   dlopen   dlopen("libcuda.so.1") + dlsym("cuGetProcAddress_v2"), then cuGetProcAddress for the
  *            rest: what statically linked cudart does (any build)
+ * cuGetProcAddress is asked at CUDA_VERSION: with CUDA 13 its "cuCtxSynchronize" is cuCtxSynchronize_v2,
+ * which takes the context (NULL: the current one); `direct` calls the linked cuCtxSynchronize(void).
+ * Either way the line printed is `cuCtxSynchronize=N`.
  * Built three ways (loading.mk): drv_linked (links libcuda), drv_static (does not link libcuda) and
  * libdrvblas.so (links libcuda; plugin_host drv loads it with RTLD_LOCAL and calls drv_work("direct")).
  * drv_linked_pt and drv_static_pt are built with -DCUDA_API_PER_THREAD_DEFAULT_STREAM: cuda.h then turns
@@ -44,7 +47,8 @@ static struct {
     CUresult (*memset8)(CUdeviceptr, unsigned char, size_t);
     CUresult (*dtoh)(void *, CUdeviceptr, size_t);
     CUresult (*stream_sync)(CUstream);
-    CUresult (*ctx_sync)(void);
+    CUresult (*ctx_sync)(void);          /* direct: the linked cuCtxSynchronize */
+    CUresult (*ctx_sync_v2)(CUcontext);  /* proc, dlopen: cuGetProcAddress's at CUDA_VERSION >= 13000 */
     CUresult (*free)(CUdeviceptr);
     CUresult (*htod_async)(CUdeviceptr, const void *, size_t, CUstream);
     CUresult (*dtoh_async)(void *, CUdeviceptr, size_t, CUstream);
@@ -73,6 +77,15 @@ static int get(gpa_fn gpa, const char *name, void *slot)
     return 0;
 }
 
+/* cuGetProcAddress asked for "cuCtxSynchronize" at 13000 or later answers with CUDA 13's
+ * cuCtxSynchronize_v2(CUcontext), a new ABI (called with NULL: the current context); before, with
+ * cuCtxSynchronize(void). */
+#if CUDA_VERSION >= 13000
+#define CTX_SYNC_SLOT (&cu.ctx_sync_v2)
+#else
+#define CTX_SYNC_SLOT (&cu.ctx_sync)
+#endif
+
 static int fill_from(gpa_fn gpa)
 {
     return get(gpa, "cuInit", &cu.init) | get(gpa, "cuDeviceGet", &cu.device_get) |
@@ -81,7 +94,7 @@ static int fill_from(gpa_fn gpa)
            get(gpa, "cuMemAlloc", &cu.alloc) | get(gpa, "cuMemcpyHtoD", &cu.htod) |
            get(gpa, "cuLaunchKernel", &cu.launch) | get(gpa, "cuMemsetD8", &cu.memset8) |
            get(gpa, "cuMemcpyDtoH", &cu.dtoh) | get(gpa, "cuStreamSynchronize", &cu.stream_sync) |
-           get(gpa, "cuCtxSynchronize", &cu.ctx_sync) | get(gpa, "cuMemFree", &cu.free) |
+           get(gpa, "cuCtxSynchronize", CTX_SYNC_SLOT) | get(gpa, "cuMemFree", &cu.free) |
            get(gpa, "cuMemcpyHtoDAsync", &cu.htod_async) | get(gpa, "cuMemcpyDtoHAsync", &cu.dtoh_async) |
            get(gpa, "cuLaunchKernelEx", &cu.launch_ex) | get(gpa, "cuLaunchCooperativeKernel", &cu.launch_coop) |
            get(gpa, "cuGraphLaunch", &cu.graph_launch);
@@ -214,7 +227,7 @@ __attribute__((visibility("default"))) int drv_work(const char *mode)
         RUN("cuMemcpyDtoHAsync", cu.dtoh_async(host, d, sizeof host, NULL));
     }
     RUN("cuStreamSynchronize", cu.stream_sync(NULL));
-    RUN("cuCtxSynchronize", cu.ctx_sync());
+    RUN("cuCtxSynchronize", cu.ctx_sync_v2 ? cu.ctx_sync_v2(NULL) : cu.ctx_sync());
     RUN("cuMemFree", cu.free(d));
     return failed;
 }
