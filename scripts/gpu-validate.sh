@@ -149,12 +149,13 @@ echo
 echo "## 5. driver records made by the runtime (item 6), train.cu"
 for t in "$OUT"/train/*.pt.trace.json* "$OUT"/checklist/train/*.pt.trace.json*; do [ -f "$t" ] && $X nested "$t"; done
 echo
-echo "## 5b. driver-API programs on the real driver (drv_work.c, drv_copies.c; per-thread builds)"
+echo "## 5b. driver-API programs on the real driver (drv_work.c, drv_copies.c, drv_versions.c; per-thread builds)"
 echo "Bare and preloaded (whole run recorded): same output and status, kernels = launches, the calls drawn."
 mkdir -p "$OUT/drv"; nm -D --defined-only "$LIB" | awk '$3 ~ /^cu/ {print $3}' >"$OUT/drv/exports.txt"
 for P in "drv_linked direct more" "drv_linked proc more" "drv_linked dlopen more" "drv_static dlopen more" \
          "drv_linked_pt direct more" "drv_static_pt dlopen more" "plugin_host drv" "drv_copies direct" \
-         "drv_copies proc" "drv_copies dlsym" "drv_copies_pt direct" "drv_copies_pt proc" "drv_copies_pt dlsym"; do
+         "drv_copies proc" "drv_copies dlsym" "drv_copies_pt direct" "drv_copies_pt proc" "drv_copies_pt dlsym" \
+         "drv_versions"; do
     set -- $P; E="$B/programs/$1"; D="$OUT/drv/$(echo "$P" | tr ' ' _)"; rm -rf "$D"; mkdir -p "$D"
     [ -x "$E" ] || { echo "- $P: not built"; continue; }
     shift; LLP=""; [ -z "$GPU" ] && LLP="$B/fakecuda"   # no GPU (DEVICE=cpu): the stand-in

@@ -94,7 +94,7 @@ def drvprog(name, d, exports):
     t = load(ts[0]) if ts else {"traceEvents": []}
     drawn = collections.Counter(e["name"] for e in cat(t, "cuda_driver") if e["args"].get("stepprof_source") != "cupti")
     ran = [ln.split("=", 1) for ln in sp.splitlines() if ln.startswith("cu") and "=" in ln]
-    printed = {n.split("(")[0] for n, _ in ran}
+    printed = {re.sub(r"_v2$", "", n.split("(")[0]) for n, _ in ran}  # drv_versions prints cuCtxSynchronize_v2(...)
     m = re.search(r"^launches=(\d+)$", sp, re.M)
     kernels, copies, sets = len(cat(t, "kernel")), len(cat(t, "gpu_memcpy")), len(cat(t, "gpu_memset"))
     # drv_work: `launches=N` plain launches, and with "more" one cuLaunchKernelEx and one cooperative launch

@@ -122,6 +122,57 @@ def test_driver_injection_only():
     assert sorted(k["args"]["correlation"] for k in kernels) == sorted(launches)
 
 
+# ---- CUDA 13's new ABIs: cuCtxSynchronize_v2(ctx), cuCtxGetDevice_v2(dev, ctx) ---------------------------
+# Found on an H200 (CUDA 13): cuGetProcAddress asked for "cuCtxSynchronize" at 13000 answers with
+# cuCtxSynchronize_v2, which stepprof did not interpose, so such programs' context syncs went undrawn.
+# drv_versions.c's syncs, in order: at 13000 with NULL and with its context, at 12080, dlsym's
+# cuCtxSynchronize_v2 and cuCtxSynchronize (with a second device: at 13000 with that device's context).
+VERSIONED_SYNCS = ["cuCtxSynchronize_v2", "cuCtxSynchronize_v2", "cuCtxSynchronize", "cuCtxSynchronize_v2",
+                   "cuCtxSynchronize"]
+
+
+def _blocking_calls(summary):
+    """The summary's "Blocking host calls" rows: [name, "count", N]."""
+    return [l.split()[:3] for l in summary.split("Blocking host calls")[1].split("\n\n")[0].splitlines()[1:]]
+
+
+def _versioned_syncs(r, source):
+    """r's drawn context syncs of `source` ("host" or "cupti") as (name, cbid), checked against
+    drv_versions' output and its CUPTI records: each once, the other device's waited on its context."""
+    ev = load(r.trace())["traceEvents"]
+    drv = [e for e in ev if e.get("cat") == "cuda_driver" and e.get("ph") == "X"
+           and e["name"].startswith("cuCtxSynchronize")]
+    assert all((e["args"].get("stepprof_source") == "cupti") == (source == "cupti") for e in drv), drv
+    contexts = {e["args"]["correlation"]: e["args"]["context"] for e in ev if e.get("name") == "Context Sync"}
+    assert sorted(contexts) == sorted(e["args"]["correlation"] for e in drv), (contexts, drv)
+    assert list(contexts.values()) == [1] * (len(drv) - 1) + [2 if "current=0" in r.stdout else 1], contexts
+    return [(e["name"], e["args"]["cbid"]) for e in drv]
+
+
+def test_context_sync_asked_by_version():
+    """cuGetProcAddress("cuCtxSynchronize") answers by version, as NVIDIA's: CUDA 13's
+    cuCtxSynchronize_v2(CUcontext) at 13000, cuCtxSynchronize(void) at 12080 (cuCtxGetDevice alike);
+    dlsym gives each by its exported name. Preloaded, every answer is stepprof's interposer of the very
+    function the driver gave: the program prints what it prints bare, and each sync is drawn once under
+    the name and cbid of the function called (cuCtxSynchronize_v2: 800, cuCtxSynchronize: 17). Static
+    cudart's case (CUDA_INJECTION64_PATH, no preload) draws the same from CUPTI's records."""
+    for env in ({}, {"FAKECUDA_DEVICES": 2}):
+        want = [(n, CBIDS[n]) for n in VERSIONED_SYNCS + ["cuCtxSynchronize_v2"] * bool(env)]
+        bare = run([prog("drv_versions")], preload=False, env=env)
+        assert bare.returncode == 0 and "distinct=1" in bare.stdout and "devices=0,0,0" in bare.stdout, bare
+        assert ("current=0" in bare.stdout) == bool(env), bare.stdout
+        r = run([prog("drv_versions")], env=env)
+        assert r.returncode == 0 and r.stdout == bare.stdout, (r.stdout, r.stderr)
+        assert _versioned_syncs(r, "host") == want, env
+        # Both are waits in the summary's count (exporters/summary.c lists sync calls by name).
+        blocking = _blocking_calls(reports.outputs(r, ".summary.txt"))
+        assert sorted(blocking) == [["cuCtxSynchronize", "count", "2"],
+                                    ["cuCtxSynchronize_v2", "count", str(3 + bool(env))]], blocking
+        r = run([prog("drv_versions")], preload=False, env={**env, "CUDA_INJECTION64_PATH": LIB})
+        assert r.returncode == 0 and r.stdout == bare.stdout, (r.stdout, r.stderr)
+        assert _versioned_syncs(r, "cupti") == want, env
+
+
 # ---- deviceProperties without a shared runtime to ask (issue 17) --------------------------------------
 # A static-cudart or driver-API program has no shared libcudart: on an H200 its trace's deviceProperties
 # was empty. stepprof then asks the driver (cuDeviceGetCount, cuDeviceGet, cuDeviceGetName,
@@ -239,8 +290,8 @@ def _tables_count_each_call_once(r):
     for name in TRAIN_CALLS:
         assert calls[name]["Self CPU"] == calls[name]["CPU total"], calls[name]
     summary = reports.outputs(r, ".summary.txt")
-    blocking = summary.split("Blocking host calls")[1].split("\n\n")[0].splitlines()[1:]
-    assert [l.split()[:3] for l in blocking] == [["cudaStreamSynchronize", "count", "3"]], blocking
+    blocking = _blocking_calls(summary)
+    assert blocking == [["cudaStreamSynchronize", "count", "3"]], blocking
     # The offline tool reading the trace agrees.
     assert reports.tool(r.trace(), "--row-limit", "-1").stdout == reports.outputs(r, ".key_averages.txt")
     assert reports.tool(r.trace(), "--summary").stdout == summary

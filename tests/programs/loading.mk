@@ -50,8 +50,10 @@ $(LOAD_OUT)/libcopy_b.so $(LOAD_OUT)/libcopy_c.so: $(LOAD_SRC)/libcopyplugin.c $
 #   libdrvblas.so   links libcuda; plugin_host drv dlopens it RTLD_LOCAL (cuBLAS-style launches)
 #   drv_reload      links libcuda: a module unloaded, another loaded (drv_reload.c)
 #   drv_linked_pt, drv_static_pt   the first two built with -DCUDA_API_PER_THREAD_DEFAULT_STREAM
+#   drv_versions    does not link libcuda: cuCtxSynchronize / cuCtxGetDevice asked at 13000 and 12080
 LOAD_DRV := -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl
-PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,drv_linked drv_static libdrvblas.so drv_reload drv_linked_pt drv_static_pt)
+PROGRAMS_LOAD += $(addprefix $(LOAD_OUT)/,drv_linked drv_static libdrvblas.so drv_reload drv_linked_pt drv_static_pt \
+                   drv_versions)
 $(LOAD_OUT)/drv_linked_pt $(LOAD_OUT)/drv_static_pt: LOAD_DRV_PT := -DCUDA_API_PER_THREAD_DEFAULT_STREAM
 $(LOAD_OUT)/drv_reload: $(LOAD_SRC)/drv_reload.c $(LOAD_SRC)/loading.mk
 	@mkdir -p $(@D)
@@ -62,6 +64,9 @@ $(LOAD_OUT)/drv_linked $(LOAD_OUT)/drv_linked_pt: $(LOAD_SRC)/drv_work.c $(LOAD_
 $(LOAD_OUT)/drv_static $(LOAD_OUT)/drv_static_pt: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
 	@mkdir -p $(@D)
 	$(CC) $(LOAD_CFLAGS) $(LOAD_DRV_PT) -DDRV_MAIN -o $@ $< -ldl
+$(LOAD_OUT)/drv_versions: $(LOAD_SRC)/drv_versions.c $(LOAD_SRC)/loading.mk
+	@mkdir -p $(@D)
+	$(CC) $(LOAD_CFLAGS) -o $@ $< -ldl
 $(LOAD_OUT)/libdrvblas.so: $(LOAD_SRC)/drv_work.c $(LOAD_SRC)/loading.mk
 	@mkdir -p $(@D)
 	$(CC) $(LOAD_CFLAGS) -DDRV_LINKED -shared -fvisibility=hidden -o $@ $< $(LOAD_DRV)
