@@ -251,3 +251,38 @@ def test_backend_nccl_when_loaded():
 
 if __name__ == "__main__":
     sys.exit("run through tests/run_tests.py")
+
+
+def _torchrun(launcher):
+    """torch_mlp.py as 2 workers of real torchrun, stepprof preloaded into the launcher (the workers
+    inherit it). torchrun sets RANK / WORLD_SIZE / LOCAL_RANK for them."""
+    mlp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", "torch_mlp.py")
+    argv = launcher + ["--nproc_per_node=2", "--master_port=0", mlp, "5"]
+    env = clean_env(PROF_WAIT=1, PROF_WARMUP=1, PROF_ACTIVE=1, OMP_NUM_THREADS=1)
+    bare = run(argv, preload=False, fake=False, env=env, timeout=300)
+    r = run(argv, fake=False, env=env, timeout=300)
+    assert bare.returncode == r.returncode == 0, (bare.stderr, r.stderr)
+    # Two workers share the launcher's stdout: their lines may interleave, so compare what they printed.
+    printed = lambda out: sorted(re.findall(r"loss [0-9.]+", out))
+    assert printed(r.stdout) == printed(bare.stdout) and len(printed(bare.stdout)) == 2, (r.stdout, bare.stdout)
+    return r
+
+
+def test_torchrun_launcher_stays_inert_and_its_workers_are_ranks():
+    # The launcher imports torch but trains nothing: no plan line and no files of its own (it printed a
+    # third plan line before), one trace per worker, named and labelled by torchrun's ranks, each with the
+    # window's step. Both spellings: the console script, and python -m (whose torch import happens while
+    # sys.argv[0] is still "-m").
+    script = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    for launcher in ([script], [sys.executable, "-m", "torch.distributed.run"]):
+        r = _torchrun(launcher)
+        plans = [l for l in r.sp_lines if "marker torch" in l]
+        assert len(plans) == 2, (launcher, r.sp_lines)
+        traces = r.traces()
+        assert sorted(os.path.basename(t)[:6] for t in traces) == ["rank0_", "rank1_"], (launcher, r.files())
+        for t in traces:
+            trace = load(t)
+            assert trace["distributedInfo"]["world_size"] == 2, trace["distributedInfo"]
+            steps = sorted({e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")})
+            assert steps == ["ProfilerStep#2"], (t, steps)
+        assert len([f for f in r.files() if f.endswith(".pt.trace.json")]) == 2, r.files()

@@ -18,7 +18,9 @@
 # just before Kineto sets up, stepprof turns its operators off and hands
 # CUPTI over for good (inject/torch.c, collectors/cupti.c) and says so once;
 # emit_nvtx gets the operators. DataLoader and multiprocessing children stay
-# inert (a forked one switches off the operators and frames it inherited).
+# inert (a forked one switches off the operators and frames it inherited), and
+# so does the launcher of torchrun / torch.distributed.launch (its workers, each
+# a rank, are profiled; the launcher trains nothing).
 # Ops and answer bits are the numbers of inject/torch.c. With with_stack the
 # operator switch also switches stepprof's Python frame recording on that
 # thread (inject/pystack.c). With record_shapes the operators that take tensor
@@ -117,6 +119,17 @@ def _child_of_multiprocessing():
         return False
     proc = mp.current_process()
     return mp.parent_process() is not None or getattr(proc, "_inheriting", False)
+
+
+def _launcher():
+    """torchrun's agent (or torch.distributed.launch's): `torchrun ...`, `python -m torch.distributed.run`
+    (when -m imports torch, sys.argv[0] is still "-m": sys.orig_argv has the module's name)."""
+    if os.path.basename(sys.argv[0]) == "torchrun":
+        return True
+    argv = getattr(sys, "orig_argv", [])
+    mods = {"torch.distributed.run", "torch.distributed.launch"}
+    return any(a == "-m" and b in mods for a, b in zip(argv, argv[1:])) or \
+        any(a.startswith("-m") and a[2:] in mods for a in argv)
 
 
 class _State:
@@ -360,7 +373,7 @@ class _Finder:
         if name != "torch":
             return None
         sys.meta_path.remove(self)
-        if _child_of_multiprocessing():
+        if _child_of_multiprocessing() or _launcher():
             return None
         entry = _entry()
         if entry is None:
