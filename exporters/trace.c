@@ -270,7 +270,10 @@ static void api_args(sp_jw_t *w, kname_cache_t *kn, dims_memo_t *dm, const sp_ev
     case SP_SHAPE_SET:
         SP_JW_KU(w, ",\"bytes\":", e->a[1]);
         SP_JW_KU(w, ",\"ptr\":", e->a[0]);
-        SP_JW_KI(w, ",\"value\":", (int)e->a[2]);
+        if (api->driver)   /* cuMemsetD8/16/32: unsigned char / short / int */
+            SP_JW_KU(w, ",\"value\":", (uint32_t)e->a[2]);
+        else               /* cudaMemset*: int */
+            SP_JW_KI(w, ",\"value\":", (int)e->a[2]);
         break;
     case SP_SHAPE_SYNC:
         if (e->a[0])

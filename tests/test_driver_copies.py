@@ -34,7 +34,7 @@ CALLS = [
     ("cuMemsetD8Async", 216, {"bytes": N, "value": 1, "stream handle": 0}),
     ("cuMemsetD16_v2", 250, {"bytes": N, "value": 0x0102}),
     ("cuMemsetD16Async", 218, {"bytes": N, "value": 0x0304, "stream handle": 0}),
-    ("cuMemsetD32Async", 220, {"bytes": N, "value": 0x05060708, "stream handle": 0}),
+    ("cuMemsetD32Async", 220, {"bytes": N, "value": 0x85060708, "stream handle": 0}),
     ("cuStreamWaitEvent", 295, {"stream handle": 0}),
     ("cuEventSynchronize", 121, {}),
     ("cuLaunchHostFunc", 527, {"stream handle": 0}),
@@ -60,7 +60,7 @@ def _driver_calls(argv, env=None):
     is paired with the call that made it."""
     bare = run(argv, preload=False, env=env)
     assert bare.returncode == 0, bare.stderr
-    assert "check=7,7 pinned=90 last=0x5060708 hostfn=1" in bare.stdout, bare.stdout
+    assert "check=7,7 pinned=90 last=0x85060708 hostfn=1" in bare.stdout, bare.stdout
     r = run(argv, env=env)
     assert (r.returncode, r.stdout) == (bare.returncode, bare.stdout), (r.returncode, r.stdout, r.stderr)
     path = r.trace()

@@ -163,7 +163,7 @@ int main(int argc, char **argv)
     RUN(cuMemsetD8Async, d, 1, N, NULL);
     RUN(cuMemsetD16, d, 0x0102, N / 2);
     RUN(cuMemsetD16Async, d, 0x0304, N / 2, NULL);
-    RUN(cuMemsetD32Async, d, 0x05060708, N / 4, NULL);
+    RUN(cuMemsetD32Async, d, 0x85060708u, N / 4, NULL);   /* above INT_MAX: drawn unsigned */
 
     RUN(cuEventCreate, &ev, CU_EVENT_DEFAULT);
     RUN(cuEventRecord, ev, NULL);
