@@ -2,8 +2,9 @@
 """scripts/bench_torch.py — part of `make bench`: aten operators per second of a CPU training loop
 (tests/programs/torch_mlp.py's model, many small steps) bare, under stepprof not recording (a
 schedule whose window is never reached: the autograd profiler stays off), under stepprof recording
-(the whole run, operators on; and with with_stack: Python frames on every operator) and under
-torch.profiler (CPU activity, recording every step; and with with_stack), all
+(the whole run, operators on; and with with_stack: Python frames on every operator; and with
+record_shapes: torch's NVTX text then carries every input's sizes) and under torch.profiler (CPU
+activity, recording every step; and with with_stack, and with record_shapes), all
 in one run so the ratios compare like with like. Operators per step are counted once with
 torch.profiler. Usage: bench_torch.py [STEPS] (default $BENCH_TORCH_STEPS or 1000)."""
 import os
@@ -37,7 +38,7 @@ for _ in range(5):
 prof = None
 if mode.startswith("torch.profiler"):
     prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                  with_stack=mode.endswith("with_stack"))
+                                  with_stack=mode.endswith("with_stack"), record_shapes=mode.endswith("record_shapes"))
     prof.start()
 t0 = time.perf_counter()
 for _ in range(steps):
@@ -67,8 +68,11 @@ def main():
                  ("stepprof, recording", "plain", {"LD_PRELOAD": LIB, "PROF_BUFFER_MB": "1024"}),
                  ("stepprof, recording, with_stack", "plain", {"LD_PRELOAD": LIB, "PROF_BUFFER_MB": "1024",
                                                                "PROF_WITH_STACK": "1"}),
+                 ("stepprof, recording, record_shapes", "plain", {"LD_PRELOAD": LIB, "PROF_BUFFER_MB": "1024",
+                                                                  "PROF_RECORD_SHAPES": "1"}),
                  ("torch.profiler", "torch.profiler", {}),
-                 ("torch.profiler, with_stack", "torch.profiler, with_stack", {})]
+                 ("torch.profiler, with_stack", "torch.profiler, with_stack", {}),
+                 ("torch.profiler, record_shapes", "torch.profiler, record_shapes", {})]
         print(f"torch operator benchmark: {steps} steps of an MLP/Adam CPU loop, {ops:.0f} aten ops per step "
               f"(best of 3)")
         best = {}
@@ -76,11 +80,10 @@ def main():
             for label, mode, env in modes:
                 best[label] = min(best.get(label, float("inf")), run(mode, env, steps, out))
         for label, _, _ in modes:
-            print(f"  {label:34s} {ops * steps / best[label]:12.0f} ops/s  {best[label] / steps * 1e6:9.1f} us/step")
+            print(f"  {label:36s} {ops * steps / best[label]:12.0f} ops/s  {best[label] / steps * 1e6:9.1f} us/step")
         bare = best["bare"]
-        for label in ("stepprof, not recording", "stepprof, recording", "stepprof, recording, with_stack",
-                      "torch.profiler", "torch.profiler, with_stack"):
-            print(f"  {label + ':':34s} {(best[label] - bare) / (ops * steps) * 1e9:+9.0f} ns per op over bare")
+        for label, _, _ in modes[1:]:
+            print(f"  {label + ':':36s} {(best[label] - bare) / (ops * steps) * 1e9:+9.0f} ns per op over bare")
 
 
 if __name__ == "__main__":
