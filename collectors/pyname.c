@@ -10,7 +10,10 @@
  * lives for a profiling session: a name holds the address of the first call's
  * object, so naming afresh per window would intern new strings in every
  * window of a long run; a method definition lives as long as its module).
- * The three tables are open-addressed by address and double when a quarter
+ * A generator's or coroutine's frame is named by its current line at each
+ * call, as torch names it (a resume is a call): a fourth table keeps those
+ * names per (code object, line).
+ * The four tables are open-addressed by address and double when a quarter
  * full as a thread turns recording on, else when half full on the thread
  * that misses (a miss already calls into Python and builds a string); past their
  * limit, or without memory, one stepprof: line says so and later ones are
@@ -78,7 +81,11 @@ static int nprefix;
 
 static uint32_t slot_of(const table_t *t, uintptr_t key)
 {
-    uint32_t i = (uint32_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 40) & (t->cap - 1);
+    uint64_t x = (uint64_t)key;   /* mixed (murmur3's finalizer): a line in a key's top bits moves every slot bit */
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    uint32_t i = (uint32_t)((x * 0x9E3779B97F4A7C15ull) >> 40) & (t->cap - 1);
     while (t->s[i].key && t->s[i].key != key)
         i = (i + 1) & (t->cap - 1);
     return i;
@@ -234,9 +241,9 @@ static int resumable(sp_pyobj code)
 static uint32_t line_id(sp_pyobj code, sp_pyobj frame)
 {
     long line = sp_py.frame_line(frame);
-    if (line < 0 || line >= 1l << 15)
-        return name_of(code, line);
-    uintptr_t key = (uintptr_t)code | (uintptr_t)line << 48;   /* user addresses are below 2^47 */
+    if (line < 0 || line >= 1l << 16 || (uintptr_t)code >> 48)
+        return name_of(code, line);   /* named at each call: a line or an address the key cannot hold */
+    uintptr_t key = (uintptr_t)code | (uintptr_t)line << 48;   /* user addresses are below 2^48 */
     slot_t *s = find(&gens, key);
     if (s && s->key)
         return s->val;

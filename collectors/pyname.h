@@ -45,8 +45,10 @@ void sp_pyname_prefixes(const char *list);
 
 /* A frame's name id: 0 for a hidden frame, SP_PYNAME_THROUGH for a
  * pass-through one. seeded: running before recording began (named by its
- * current line, else by its first: torch does both). *m: an nn.Module call's
- * module, else m->name = 0. */
+ * current line, else by its first: torch does both); a generator's or
+ * coroutine's frame is named by its current line at every call (its first
+ * line on the first, the line it yielded at on a resume), as torch names it.
+ * *m: an nn.Module call's module, else m->name = 0. */
 #define SP_PYNAME_THROUGH 0xFFFFFFFFu
 typedef struct sp_pymod {
     sp_pyobj self, cls;

@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import sys
 
 from harness import BUILD, assert_valid, load, prog, run
@@ -248,11 +249,6 @@ def test_backend_nccl_when_loaded():
     assert r.returncode == 0, r.stderr
     assert load(r.trace())["distributedInfo"] == {"backend": "nccl", "rank": 0, "world_size": 2}
 
-
-if __name__ == "__main__":
-    sys.exit("run through tests/run_tests.py")
-
-
 def _torchrun(launcher):
     """torch_mlp.py as 2 workers of real torchrun, stepprof preloaded into the launcher (the workers
     inherit it). torchrun sets RANK / WORLD_SIZE / LOCAL_RANK for them."""
@@ -272,9 +268,11 @@ def test_torchrun_launcher_stays_inert_and_its_workers_are_ranks():
     # The launcher imports torch but trains nothing: no plan line and no files of its own (it printed a
     # third plan line before), one trace per worker, named and labelled by torchrun's ranks, each with the
     # window's step. Both spellings: the console script, and python -m (whose torch import happens while
-    # sys.argv[0] is still "-m").
-    script = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    for launcher in ([script], [sys.executable, "-m", "torch.distributed.run"]):
+    # sys.argv[0] is still "-m"), also with options before -m.
+    script = os.path.join(os.path.dirname(sys.executable), "torchrun")   # pip's, beside this Python
+    script = script if os.path.exists(script) else shutil.which("torchrun")
+    assert script, "torchrun is not installed beside %s nor on PATH" % sys.executable
+    for launcher in ([script], [sys.executable, "-u", "-m", "torch.distributed.run"]):
         r = _torchrun(launcher)
         plans = [l for l in r.sp_lines if "marker torch" in l]
         assert len(plans) == 2, (launcher, r.sp_lines)
@@ -286,3 +284,7 @@ def test_torchrun_launcher_stays_inert_and_its_workers_are_ranks():
             steps = sorted({e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")})
             assert steps == ["ProfilerStep#2"], (t, steps)
         assert len([f for f in r.files() if f.endswith(".pt.trace.json")]) == 2, r.files()
+
+
+if __name__ == "__main__":
+    sys.exit("run through tests/run_tests.py")

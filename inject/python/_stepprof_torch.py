@@ -121,15 +121,25 @@ def _child_of_multiprocessing():
     return mp.parent_process() is not None or getattr(proc, "_inheriting", False)
 
 
+_LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch")
+
+
 def _launcher():
-    """torchrun's agent (or torch.distributed.launch's): `torchrun ...`, `python -m torch.distributed.run`
-    (when -m imports torch, sys.argv[0] is still "-m": sys.orig_argv has the module's name)."""
-    if os.path.basename(sys.argv[0]) == "torchrun":
-        return True
-    argv = getattr(sys, "orig_argv", [])
-    mods = {"torch.distributed.run", "torch.distributed.launch"}
-    return any(a == "-m" and b in mods for a, b in zip(argv, argv[1:])) or \
-        any(a.startswith("-m") and a[2:] in mods for a in argv)
+    """torchrun's agent (or torch.distributed.launch's): its console script, or `python -m` of either
+    module (while -m imports a module's packages, sys.argv[0] is still "-m": the module's name is then
+    runpy's mod_name, on the stack). Never raises: sys.argv may be empty or gone."""
+    try:
+        argv = getattr(sys, "argv", None) or [""]
+        if os.path.basename(str(argv[0])) == "torchrun":
+            return True
+        f = sys._getframe(1)
+        while f is not None:
+            if f.f_code.co_name == "_run_module_as_main" and f.f_globals.get("__name__") == "runpy":
+                return f.f_locals.get("mod_name") in _LAUNCHERS
+            f = f.f_back
+    except Exception:
+        pass
+    return False
 
 
 class _State:
@@ -373,7 +383,11 @@ class _Finder:
         if name != "torch":
             return None
         sys.meta_path.remove(self)
-        if _child_of_multiprocessing() or _launcher():
+        try:
+            inert = _child_of_multiprocessing() or _launcher()
+        except Exception:   # never the program's import's error (sys.argv may be empty or gone)
+            inert = False
+        if inert:
             return None
         entry = _entry()
         if entry is None:
