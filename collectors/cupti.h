@@ -76,6 +76,10 @@ void sp_cupti_set_cycle_cap(uint64_t max_records);
 void sp_cupti_set_query_filter(int on);
 void sp_cupti_shutdown(void);      /* process end: forced flush, kinds off, cuptiFinalize */
 const sp_devprop_t *sp_cupti_device(uint32_t dev);   /* NULL when unknown */
+/* The device of a CUPTI context id, as the records that carry both (kernels,
+ * copies, sets) have shown it so far, on any window; -1 when none has. For
+ * synchronization records, which carry the context alone: any thread, no lock. */
+int sp_cupti_context_device(uint32_t context);
 
 /* Set when CUPTI becomes active; the interposers then call
  * sp_cupti_query_devices() once, after an intercepted call has returned. */

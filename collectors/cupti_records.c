@@ -7,8 +7,10 @@
  * cycle cap, past which they are dropped and counted; CUPTI's clock
  * (CLOCK_REALTIME on Linux) mapped to CLOCK_MONOTONIC by an offset from
  * back-to-back reads until a window close measures it on the records
- * (collectors/cupti_window.c); stepprof's own device queries left out. The
- * control side (enable, windows, collect, hand-over) is collectors/cupti.c. */
+ * (collectors/cupti_window.c); stepprof's own device queries left out; each
+ * context's device, learned from the work records, for the sync records that
+ * name a context alone. The control side (enable, windows, collect,
+ * hand-over) is collectors/cupti.c. */
 #define _GNU_SOURCE
 #include "cupti.h"
 #include "cupti_int.h"
@@ -198,11 +200,52 @@ static int complete(uint64_t start, uint64_t end, uint32_t corr)
     return 0;
 }
 
+/* Context id -> device id, for CUPTI's synchronization records, which carry
+ * a context id and no device (Kineto maps them alike): learned from every
+ * record that carries both (kernels, copies, peer copies, sets), whatever its
+ * window, kept for the process. A handful of contexts a device: a fixed
+ * table, each slot one atomic word, (device + 1) << 32 | context, 0 while
+ * free, filled in order and never emptied. Written where records are parsed
+ * (CUPTI's completion thread, a collect's or a window open's flush: under
+ * sh.lock, but a free slot is claimed by CAS all the same); read by the
+ * exporter, with no lock. A full table forgets further contexts: their
+ * syncs' device stays unknown. */
+#define CTX_SLOTS 64
+static uint64_t ctx_dev[CTX_SLOTS];
+
+static void learn_context(uint32_t context, uint32_t device)
+{
+    if (device == UINT32_MAX)
+        return;
+    uint64_t want = (uint64_t)(device + 1) << 32 | context;
+    for (int i = 0; i < CTX_SLOTS; i++) {
+        uint64_t cur = __atomic_load_n(&ctx_dev[i], __ATOMIC_ACQUIRE);
+        if (!cur && __atomic_compare_exchange_n(&ctx_dev[i], &cur, want, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+            return;
+        if ((uint32_t)cur == context)   /* known (cur: the slot's word, also when the CAS lost) */
+            return;
+    }
+}
+
+int sp_cupti_context_device(uint32_t context)
+{
+    for (int i = 0; i < CTX_SLOTS; i++) {
+        uint64_t cur = __atomic_load_n(&ctx_dev[i], __ATOMIC_ACQUIRE);
+        if (!cur)
+            return -1;
+        if ((uint32_t)cur == context)
+            return (int)((cur >> 32) - 1);
+    }
+    return -1;
+}
+
 /* A record with the fields every GPU activity kind has; NULL when out of
  * memory or past rec_limit (counted). */
 static sp_gpu_event_t *gpu_rec(uint32_t kind, uint64_t start, uint64_t end, uint32_t device, uint32_t context,
                                uint32_t stream, uint32_t corr)
 {
+    if (kind != SP_GPU_SYNC)
+        learn_context(context, device);   /* also from a record not kept: its context is the same */
     if (!complete(start, end, corr))
         return NULL;
     void *v = sh.recs.work;
@@ -339,6 +382,7 @@ static void parse(const CUpti_Activity *r)
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         const CUpti_ActivitySynchronization2 *s = (const void *)r;
+        /* No device in the record: the exporter's view asks sp_cupti_context_device. */
         if (!(e = gpu_rec(SP_GPU_SYNC, s->start, s->end, 0, s->contextId, s->streamId, s->correlationId)))
             return;
         e->sync_type = (uint8_t)s->type;

@@ -98,9 +98,9 @@ static inline void sp_rep_set_parent(sp_rep_event_t *e, int32_t p)
     e->parent_hi = (uint32_t)p >> 16;
 }
 
-/* An event's process and thread (GPU work: device and stream; syncs: 0 and
- * stream) and device (GPU events: the device id; memory events: Device Type,
- * 0 CPU, 1 CUDA; else 0), kept once per distinct triple. */
+/* An event's process and thread (GPU work and syncs: device and stream) and
+ * device (GPU events: the device id; memory events: Device Type, 0 CPU,
+ * 1 CUDA; else 0), kept once per distinct triple. */
 typedef struct sp_rep_lane {
     int32_t pid, tid;
     int32_t device;

@@ -119,9 +119,17 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, const
     for (size_t i = 0; i < napi; i++)
         if (api[i].correlation >= v->host_corr_base)
             v->host_corr_base = (uint64_t)api[i].correlation + 1;
-    for (size_t i = 0; i < ngpu; i++)
+    /* A sync's device, from its context, here for the trace and every report:
+     * CUPTI's record has none, and its context's work may be parsed after it.
+     * A context no work record showed: device 0 (where syncs were drawn before). */
+    for (size_t i = 0; i < ngpu; i++) {
+        if (gpu[i].kind == SP_GPU_SYNC) {
+            int d = sp_cupti_context_device(gpu[i].context);
+            gpu[i].device = d < 0 ? 0 : (uint32_t)d;
+        }
         if (gpu[i].device < 32)
             v->devices |= 1u << gpu[i].device;
+    }
     /* Without CUPTI's API records no host event has a match: no array (4
      * bytes an event at the export's peak). */
     v->host_match = napi ? sp_big_alloc((nev ? nev : 1) * sizeof *v->host_match, 0) : NULL;
@@ -239,12 +247,8 @@ void sp_gpuv_write_device_props(sp_jw_t *w, const sp_gpu_view_t *v)
         sp_jw_puts(w, "\n  ");
 }
 
-static uint32_t gpu_pid(const sp_gpu_event_t *e)
-{
-    return e->kind == SP_GPU_SYNC ? 0 : e->device;
-}
-
-/* CUPTI gives context-wide syncs stream id 0xffffffff: draw them on lane 0. */
+/* GPU events: pid = device (a sync's from sp_gpuv_build), tid = stream. CUPTI
+ * gives context-wide syncs stream id 0xffffffff: draw them on lane 0. */
 static uint32_t gpu_tid(const sp_gpu_event_t *e)
 {
     return e->stream == UINT32_MAX ? 0 : e->stream;
@@ -265,7 +269,7 @@ void sp_gpuv_write_metadata(sp_jw_t *w, const sp_gpu_view_t *v)
     }
     for (size_t i = 0; i < v->n; i++) {
         const sp_gpu_event_t *e = &v->gpu[i];
-        uint32_t key = gpu_pid(e) << 24 | (gpu_tid(e) & 0xffffff);
+        uint32_t key = e->device << 24 | (gpu_tid(e) & 0xffffff);
         size_t k = 0;
         while (k < ns && seen_streams[k] != key)
             k++;
@@ -273,8 +277,8 @@ void sp_gpuv_write_metadata(sp_jw_t *w, const sp_gpu_view_t *v)
             continue;
         seen_streams[ns++] = key;
         snprintf(label, sizeof label, "stream %u ", gpu_tid(e));
-        sp_jw_meta(w, "thread_name", gpu_pid(e), gpu_tid(e), "name", label, 0);
-        sp_jw_meta(w, "thread_sort_index", gpu_pid(e), gpu_tid(e), "sort_index", NULL, gpu_tid(e));
+        sp_jw_meta(w, "thread_name", e->device, gpu_tid(e), "name", label, 0);
+        sp_jw_meta(w, "thread_sort_index", e->device, gpu_tid(e), "sort_index", NULL, gpu_tid(e));
     }
 }
 
@@ -463,7 +467,7 @@ static void write_gpu_event(sp_jw_t *w, const sp_gpu_view_t *v, const sp_gpu_eve
     if (e->kind >= sizeof cats / sizeof cats[0] || !cats[e->kind])
         return;
     char name[128];
-    sp_gpuv_slice(w, cats[e->kind], sp_gpuv_name(v, SP_GPUV_TRACE, e, name, sizeof name), gpu_pid(e), gpu_tid(e), (int64_t)(e->start - base),
+    sp_gpuv_slice(w, cats[e->kind], sp_gpuv_name(v, SP_GPUV_TRACE, e, name, sizeof name), e->device, gpu_tid(e), (int64_t)(e->start - base),
           (int64_t)(sp_gpu_end(e) - e->start));
     gpu_args(w, e, ext);
 }

@@ -275,7 +275,7 @@ static int fill_gpu(adapt_t *a, const sp_gpu_event_t *g, sp_rep_event_t *r)
     r->correlation = g->correlation;
     const char *name = sp_gpuv_name(a->gpu, SP_GPUV_REPORTS, g, buf, sizeof buf);
     r->name = name == buf ? trace_name(s, name) : cached_name(s, a->c, name);
-    sp_rep_set_lane(s, r, g->kind == SP_GPU_SYNC ? 0 : g->device, g->stream, (int)g->device);
+    sp_rep_set_lane(s, r, g->device, g->stream, (int)g->device);   /* a sync's device: sp_gpuv_build */
     sp_rep_detail_t d = sp_rep_no_detail(s);
     if (g->kind == SP_GPU_KERNEL) {
         unsigned grid[3] = {(unsigned)g->grid[0], (unsigned)g->grid[1], (unsigned)g->grid[2]};

@@ -5,6 +5,7 @@ steps and devices, and the three ways CUPTI can be unavailable."""
 import collections
 import os
 
+import test_reports as reports
 from harness import FAKE_DIR, Skip, assert_valid, load, prog, run, runtime_events
 
 SCHED = {"PROF_MARKER": "nvtx:train_step", "PROF_WAIT": 1, "PROF_WARMUP": 1, "PROF_ACTIVE": 3}
@@ -244,3 +245,37 @@ def test_calls_paired_with_cupti_records_despite_clock_offset():
     for k in gpu(t, "kernel"):
         launch = by_corr[k["args"]["correlation"]]   # its own launch (GPU times carry the skew)
         assert launch["args"]["kernel"] == k["name"], (launch["args"], k["name"])
+
+
+def test_syncs_drawn_on_their_devices_pid():
+    """CUPTI's synchronization records carry a context id and no device: each sync is drawn on the pid
+    of the device whose kernels showed that context (Kineto maps it alike), a stream sync on its
+    stream's lane beside that stream's kernel, a context sync on lane 0; also GPU 1's first context
+    sync, made before GPU 1 ran anything (its context's work is parsed after it). Every sync was on
+    pid 0 before: GPU 1's among GPU 0's lanes, for Perfetto, TensorBoard and HTA (pid = device)."""
+    need_fake_cupti()
+    r = run([prog("sync_devices")], env={"FAKECUDA_DEVICES": 2})
+    assert r.returncode == 0 and r.stdout.strip() == "done", r.stderr
+    path = r.trace()
+    assert_valid(path)
+    t = load(path)
+    # sync_devices: on GPU 1, then GPU 0: a context sync, a kernel on a created stream, a sync of that
+    # stream, a context sync.
+    kernels = {k["args"]["context"]: k for k in gpu(t, "kernel")}
+    assert sorted(k["pid"] for k in kernels.values()) == [0, 1], kernels
+    syncs = sorted(gpu(t, "cuda_sync"), key=lambda e: e["ts"])
+    assert [(s["name"], s["pid"]) for s in syncs] == [
+        ("Context Sync", 1), ("Stream Sync", 1), ("Context Sync", 1),
+        ("Context Sync", 0), ("Stream Sync", 0), ("Context Sync", 0)], syncs
+    for s in syncs:
+        k = kernels[s["args"]["context"]]
+        assert s["pid"] == s["args"]["device"] == k["pid"], (s, k)
+        assert s["tid"] == (k["tid"] if s["name"] == "Stream Sync" else 0), (s, k)
+        if s["name"] == "Stream Sync":
+            assert s["args"]["stream"] == k["args"]["stream"], (s, k)
+    # The reports read the same events: the offline tool, from the trace's pids, agrees with them.
+    headers, rows = reports.parse_table(reports.outputs(r, ".key_averages.txt"))
+    calls = {row["Name"]: int(row["# of Calls"]) for row in rows}
+    assert calls["Context Sync"] == 4 and calls["Stream Sync"] == 2, calls
+    assert reports.tool(path, "--row-limit", "-1").stdout == reports.outputs(r, ".key_averages.txt")
+    assert reports.tool(path, "--summary-json").stdout == reports.outputs(r, ".summary.json.txt")

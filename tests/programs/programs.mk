@@ -15,7 +15,7 @@ PROG_SRC := tests/programs
 PROG_OUT := $(BUILD)/programs
 
 PROGRAMS_C := $(addprefix $(PROG_OUT)/,train_c calls_all calls_all_ptsz threads nocuda exitcode launch_bench \
-                                      cupti_queries)
+                                      cupti_queries sync_devices)
 PROGRAMS_NVCC := $(addprefix $(PROG_OUT)/,train train_ptsz train_static)
 
 # -isystem: the CUDA and NVTX headers are not ours to keep free of -Wextra warnings.
@@ -29,6 +29,10 @@ $(PROG_OUT)/train_c: $(PROG_SRC)/train_c.c $(PROG_DEPS)
 	$(CC) $(PROG_CFLAGS) -o $@ $< $(PROG_CUDA_LIBS) -lm -ldl
 
 $(PROG_OUT)/cupti_queries: $(PROG_SRC)/cupti_queries.c $(PROG_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -o $@ $< $(PROG_CUDA_LIBS)
+
+$(PROG_OUT)/sync_devices: $(PROG_SRC)/sync_devices.c $(PROG_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -o $@ $< $(PROG_CUDA_LIBS)
 
