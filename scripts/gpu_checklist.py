@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """scripts/gpu_checklist.py — the first things to confirm about CUPTI on a real
 GPU (docs/gpu-validation.md, "What to confirm first"), checked from traces that
-stepprof writes for build/programs/train (whole run) and calls_all. Each check
-prints one markdown line: `- [ok|DIFFERS|n/a] what: evidence`. Without --gpu
+stepprof writes for build/programs/train (whole run), calls_all and
+sync_devices. Each check prints one markdown line:
+`- [ok|DIFFERS|n/a] what: evidence`. Without --gpu
 the programs run on the CPU stand-ins (build/fakecuda), which must pass every
 check: the stand-in's assumptions are exactly what a GPU run confirms or not.
 SP_BUILD picks the build folder; SP_PRELOAD_FIRST goes before the library in
@@ -93,6 +94,23 @@ def check_peer(t, calls_json, gpu):
          f"{len(peers)} PtoP gpu_memcpy events")
 
 
+def check_syncs(t):
+    """CUPTI's sync records carry a context id and no device: each is drawn on the device its
+    context's work (kernels, sets: they carry both) showed, a stream sync on its stream's lane."""
+    lanes = {}
+    for e in api(t, "kernel") + api(t, "gpu_memset"):
+        lanes.setdefault(e["args"]["context"], set()).add((e["pid"], e["tid"]))
+    if len({pid for ls in lanes.values() for pid, _ in ls}) < 2:
+        print("- [n/a] syncs on their context's device: needs two devices (sync_devices' work ran on one)")
+        return
+    syncs = api(t, "cuda_sync")
+    wrong = [s for s in syncs if s["pid"] not in {p for p, _ in lanes.get(s["args"]["context"], ())} or
+             (s["name"] == "Stream Sync" and (s["pid"], s["tid"]) not in lanes[s["args"]["context"]])]
+    line(syncs and not wrong, "sync records (a context id, no device) drawn on their context's device, "
+         "stream syncs on the stream's lane", f"{len(syncs)} syncs on pids {sorted({s['pid'] for s in syncs})}, "
+         f"{len(wrong)} elsewhere: {[(s['name'], s['pid'], s['tid']) for s in wrong][:3]}")
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -105,7 +123,10 @@ def main():
     c = run(out, "calls_all", [os.path.join(out, "calls.json")], gpu, None if gpu else {"FAKECUDA_DEVICES": "2"})
     if c:
         check_peer(c, os.path.join(out, "calls.json"), gpu)
-    return 0 if t and c else 1
+    s = run(out, "sync_devices", [], gpu, None if gpu else {"FAKECUDA_DEVICES": "2"})
+    if s:
+        check_syncs(s)
+    return 0 if t and c and s else 1
 
 
 if __name__ == "__main__":
