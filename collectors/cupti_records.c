@@ -18,6 +18,7 @@
 #include "cupti_window.h"
 
 #include "clock.h"
+#include "log.h"
 #include "memory.h"
 #include "strings.h"
 
@@ -208,8 +209,8 @@ static int complete(uint64_t start, uint64_t end, uint32_t corr)
  * free, filled in order and never emptied. Written where records are parsed
  * (CUPTI's completion thread, a collect's or a window open's flush: under
  * sh.lock, but a free slot is claimed by CAS all the same); read by the
- * exporter, with no lock. A full table forgets further contexts: their
- * syncs' device stays unknown. */
+ * exporter, with no lock. A full table forgets further contexts (one line
+ * says so): their syncs are drawn on GPU 0. */
 #define CTX_SLOTS 64
 static uint64_t ctx_dev[CTX_SLOTS];
 
@@ -225,6 +226,10 @@ static void learn_context(uint32_t context, uint32_t device)
         if ((uint32_t)cur == context)   /* known (cur: the slot's word, also when the CAS lost) */
             return;
     }
+    static int said;   /* sh.lock held */
+    if (!said++)
+        sp_log(SP_LOG_WARN, "more than %d CUDA contexts seen: synchronizations on later ones are drawn on GPU 0",
+               CTX_SLOTS);
 }
 
 int sp_cupti_context_device(uint32_t context)

@@ -259,11 +259,12 @@ static uint32_t code_id(sp_pyobj code, sp_pyobj frame)
 {
     slot_t *s = find(&codes, (uintptr_t)code);
     if (!s || !s->key) {
-        uintptr_t gen = (uintptr_t)resumable(code);
+        uint32_t id = name_of(code, -1);   /* hidden or pass-through whatever the line: no line lookups */
+        uintptr_t gen = id && id != SP_PYNAME_THROUGH && resumable(code);
         if (!s)
-            return gen ? name_of(code, sp_py.frame_line(frame)) : name_of(code, -1);
+            return gen ? name_of(code, sp_py.frame_line(frame)) : id;
         sp_py.incref(code);
-        *s = (slot_t){(uintptr_t)code, gen, name_of(code, -1)};
+        *s = (slot_t){(uintptr_t)code, gen, id};
         codes.n++;
     }
     return s->aux ? line_id(code, frame) : s->val;

@@ -441,6 +441,11 @@ SP_EXPORT void _Exit(int status)
     end_now(status);
 }
 
+static int exports_written(void)
+{
+    return sp_export_drain(0) == 0;
+}
+
 void sp_exit_report_lost(const char *key, double limit_s)
 {
     uint64_t events = 0;
@@ -462,10 +467,10 @@ void sp_exit_report_lost(const char *key, double limit_s)
                    "%s (%.0f s) reached at the end of the process: the last trace is whole; %d of its report "
                    "files being written lost, temporary files removed; a larger %s would have kept them",
                    key, limit_s, removed, key);
-        else if (sp_export_drain(0) != 0) /* its reports not begun yet: they die with the process */
+        else if (!exports_written()) /* a report not begun yet: it dies with the process */
             sp_log(SP_LOG_ERROR,
                    "%s (%.0f s) reached at the end of the process: the last trace is whole; its report files "
-                   "(table, summary) were not written yet and are lost; a larger %s would have kept them",
+                   "not written yet are lost; a larger %s would have kept them",
                    key, limit_s, key);
         return;
     }
@@ -476,11 +481,6 @@ void sp_exit_report_lost(const char *key, double limit_s)
            "%s (%.0f s) reached at the end of the process: the trace being written (%" PRIu64 " events)%s%s "
            "lost, temporary files removed; a larger %s would have kept them",
            key, limit_s, events, more, jobs > 1 ? " are" : " is", key);
-}
-
-static int exports_written(void)
-{
-    return sp_export_drain(0) == 0;
 }
 
 int sp_exit_wait_exports(double limit_s)

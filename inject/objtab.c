@@ -59,11 +59,11 @@ size_t sp_ot_by_name(const sp_ot_t *t, const char *need)
     return s->name ? s->idx : SP_OT_NONE;
 }
 
-/* The first table's entries (tests/unit/test_objtab.c sets a small one, to
- * make a handful of objects grow the table). */
 #ifndef SP_OT_BULK
 #define SP_OT_BULK 16 /* more new entries than this are sorted, fewer inserted (sp_ot_find) */
 #endif
+/* The first table's entries (tests/unit/test_objtab.c sets a small one, to
+ * make a handful of objects grow the table). */
 #ifndef SP_OT_MIN_CAP
 #define SP_OT_MIN_CAP 128
 #endif

@@ -127,18 +127,14 @@ _LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch")
 def _launcher():
     """torchrun's agent (or torch.distributed.launch's): its console script, or `python -m` of either
     module (while -m imports a module's packages, sys.argv[0] is still "-m": the module's name is then
-    runpy's mod_name, on the stack). Never raises: sys.argv may be empty or gone."""
-    try:
-        argv = getattr(sys, "argv", None) or [""]
-        if os.path.basename(str(argv[0])) == "torchrun":
-            return True
-        f = sys._getframe(1)
-        while f is not None:
-            if f.f_code.co_name == "_run_module_as_main" and f.f_globals.get("__name__") == "runpy":
-                return f.f_locals.get("mod_name") in _LAUNCHERS
-            f = f.f_back
-    except Exception:
-        pass
+    runpy's mod_name, on the stack). The caller catches what it raises (sys.argv may be empty or gone)."""
+    if os.path.basename(str(sys.argv[0])) == "torchrun":
+        return True
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "_run_module_as_main" and f.f_globals.get("__name__") == "runpy":
+            return f.f_locals.get("mod_name") in _LAUNCHERS
+        f = f.f_back
     return False
 
 
