@@ -301,8 +301,9 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
      * holds the window's last records also holds later, unfinished ones, and a
      * default flush would hold it back (Kineto flushes forced too). Those later
      * records are kept for the windows they belong to (sp_cupti_take_window). */
+    uint64_t gen = 0;
     if (!exit_flushed && live) {
-        sp_cupti_release_pages(1);   /* the window's records are parsed here: their buffer pages go back */
+        gen = sp_cupti_release_pages(1);   /* the window's records are parsed here: their buffer pages go back */
         api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
         sp_cupti_release_pages(0);
     }
@@ -315,6 +316,7 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
     if (collector)   /* its cudaSetDevice, and what the runtime did inside its calls */
         sp_cupti_drop_thread(&sh.recs, me);
     size_t n = sp_cupti_take_window(&sh.recs, begin, end, out);
+    out->cold_gen = gen;
     *filtered = sp_cupti_take_queries(sh.queries, &sh.nqueries, sh.clock_offset - offset_was, begin, end,
                                        collector ? me : 0) + sh.queries_unkept;
     sh.queries_unkept = 0;

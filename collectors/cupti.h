@@ -57,10 +57,16 @@ int sp_cupti_api_is_query(int driver, uint32_t cbid);
  * else by their own start) moved into malloc'ed arrays (*out, its count
  * returned); older records are dropped, later ones kept. *dropped: records lost since the last collect.
  * *filtered: the window's query records left out (sp_cupti_set_query_filter). */
-/* After an export: the activity buffers whose pages the collect gave back are
- * touched again here, on the exporter's thread, not by CUPTI's writes on the
- * program's. */
-void sp_cupti_rewarm(void);
+/* The activity buffers whose pages collects numbered up to `upto` gave back
+ * (UINT64_MAX: all) are touched again here, on a thread of stepprof's (the
+ * exporter's after the export of that collect, the collecting thread's when
+ * kinds go back on), not by CUPTI's writes on the program's. */
+void sp_cupti_rewarm(uint64_t upto);
+/* Called when recording goes on while activity buffers are cold (kinds
+ * turned back on, or CUPTI left with one warm buffer), on a program's
+ * thread: it may only wake a thread. Set by the exporters' worker once its
+ * collecting thread runs. */
+void sp_cupti_set_rewarm_wake(void (*wake)(void));
 size_t sp_cupti_collect(int sync, int device, uint64_t begin_ns, uint64_t end_ns,
                         sp_gpu_recs_t *out, uint64_t *dropped, uint64_t *filtered);
 /* Records lost, cumulative: CUPTI's own drops (full buffers) and parsed

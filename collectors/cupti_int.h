@@ -61,6 +61,6 @@ void sp_cupti_calibrate(void);
 void sp_cupti_preallocate(void);
 /* On this thread, buffers completed from now until off have their parsed pages
  * given back (the collect's forced flush only). */
-void sp_cupti_release_pages(int on);
+uint64_t sp_cupti_release_pages(int on);   /* on: this collect's number (cold buffers' gen) */
 
 #endif

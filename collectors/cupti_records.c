@@ -45,13 +45,21 @@ static void *free_bufs[8];
 static int nfree;
 /* Buffers whose parsed pages were given back (release_parsed): handed to CUPTI
  * only when no warm one is left, since its writes, on the recording threads,
- * would fault the pages in again; sp_cupti_rewarm touches them on the
- * exporter's thread once the export is done, and they rejoin free_bufs. */
+ * would fault the pages in again. sp_cupti_rewarm touches them again off the
+ * program's threads and they rejoin free_bufs: the exporter's, once the
+ * export of their collect is done (gen: that collect's number, so that an
+ * export does not warm the buffers a later collect gave back during it); the
+ * collecting thread's, as soon as kinds go back on or a request leaves at
+ * most one warm one while cold ones wait (rewarm_wake: recording goes on
+ * during an export). */
 static struct {
     void *buf;
     size_t released; /* bytes from its start that were given back */
+    uint64_t gen;
 } cold_bufs[8];
 static int ncold;
+static uint64_t cold_gen;      /* collects that gave pages back (sh.lock) */
+static void (*rewarm_wake)(void);
 static __thread int releasing; /* this thread is in the collect's forced flush */
 static uint64_t dropped_total;
 static size_t capqueries;
@@ -98,6 +106,14 @@ static uint64_t to_mono(uint64_t t)
     return t ? (uint64_t)((int64_t)t + sh.clock_offset) : 0;
 }
 
+/* The collecting thread is asked to warm the cold buffers (nothing while it has not started). */
+static void wake_rewarm(void)
+{
+    void (*wake)(void) = __atomic_load_n(&rewarm_wake, __ATOMIC_ACQUIRE);
+    if (wake)
+        wake();
+}
+
 void CUPTIAPI sp_cupti_buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
 {
     void *b = NULL;
@@ -108,7 +124,13 @@ void CUPTIAPI sp_cupti_buffer_requested(uint8_t **buf, size_t *size, size_t *max
         b = cold_bufs[--ncold].buf;
     else if (buf_live + BUF_BYTES <= buf_cap && posix_memalign(&b, 8, BUF_BYTES) == 0)
         buf_live += BUF_BYTES;
+    /* Recording goes on (the next window, while the last one's export runs) and
+     * at most one warm buffer is left: the collecting thread warms the cold
+     * ones while CUPTI fills this one and the next. */
+    int warm_more = nfree <= 1 && ncold;
     pthread_mutex_unlock(&sh.lock);
+    if (warm_more)
+        wake_rewarm();
     *buf = b;
     *size = b ? BUF_BYTES : 0;
     *max_records = 0;
@@ -469,6 +491,7 @@ void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
         kept = release_parsed(kept, buf + valid);
     if (kept != start && ncold < (int)(sizeof cold_bufs / sizeof cold_bufs[0])) {
         cold_bufs[ncold].buf = buf;
+        cold_bufs[ncold].gen = cold_gen;
         cold_bufs[ncold++].released = (size_t)(kept - start);
         buf = NULL;
     } else {
@@ -479,25 +502,37 @@ void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
 }
 
 
-void sp_cupti_release_pages(int on)
+uint64_t sp_cupti_release_pages(int on)
 {
     releasing = on;
+    pthread_mutex_lock(&sh.lock);
+    uint64_t gen = on ? ++cold_gen : cold_gen;
+    pthread_mutex_unlock(&sh.lock);
+    return gen;
 }
 
-/* One cold buffer at a time off the list while the pages it gave back are
- * touched (a request meanwhile takes another, or a new one), then onto the
- * free list: resident again as before the close, no more. */
-void sp_cupti_rewarm(void)
+void sp_cupti_set_rewarm_wake(void (*wake)(void))
+{
+    __atomic_store_n(&rewarm_wake, wake, __ATOMIC_RELEASE);
+}
+
+/* One cold buffer of collect `upto` or earlier at a time off the list while
+ * the pages it gave back are touched (a request meanwhile takes another, or a
+ * new one), then onto the free list: resident again as before the close, no
+ * more. */
+void sp_cupti_rewarm(uint64_t upto)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     for (;;) {
         pthread_mutex_lock(&sh.lock);
         void *b = NULL;
         size_t n = 0;
-        if (ncold) {
-            b = cold_bufs[--ncold].buf;
-            n = cold_bufs[ncold].released;
-        }
+        for (int i = ncold - 1; i >= 0 && !b; i--)
+            if (cold_bufs[i].gen <= upto) {
+                b = cold_bufs[i].buf;
+                n = cold_bufs[i].released;
+                cold_bufs[i] = cold_bufs[--ncold];
+            }
         pthread_mutex_unlock(&sh.lock);
         if (!b)
             return;
@@ -515,6 +550,7 @@ void sp_cupti_rewarm(void)
 void sp_cupti_preallocate(void)
 {
     pthread_mutex_lock(&sh.lock);
+    int cold = ncold;   /* recording again while an export runs: warmed before CUPTI needs them */
     while (nfree < 2 && buf_live + BUF_BYTES <= buf_cap) {
         void *b = NULL;
         if (posix_memalign(&b, 8, BUF_BYTES) != 0)
@@ -523,6 +559,8 @@ void sp_cupti_preallocate(void)
         buf_live += BUF_BYTES;
     }
     pthread_mutex_unlock(&sh.lock);
+    if (cold)
+        wake_rewarm();
 }
 
 

@@ -227,7 +227,7 @@ int sp_export_run(const sp_export_job_t *job_in)
     sp_export_collect_gpu(&capped);   /* done already unless the collecting thread could not start */
     if (over_rate()) {
         discard(job);
-        sp_cupti_rewarm();
+        sp_cupti_rewarm(job->gpu.cold_gen);
         return -1;
     }
     sp_event_ref_t *ev = NULL;
@@ -320,6 +320,6 @@ int sp_export_run(const sp_export_job_t *job_in)
     if (rt.rc)
         rc = -1;
     atomic_store(&running_events, 0);
-    sp_cupti_rewarm();   /* past the export's peak: CUPTI's buffers warm again before it reuses them */
+    sp_cupti_rewarm(job->gpu.cold_gen);   /* past the export's peak: its collect's buffers warm again */
     return rc;
 }

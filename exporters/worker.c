@@ -198,6 +198,18 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* CUPTI took its last warm buffer while others are cold (sp_cupti_rewarm):
+ * the collecting thread, idle while an export runs, warms them. */
+static int rewarm_asked;
+
+static void ask_rewarm(void)   /* on the thread CUPTI asked for a buffer on (a program's): a flag and a signal */
+{
+    pthread_mutex_lock(&lock);
+    rewarm_asked = 1;
+    pthread_cond_signal(&collects.wake);
+    pthread_mutex_unlock(&lock);
+}
+
 static void *collector_main(void *arg)
 {
     (void)arg;
@@ -205,6 +217,15 @@ static void *collector_main(void *arg)
     sp_cupti_collector_thread();
     pthread_mutex_lock(&lock);
     for (;;) {
+        while (!collects.head && !rewarm_asked)
+            pthread_cond_wait(&collects.wake, &lock);
+        if (rewarm_asked) {
+            rewarm_asked = 0;
+            pthread_mutex_unlock(&lock);
+            sp_cupti_rewarm(UINT64_MAX);
+            pthread_mutex_lock(&lock);
+            continue;
+        }
         node_t *n = pop_wait(&collects);
         pthread_mutex_unlock(&lock);
         sp_export_collect_gpu(&n->job);
@@ -265,12 +286,21 @@ static int start(queue_t *q, void *(*fn)(void *), const char *name)
     return q->started > 0;
 }
 
+/* Called with `lock` held. */
+static int start_collector(void)
+{
+    int up = start(&collects, collector_main, "stepprof-collect");
+    if (up)
+        sp_cupti_set_rewarm_wake(ask_rewarm);
+    return up;
+}
+
 void sp_export_start(int collect)
 {
     pthread_mutex_lock(&lock);
     start(&exports, worker_main, "stepprof-export");
     if (collect)
-        start(&collects, collector_main, "stepprof-collect");
+        start_collector();
     if (!beside.started)   /* without it, the reports are computed after the trace */
         beside.started = sp_thread_spawn(beside_main, NULL, "stepprof-report", NULL) == 0 ? 1 : -1;
     pthread_mutex_unlock(&lock);
@@ -295,7 +325,7 @@ void sp_export_submit(const sp_export_job_t *job)
      * behind a pending collect (a window closed after CUPTI was handed over,
      * collectors/cupti.c, would otherwise be exported first and take the
      * host records of the windows before it). */
-    int behind = job->gpu_collect ? start(&collects, collector_main, "stepprof-collect") : !queue_empty(&collects);
+    int behind = job->gpu_collect ? start_collector() : !queue_empty(&collects);
     push(behind ? &collects : &exports, n);
     pthread_mutex_unlock(&lock);
 }

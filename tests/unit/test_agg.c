@@ -147,7 +147,8 @@ static void check_take(void)
     sp_gpu_api_t calls[] = {call(500, 9) /* before: dropped */, call(1100, 1), call(1300, 2), call(1400, 3),
                             call(2500, 4)};
     sp_gpu_event_t kern[] = {work(1200, 1), work(2600, 2), work(2700, 4) /* the later window's */};
-    sp_gpu_recs_t r = {malloc(sizeof kern + 3 * sizeof *kern), 3, 6, malloc(sizeof calls), 5, 5}, out;
+    sp_gpu_recs_t r = {.work = malloc(sizeof kern + 3 * sizeof *kern), .nwork = 3, .capwork = 6,
+                       .calls = malloc(sizeof calls), .ncalls = 5, .capcalls = 5}, out;
     sp_gpu_event_t *oldw = r.work;
     sp_gpu_api_t *oldc = r.calls;
     memcpy(r.work, kern, sizeof kern);
@@ -180,7 +181,7 @@ static void check_marker_fix(void)
     sp_gpu_api_t calls[] = {call(100, 1), {200, 260, SP_GPU_RUNTIME, 2, 165, 9, 0}, call(300, 3)};
     sp_gpu_event_t kern[] = {work(150, 1)};
     kern[0].queued = 140;
-    sp_gpu_recs_t r = {kern, 1, 1, calls, 3, 3};
+    sp_gpu_recs_t r = {.work = kern, .nwork = 1, .capwork = 1, .calls = calls, .ncalls = 3, .capcalls = 3};
     int64_t offset = 0;
     CHECK(!sp_cupti_marker_fix(&r, 8, 165, 0, 0, &offset), "no sync record on that thread");
     CHECK(sp_cupti_marker_fix(&r, 9, 165, 210, 280, &offset) && offset == 10, "moved by 10 (%" PRId64 ")", offset);
