@@ -5,7 +5,9 @@
  * one mutex; each thread is created on the first job that needs it, with
  * every signal blocked (the program's signals must reach its own threads).
  * A third thread, started with the exporter, computes an export's reports
- * beside it (sp_export_beside). Draining at exit waits with a deadline: a stuck write must not hang the
+ * beside it (sp_export_beside). The collecting thread, idle while an export
+ * runs, also warms CUPTI buffers a collect gave back when recording goes on
+ * (ask_rewarm). Draining at exit waits with a deadline: a stuck write must not hang the
  * program's exit. A write past RLIMIT_FSIZE raises SIGXFSZ on the writing
  * thread, whose default action kills the whole program: the exporter thread
  * has it blocked with everything else (the write then fails with EFBIG and
@@ -21,6 +23,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -200,14 +203,19 @@ static void *worker_main(void *arg)
 
 /* CUPTI took its last warm buffer while others are cold (sp_cupti_rewarm):
  * the collecting thread, idle while an export runs, warms them. */
-static int rewarm_asked;
+static _Atomic int rewarm_asked;
 
-static void ask_rewarm(void)   /* on the thread CUPTI asked for a buffer on (a program's): a flag and a signal */
+/* On a program's thread (CUPTI's buffer request, kinds turned on): never
+ * waits for `lock` (a thread held at exit must not hold it). When another
+ * thread has it, the flag alone is read at the collecting thread's next
+ * wake-up. */
+static void ask_rewarm(void)
 {
-    pthread_mutex_lock(&lock);
-    rewarm_asked = 1;
-    pthread_cond_signal(&collects.wake);
-    pthread_mutex_unlock(&lock);
+    atomic_store(&rewarm_asked, 1);
+    if (pthread_mutex_trylock(&lock) == 0) {
+        pthread_cond_signal(&collects.wake);
+        pthread_mutex_unlock(&lock);
+    }
 }
 
 static void *collector_main(void *arg)
@@ -217,10 +225,9 @@ static void *collector_main(void *arg)
     sp_cupti_collector_thread();
     pthread_mutex_lock(&lock);
     for (;;) {
-        while (!collects.head && !rewarm_asked)
+        while (!collects.head && !atomic_load(&rewarm_asked))
             pthread_cond_wait(&collects.wake, &lock);
-        if (rewarm_asked) {
-            rewarm_asked = 0;
+        if (atomic_exchange(&rewarm_asked, 0)) {
             pthread_mutex_unlock(&lock);
             sp_cupti_rewarm(UINT64_MAX);
             pthread_mutex_lock(&lock);
