@@ -5,11 +5,13 @@
  * SLURM_NTASKS, SLURM_LOCALID); the first launcher found wins, in that order
  * (torchrun started by srun or mpirun knows its own ranks best); a size or
  * local rank the winner lacks comes from another launcher that says the same
- * rank (srun --mpi=pmix: PMIX_RANK, SLURM_NTASKS). Read once,
+ * rank (srun --mpi=pmix: PMIX_RANK, SLURM_NTASKS). A process no launcher
+ * names (an mp.spawn rank) may learn its rank from torch.distributed
+ * (sp_rank_learn, inject/torch.c). Read once,
  * at activation, on the thread that activates; later reads take the copy, so
  * the exporter never calls getenv while the program may setenv. Also owns
- * the `ranks` selection syntax ("0,8-15") and the backend guess (nccl when
- * libnccl is mapped). Lowest layer: schedule/ and exporters/ read it. */
+ * the `ranks` selection syntax ("0,8-15") and the backend (torch.distributed's
+ * when told, else nccl when libnccl is mapped). Lowest layer: schedule/ and exporters/ read it. */
 #define _GNU_SOURCE
 #include "rank.h"
 
@@ -40,7 +42,9 @@ static long env_num(const char *var)
     return strtol(v, NULL, 10);
 }
 
-void sp_rank_init(void)
+static int learned;   /* the rank came from sp_rank_learn: the launcher's environment said none */
+
+static sp_rank_t from_env(void)
 {
     sp_rank_t r = {-1, -1, -1, ""};
     for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
@@ -66,7 +70,13 @@ void sp_rank_init(void)
         }
         break;
     }
-    cached = r;
+    return r;
+}
+
+void sp_rank_init(void)
+{
+    if (!learned)
+        cached = from_env();
 }
 
 /* A launcher variable that is set but not a number (RANK=abc, WORLD_SIZE=)
@@ -85,6 +95,17 @@ void sp_rank_warn(void)
                    k == 0 && cached.rank < 0 ? " (the trace has no rank: HTA reads it as rank 0's)" : "");
         }
     }
+}
+
+/* Before or after activation, on the program's thread before any step has
+ * counted (the exporter reads the copy only for windows that come after). */
+int sp_rank_learn(long rank, long world, const char *source)
+{
+    if (learned || rank < 0 || from_env().rank >= 0)
+        return 0;
+    cached = (sp_rank_t){rank, world > rank ? world : -1, -1, source};
+    learned = 1;
+    return 1;
 }
 
 const sp_rank_t *sp_rank(void)
@@ -149,8 +170,18 @@ int sp_rank_in_list(const char *spec, long rank, char *why, size_t n)
     return hit;
 }
 
+static char told_backend[32];   /* torch.distributed's, when a process told it */
+
+void sp_rank_tell_backend(const char *backend)
+{
+    if (backend && *backend && strlen(backend) < sizeof told_backend)
+        memcpy(told_backend, backend, strlen(backend) + 1);
+}
+
 const char *sp_rank_backend(void)
 {
+    if (told_backend[0])
+        return told_backend;
     FILE *f = fopen("/proc/self/maps", "re");
     if (!f)
         return NULL;

@@ -1,5 +1,6 @@
 /* collectors/rank.h — this process's rank in a multi-process job (from the
- * launcher's environment), the `ranks` list syntax and the backend guess. */
+ * launcher's environment, or told by torch.distributed), the `ranks` list
+ * syntax and the backend. */
 #ifndef SP_RANK_H
 #define SP_RANK_H
 
@@ -15,11 +16,17 @@ typedef struct sp_rank {
 void sp_rank_init(void);            /* reads the environment; call once before sp_rank() */
 void sp_rank_warn(void);            /* one warning per launcher variable that is set but not a number */
 const sp_rank_t *sp_rank(void);
+/* The rank a process learned itself (torch.distributed's) when no launcher
+ * variable names one; 1 if taken. It then outlives sp_rank_init. */
+int sp_rank_learn(long rank, long world, const char *source);
 
 /* 1 if rank is in spec ("0,8-15"), 0 if not, -1 with why filled if spec is malformed. */
 int sp_rank_in_list(const char *spec, long rank, char *why, size_t n);
 
-/* "nccl" when an NCCL (or RCCL) library is loaded in the process, else NULL. */
+/* The backend a process told (torch.distributed's "gloo", "nccl", ...), else
+ * "nccl" when an NCCL (or RCCL) library is loaded in the process (PyTorch
+ * always loads it), else NULL. */
 const char *sp_rank_backend(void);
+void sp_rank_tell_backend(const char *backend);
 
 #endif

@@ -4,19 +4,22 @@
  * interpreter runs its sitecustomize.py (which gives the program its own
  * PYTHONPATH back and chains to the user's own sitecustomize) before the
  * program; nothing else happens until the program imports torch. Python then
- * talks to the library through one exported entry point, stepprof_torch(op):
+ * talks to the library through the exported stepprof_torch(op):
  * torch is being imported (the torch marker becomes the default), torch is
  * ready (activate, and say which parts are wanted), an optimizer step ended a
  * step (a boundary), the program runs torch.profiler itself (stepprof hands
  * CUPTI and operators over to it) or emit_nvtx (operators only). Every
  * answer carries whether operators are wanted now: only in warmup and record
- * windows. (Ctrl-C, an uncaught KeyboardInterrupt: inject/selfsignal.c.) */
+ * windows. A multiprocessing child (an mp.spawn rank, a DataLoader worker)
+ * stays dormant until its first optimizer step, then says its rank and
+ * wakes. (Ctrl-C, an uncaught KeyboardInterrupt: inject/selfsignal.c.) */
 #define _GNU_SOURCE
 #include "hook.h"
 
 #include "../collectors/cupti.h"
 #include "../collectors/events.h"
 #include "../collectors/log.h"
+#include "../collectors/rank.h"
 #include "../schedule/schedule.h"
 
 #include <dlfcn.h>
@@ -30,8 +33,9 @@
 
 /* Ops of stepprof_torch and bits of its answer; inject/python/stepprof_torch.py
  * spells the same numbers. */
-enum { OP_IMPORTING = 1, OP_READY = 2, OP_STEP = 3, OP_YIELD = 4, OP_STATE = 5, OP_YIELD_OPS = 6 };
-enum { ANS_ON = 1, ANS_STEPS = 2, ANS_SHAPES = 4, ANS_STACK = 8, ANS_OPS_NOW = 16, ANS_WHOLE_RUN = 32 };
+enum { OP_IMPORTING = 1, OP_READY = 2, OP_STEP = 3, OP_YIELD = 4, OP_STATE = 5, OP_YIELD_OPS = 6, OP_WAKE = 7 };
+enum { ANS_ON = 1, ANS_STEPS = 2, ANS_SHAPES = 4, ANS_STACK = 8, ANS_OPS_NOW = 16, ANS_WHOLE_RUN = 32,
+       ANS_DORMANT = 64 };
 
 int InitializeInjection(void); /* inject/preload.c: activation */
 void sp_torch_bootstrap_env(void); /* inject/preload.c calls it from the constructor */
@@ -138,16 +142,19 @@ static int ops_now(void)
     return sp_win_timed(sp_ev_gate_load()) ? ANS_OPS_NOW : 0;
 }
 
-static int ready(void)
+/* woken: a multiprocessing child at its first optimizer step, which ended step 0. */
+static int ready(int woken)
 {
     void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (!driver)
         sp_config_no_driver = 1;
     InitializeInjection();
     const sp_config_t *cfg = sp_sched_config();
-    if (!cfg)
-        return 0;
-    if (cfg->marker.kind == SP_MARK_TORCH)
+    if (!cfg)   /* off; or left out while its rank is unknown, whose forked children may be ranks */
+        return !woken && sp_sched_unranked_left_out() ? ANS_DORMANT : 0;
+    if (cfg->marker.kind == SP_MARK_TORCH && woken)
+        sp_sched_begin_steps_at_1();
+    else if (cfg->marker.kind == SP_MARK_TORCH)
         sp_sched_begin_steps();   /* step 0 is the first iteration, as when prof.start() precedes the loop */
     if (cfg->marker.kind == SP_MARK_NONE && !cfg->marker.has_signal)
         sp_log(SP_LOG_WARN, "torch was imported after stepprof had started without a marker: optimizer steps "
@@ -164,16 +171,18 @@ SP_EXPORT int stepprof_torch(int op)
         sp_config_torch_default = 1;
         return 0;
     case OP_READY:
-        return ready();
+        return ready(0);
+    case OP_WAKE:
+        return ready(1);
     case OP_STEP:
         cfg = sp_sched_config();
         if (cfg && cfg->marker.kind == SP_MARK_TORCH)
             sp_sched_boundary();
         return ops_now();
     case OP_YIELD:   /* torch.profiler (Kineto) is about to set up; the Python side turned operators off */
-        cfg = sp_sched_config();
+        cfg = sp_sched_config();   /* NULL in a child not yet woken: CUPTI, if it starts later, stays Kineto's */
         sp_log(SP_LOG_WARN, "this program runs torch.profiler itself: stepprof hands %s over to it and records the "
-                            "rest", cfg && cfg->cupti && sp_cupti_release() ? "CUPTI and operators" : "operators");
+                            "rest", (!cfg || cfg->cupti) && sp_cupti_release() ? "CUPTI and operators" : "operators");
         return 0;
     case OP_YIELD_OPS:
         sp_log(SP_LOG_WARN, "this program runs emit_nvtx itself: stepprof hands operators over to it and records "
@@ -184,4 +193,16 @@ SP_EXPORT int stepprof_torch(int op)
     default:
         return 0;
     }
+}
+
+/* torch.distributed's view, told at a process's first optimizer step when
+ * its default group is up: the backend for the trace's distributedInfo (the
+ * libnccl guess says nccl for every torch process), and for a process no
+ * launcher variable names (an mp.spawn rank, told before OP_WAKE) the rank
+ * that file names, distributedInfo and `ranks` use. */
+SP_EXPORT void stepprof_torch_dist(int rank, int world, const char *backend)
+{
+    sp_rank_tell_backend(backend);
+    if (sp_rank_learn(rank, world, "torch.distributed"))
+        sp_sched_rank_learned();
 }

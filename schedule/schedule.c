@@ -54,6 +54,7 @@ static int signal_mode;        /* a signal arms one cycle at the next boundary *
 static int signal_only;        /* no step marker: each signal starts or ends a window */
 static long arm_step = -1;     /* step where the armed cycle began, -1 when disarmed */
 static int whole_run;          /* step marker but no schedule: torch records every step, written at exit */
+static int unranked_left_out;  /* left out by `ranks` as rank 0 while no launcher named a rank */
 
 volatile sig_atomic_t sp_sched_signal_flag;
 static _Atomic pthread_t lock_owner; /* thread in lock_blocked..unlock_blocked, 0: none */
@@ -248,6 +249,8 @@ void sp_sched_begin_steps(void)
     unlock_blocked(&old);
 }
 
+static void start_step(long s, uint64_t now);
+
 static void boundary_locked(void)
 {
     uint64_t now = sp_clock_ticks();
@@ -255,7 +258,58 @@ static void boundary_locked(void)
         emit_step(now);
     if (action == SP_ACT_RECORD_AND_SAVE)
         close_record_window(now, 0);
-    step++;
+    start_step(step + 1, now);
+}
+
+/* A multiprocessing child (an mp.spawn rank) wakes at its first optimizer
+ * step (inject/python/): that step ended step 0, which ran before, unseen;
+ * step 1 begins now, so ProfilerStep numbers stay torch.profiler's. No-op
+ * once steps count. */
+void sp_sched_begin_steps_at_1(void)
+{
+    sigset_t old;
+    lock_blocked(&old);
+    int lost = 0;
+    if (active && !finished && step < 0) {
+        lost = !whole_run && !signal_mode && action_for(0) != SP_ACT_NONE;
+        start_step(1, sp_clock_ticks());
+    }
+    unlock_blocked(&old);
+    if (lost)
+        sp_log(SP_LOG_WARN, "step 0 ran before this process's first optimizer step, where a multiprocessing child "
+                            "starts profiling: it is not recorded (set PROF_WAIT=1 or more)");
+}
+
+/* A rank learned after activation (torch.distributed's, told at that first
+ * step, for a process whose launcher set no rank): `ranks` applies now if no
+ * step has begun, else it is said why not. */
+void sp_sched_rank_learned(void)
+{
+    sigset_t old;
+    lock_blocked(&old);
+    int off = 0, late = 0;
+    if (active && !finished && cfg.ranks[0] && !rank_selected(cfg.ranks)) {
+        if (step < 0 && !cur_window) {
+            off = 1;
+            active = 0;
+            sp_ev_set_gate(0);
+        } else {
+            late = 1;
+        }
+    }
+    unlock_blocked(&old);
+    if (off) {
+        sp_cupti_release();   /* unsubscribes: the rank left out pays nothing for CUPTI */
+        sp_log(SP_LOG_DEBUG, "rank %ld is not in ranks \"%s\"; not profiled", sp_rank()->rank, cfg.ranks);
+    } else if (late) {
+        sp_log(SP_LOG_WARN, "rank %ld (from torch.distributed) is not in ranks \"%s\", but recording began "
+                            "before the rank was known: it is recorded", sp_rank()->rank, cfg.ranks);
+    }
+}
+
+static void start_step(long s, uint64_t now)
+{
+    step = s;
     step_t0 = now;
     sp_mem_step(step);
     /* A closed window followed directly by another record step starts a new
@@ -364,6 +418,7 @@ void sp_sched_activate(void)
         sp_log_level = cfg.log_level;
         sp_log(SP_LOG_DEBUG, "rank %ld is not in ranks \"%s\"; not profiled", sp_rank()->rank, cfg.ranks);
         cfg.enabled = 0;
+        unranked_left_out = sp_rank()->rank < 0;
     } else if (rc == 0 && cfg.enabled) {
         rc = sp_config_load(&cfg);
         sp_rank_warn();
@@ -576,7 +631,7 @@ void sp_sched_after_fork_child(void)
     cur_window = 0;
     cycle = 0;
     arm_step = -1;
-    idle_gate_count = signal_mode = signal_only = whole_run = 0;
+    idle_gate_count = signal_mode = signal_only = whole_run = unranked_left_out = 0;
     sp_ev_after_fork_child();
     sp_export_after_fork_child();
     sp_outfile_after_fork_child();
@@ -584,6 +639,11 @@ void sp_sched_after_fork_child(void)
     sp_mem_after_fork_child();
     sp_stack_after_fork_child();
     sp_ev_set_gate(SP_GATE_UNINIT);
+}
+
+int sp_sched_unranked_left_out(void)
+{
+    return unranked_left_out;
 }
 
 const sp_config_t *sp_sched_config(void)

@@ -16,6 +16,8 @@ void sp_sched_poll_signal(void);
 void sp_sched_activate(void);         /* first intercepted CUDA call */
 void sp_sched_boundary(void);         /* a step marker fired on this thread */
 void sp_sched_begin_steps(void);      /* an end-of-step marker attached: step 0 begins now */
+void sp_sched_begin_steps_at_1(void); /* the same in a child woken at its first step: step 1 begins */
+void sp_sched_rank_learned(void);     /* sp_rank_learn after activation: `ranks` applies now */
 void sp_sched_profiler_api(int start);/* cudaProfilerStart (1) / Stop (0) */
 void sp_sched_finish(int truncated);  /* process end: close and write the open cycle */
 /* The same from stepprof's finisher thread (inject/exitpaths.c) when a
@@ -29,5 +31,8 @@ void sp_sched_after_fork_child(void);
 void sp_sched_exit_handler(void);    /* atexit */
 void sp_sched_before_exec(void);     /* exec: the image's recording written first */
 const sp_config_t *sp_sched_config(void); /* NULL before activation */
+/* 1 when `ranks` left this process out as rank 0 because no launcher named a
+ * rank: a child it forks may learn its own (inject/torch.c). */
+int sp_sched_unranked_left_out(void);
 
 #endif

@@ -5,13 +5,15 @@ names that sort by rank and that the real TensorBoard plugin loads as one
 worker per rank), `ranks` keeps the
 others inert, `stepprof merge` puts them on one timeline and HTA reads the
 directory as 4 ranks. torchrun, Slurm and PMI are their environment
-variables (what those launchers set), checked without a launcher."""
+variables (what those launchers set), checked without a launcher; real
+torchrun and torch.multiprocessing start PyTorch DDP ranks."""
 import glob
 import json
 import os
 import re
 import shutil
 import sys
+import tempfile
 
 from harness import BUILD, assert_valid, load, prog, run
 
@@ -284,6 +286,65 @@ def test_torchrun_launcher_stays_inert_and_its_workers_are_ranks():
             steps = sorted({e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")})
             assert steps == ["ProfilerStep#2"], (t, steps)
         assert len([f for f in r.files() if f.endswith(".pt.trace.json")]) == 2, r.files()
+
+
+def _spawned(method, **env):
+    """tests/programs/torch_spawn.py: 2 DDP ranks (gloo) started by torch.multiprocessing, whose
+    launcher sets no rank variable. Record shapes: the step's ops tell which iteration it was."""
+    spawn = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", "torch_spawn.py")
+    cwd = tempfile.mkdtemp(prefix="sp-test-")
+    e = clean_env(PROF_WAIT=1, PROF_WARMUP=1, PROF_ACTIVE=1, PROF_RECORD_SHAPES=1, OMP_NUM_THREADS=1)
+    e.update(env)
+    return run([sys.executable, spawn, "5", method, cwd], fake=False, env=e, timeout=300, cwd=cwd)
+
+
+def _step_ops(trace):
+    """{ProfilerStep#N: Input Dims of its aten::sum(Tensor, dtype) calls}: iteration N sums
+    torch.ones(N + 1) (the loss's backward sums with more arguments)."""
+    steps = {e["name"]: (e["ts"], e["ts"] + e["dur"]) for e in trace["traceEvents"]
+             if e.get("name", "").startswith("ProfilerStep#") and e.get("ph") == "X"}
+    return {name: sorted(json.dumps(e["args"].get("Input Dims")) for e in trace["traceEvents"]
+                         if e.get("name") == "aten::sum" and len(e["args"].get("Input Dims", ())) == 2 and
+                         t0 <= e["ts"] < t1)
+            for name, (t0, t1) in steps.items()}
+
+
+def test_multiprocessing_ranks_wake_at_their_first_optimizer_step():
+    # mp.spawn / start_processes children are multiprocessing children, as DataLoader workers are: they
+    # stayed inert, so a DDP job started that way got no trace. Now each stays dormant (no plan line, no
+    # activation) until its first optimizer step, which ends step 0, and takes its rank and backend from
+    # torch.distributed: one trace per rank with torch.profiler's step numbers (iteration 2 sums ones(3)).
+    bare = _spawned("spawn", PROF_ENABLED=0)
+    assert bare.returncode == 0 and not bare.sp_lines, bare.stderr
+    losses = sorted(re.findall(r"rank \d loss [0-9.]+", bare.stdout))
+    assert len(losses) == 2, bare.stdout
+    for method in ("spawn", "fork"):
+        r = _spawned(method)
+        assert r.returncode == 0 and r.other_stderr == "", (method, r.stderr)
+        assert sorted(re.findall(r"rank \d loss [0-9.]+", r.stdout)) == losses, (method, r.stdout)
+        # The parent imports torch (it prints the plan too; it never steps, so it writes nothing).
+        assert len([l for l in r.sp_lines if "marker torch" in l]) == 3, (method, r.sp_lines)
+        traces = r.traces()
+        assert sorted(os.path.basename(t)[:6] for t in traces) == ["rank0_", "rank1_"], (method, r.files())
+        for t in traces:
+            trace = load(t)
+            rank = int(os.path.basename(t)[4])
+            assert trace["distributedInfo"] == {"backend": "gloo", "rank": rank, "world_size": 2}, trace["distributedInfo"]
+            assert _step_ops(trace) == {"ProfilerStep#2": ['[[3], []]']}, (method, t, _step_ops(trace))
+    # `ranks` applies to a rank learned from torch.distributed: rank 0 stays silent and writes nothing.
+    r = _spawned("fork", PROF_RANKS="1")
+    assert r.returncode == 0 and r.other_stderr == "", r.stderr
+    assert [os.path.basename(t)[:6] for t in r.traces()] == ["rank1_"], r.files()
+    assert len([l for l in r.sp_lines if "marker torch" in l]) == 1, r.sp_lines   # the parent counts as rank 0
+    # A schedule that records step 0 cannot have it in a child (it ran before the wake-up): said once per
+    # rank, and recording begins at step 1.
+    r = _spawned("fork", PROF_WAIT=0, PROF_WARMUP=0, PROF_ACTIVE=2)
+    assert r.returncode == 0, r.stderr
+    assert len([l for l in r.sp_lines if "step 0 ran before" in l]) == 2, r.sp_lines
+    ranks = [t for t in r.traces() if os.path.basename(t).startswith("rank")]   # (the parent records step 0)
+    assert len(ranks) == 2, r.files()
+    for t in ranks:
+        assert _step_ops(load(t)) == {"ProfilerStep#1": ['[[2], []]']}, (t, _step_ops(load(t)))
 
 
 if __name__ == "__main__":

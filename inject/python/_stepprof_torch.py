@@ -17,10 +17,15 @@
 # autograd's threads. A program that starts torch.profiler itself gets it:
 # just before Kineto sets up, stepprof turns its operators off and hands
 # CUPTI over for good (inject/torch.c, collectors/cupti.c) and says so once;
-# emit_nvtx gets the operators. DataLoader and multiprocessing children stay
-# inert (a forked one switches off the operators and frames it inherited), and
-# so does the launcher of torchrun / torch.distributed.launch (its workers, each
-# a rank, are profiled; the launcher trains nothing).
+# emit_nvtx gets the operators. A multiprocessing child (a DataLoader worker,
+# an mp.spawn rank) stays dormant until its first optimizer step: hooks only,
+# no activation and no plan line (a forked one switches off the operators and
+# frames it inherited). A DataLoader worker never steps; a rank wakes at that
+# step and counts it as the end of step 0, which ran unseen. At its first
+# optimizer step every process tells torch.distributed's rank (used when no
+# launcher variable names one, as under mp.spawn) and backend, if a group is
+# up. The launcher of torchrun / torch.distributed.launch stays inert (its
+# workers, each a rank, are profiled; the launcher trains nothing).
 # Ops and answer bits are the numbers of inject/torch.c. With with_stack the
 # operator switch also switches stepprof's Python frame recording on that
 # thread (inject/pystack.c). With record_shapes the operators that take tensor
@@ -46,8 +51,8 @@ import os
 import sys
 import threading
 
-_IMPORTING, _READY, _STEP, _YIELD, _STATE, _YIELD_OPS = 1, 2, 3, 4, 5, 6
-_ON, _STEPS, _SHAPES, _STACK, _OPS_NOW, _WHOLE_RUN = 1, 2, 4, 8, 16, 32
+_IMPORTING, _READY, _STEP, _YIELD, _STATE, _YIELD_OPS, _WAKE = 1, 2, 3, 4, 5, 6, 7
+_ON, _STEPS, _SHAPES, _STACK, _OPS_NOW, _WHOLE_RUN, _DORMANT = 1, 2, 4, 8, 16, 32, 64
 
 
 def _entry():
@@ -139,16 +144,12 @@ def _launcher():
 
 
 class _State:
-    def __init__(self, torch, entry, ans):
+    def __init__(self, torch, entry, ans, dormant):
         self.torch = torch
         self.entry = entry
-        self.steps = bool(ans & _STEPS)
-        self.shapes = bool(ans & _SHAPES)
-        self.pystack = _pystack() if ans & _STACK else None
-        # With no schedule the window never closes at a step: only the main
-        # thread, switched off at exit, may have the profiler on (a thread
-        # that ends with it on makes torch warn about a leaked callback).
-        self.main_only = bool(ans & _WHOLE_RUN)
+        self.dormant = dormant   # a multiprocessing child before its first optimizer step
+        self.lists_told = False  # _tensor_lists went to the library (it outlives a fork)
+        self.configure(ans)
         self.ops_threads = set()  # threads where this module turned the autograd profiler on
         self.broken = False       # switching it failed once: operators stay off
         self.user_owns = 0     # _YIELD_OPS: the program has the operators; _YIELD: CUPTI too
@@ -164,11 +165,31 @@ class _State:
         self.tls = threading.local()
         os.register_at_fork(after_in_child=self.forked)
 
+    def configure(self, ans):
+        self.steps = bool(ans & _STEPS)
+        self.shapes = bool(ans & _SHAPES)
+        self.pystack = _pystack() if ans & _STACK else None
+        # With no schedule the window never closes at a step: only the main
+        # thread, switched off at exit, may have the profiler on (a thread
+        # that ends with it on makes torch warn about a leaked callback).
+        self.main_only = bool(ans & _WHOLE_RUN)
+
+    def start(self, ans):
+        if self.shapes and not self.lists_told:
+            _tensor_lists(self.torch)
+            self.lists_told = True
+        self.apply(ans)
+
     def forked(self):
-        """A forked child (a DataLoader worker) is inert: the forking thread's autograd profiler
-        and profile function, if on, go off there (torch's NVTX text cost it per operator)."""
+        """A forked child (a DataLoader worker, a rank started by fork) is dormant: the forking
+        thread's autograd profiler and profile function, if on, go off there (torch's NVTX text cost
+        it per operator), and its first optimizer step wakes it, as in a spawned child."""
         was_on = threading.get_ident() in self.ops_threads
         self.ops_threads.clear()
+        self.dormant = True
+        self.opener = self.closer = self.other = None
+        self.learned = False
+        self.tls.pending = []
         if self.pystack:
             self.pystack(0)
         if was_on:
@@ -295,8 +316,33 @@ class _State:
                         sys.stderr.write("stepprof: optimizer step hook failed (%s)\n" % e)
         return step_through
 
+    def wake(self, k):
+        """A multiprocessing child's first optimizer step (k's) ended step 0: the library activates
+        (if CUDA has not already), with this process's torch.distributed rank when its launcher set
+        none, and begins step 1. The optimizer is the opener, as if its step had ended step 0 here."""
+        self.dormant = False
+        ans = self.entry(_WAKE)
+        self.configure(ans if ans & _ON else 0)
+        self.opener = self.closer = k
+        self.start(ans)
+
+    def tell_dist(self):
+        """torch.distributed's rank and backend, if its default group is up (inject/torch.c)."""
+        dist = sys.modules.get("torch.distributed")
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            return
+        import ctypes
+        f = ctypes.CDLL(None).stepprof_torch_dist
+        f.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p]
+        f.restype = None
+        f(dist.get_rank(), dist.get_world_size(), str(dist.get_backend()).encode())
+
     def on_step(self, k):
-        if self.ends_step(k):
+        if self.opener is None:   # the first step: before a dormant child wakes, and in every process
+            self.tell_dist()
+        if self.dormant:
+            self.wake(k)
+        elif self.ends_step(k):
             self.boundary()
         else:   # another optimizer, maybe on another thread: operators there follow the window too
             self.apply(self.entry(_STATE))
@@ -356,13 +402,13 @@ def _wrap_record_function(cls, state):
     cls.__enter__, cls.__exit__ = rf_enter_through, rf_exit_through
 
 
-def _attach(torch, entry):
-    ans = entry(_READY)
-    if not ans & _ON:
-        return
-    state = _State(torch, entry, ans)
-    if state.shapes:
-        _tensor_lists(torch)
+def _attach(torch, entry, dormant):
+    ans = 0 if dormant else entry(_READY)
+    if not dormant and not ans & _ON:
+        if not ans & _DORMANT:   # left out by `ranks` as rank 0 with no launcher rank: its forks may be ranks
+            return
+        dormant, ans = True, 0
+    state = _State(torch, entry, ans, dormant)
     from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
     register_optimizer_step_post_hook(state.post_hook)
     profile_hook_step = Optimizer.profile_hook_step
@@ -371,7 +417,8 @@ def _attach(torch, entry):
     _wrap_yield(torch.autograd.profiler.emit_nvtx, "__enter__", state, _YIELD_OPS)
     _wrap_record_function(torch.autograd.profiler.record_function, state)
     atexit.register(state.at_exit)
-    state.apply(ans)
+    if not dormant:
+        state.start(ans)
 
 
 class _Finder:
@@ -380,11 +427,11 @@ class _Finder:
             return None
         sys.meta_path.remove(self)
         try:
-            inert = _child_of_multiprocessing() or _launcher()
+            if _launcher():
+                return None
+            dormant = _child_of_multiprocessing()
         except Exception:   # never the program's import's error (sys.argv may be empty or gone)
-            inert = False
-        if inert:
-            return None
+            dormant = False
         entry = _entry()
         if entry is None:
             return None
@@ -398,7 +445,7 @@ class _Finder:
         def exec_and_attach(module):
             exec_module(module)
             try:
-                _attach(module, entry)
+                _attach(module, entry, dormant)
             except Exception as e:  # the program goes on without operators
                 sys.stderr.write("stepprof: cannot hook torch (%s); operators and optimizer steps are not "
                                  "recorded\n" % e)

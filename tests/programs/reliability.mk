@@ -30,8 +30,8 @@ $(REL_OUT)/librel_nonode.so: $(REL_SRC)/rel_nonode.c exporters/export.h $(REL_SR
 	$(CC) $(CFLAGS_COMMON) -shared -fPIC -o $@ $< -ldl
 
 # No CUDA: it links the output-file code of the library directly to plant files at chosen names.
-$(REL_OUT)/rel_outfile: $(REL_SRC)/rel_outfile.c exporters/outfile.c exporters/outfile.h collectors/log.c \
-                        $(REL_SRC)/reliability.mk
+$(REL_OUT)/rel_outfile: $(REL_SRC)/rel_outfile.c exporters/outfile.c collectors/log.c \
+                        $(wildcard collectors/*.h exporters/*.h) $(REL_SRC)/reliability.mk
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -pthread -o $@ $(filter %.c,$^)
 
