@@ -288,14 +288,14 @@ def test_torchrun_launcher_stays_inert_and_its_workers_are_ranks():
         assert len([f for f in r.files() if f.endswith(".pt.trace.json")]) == 2, r.files()
 
 
-def _spawned(method, **env):
+def _spawned(method, *args, **env):
     """tests/programs/torch_spawn.py: 2 DDP ranks (gloo) started by torch.multiprocessing, whose
     launcher sets no rank variable. Record shapes: the step's ops tell which iteration it was."""
     spawn = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", "torch_spawn.py")
     cwd = tempfile.mkdtemp(prefix="sp-test-")
     e = clean_env(PROF_WAIT=1, PROF_WARMUP=1, PROF_ACTIVE=1, PROF_RECORD_SHAPES=1, OMP_NUM_THREADS=1)
     e.update(env)
-    return run([sys.executable, spawn, "5", method, cwd], fake=False, env=e, timeout=300, cwd=cwd)
+    return run([sys.executable, spawn, "5", method, cwd, *args], fake=False, env=e, timeout=300, cwd=cwd)
 
 
 def _step_ops(trace):
@@ -345,6 +345,28 @@ def test_multiprocessing_ranks_wake_at_their_first_optimizer_step():
     assert len(ranks) == 2, r.files()
     for t in ranks:
         assert _step_ops(load(t)) == {"ProfilerStep#1": ['[[2], []]']}, (t, _step_ops(load(t)))
+
+
+
+def test_multiprocessing_rank_running_torch_profiler_keeps_it():
+    # A rank that starts torch.profiler before its first optimizer step does so while stepprof is
+    # dormant there: the hand-over (said once per rank) must still hold when the step wakes stepprof,
+    # so torch.profiler keeps the operators (and CUPTI, on a GPU) and stepprof records the rest.
+    r = _spawned("spawn", "own")
+    assert r.returncode == 0, r.stderr   # (Kineto logs to stderr of its own)
+    assert len([l for l in r.sp_lines if "runs torch.profiler itself" in l]) == 2, r.sp_lines
+    own = glob.glob(os.path.join(r.cwd, "own", "*.pt.trace.json"))
+    assert len(own) == 2, r.files()
+    for t in own:
+        ev = load(t)["traceEvents"]
+        assert {e["name"] for e in ev if e.get("name", "").startswith("ProfilerStep#")} == {"ProfilerStep#2"}
+        assert [e for e in ev if e.get("cat") == "cpu_op" and e["name"] == "aten::addmm"], t
+    traces = r.traces()
+    assert sorted(os.path.basename(t)[:6] for t in traces) == ["rank0_", "rank1_"], r.files()
+    for t in traces:
+        ev = load(t)["traceEvents"]
+        assert {e["name"] for e in ev if e.get("name", "").startswith("ProfilerStep#")} == {"ProfilerStep#2"}, t
+        assert not [e for e in ev if e.get("cat") == "cpu_op"], t
 
 
 if __name__ == "__main__":
