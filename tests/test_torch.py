@@ -181,6 +181,12 @@ def test_two_optimizers_match_torch_profiler():
     compare("torch_two_opt.py")
 
 
+def test_steps_skipped_by_grad_scaler_still_end():
+    # GradScaler.step skips optimizer.step() on overflowed gradients (fp16 AMP's first iterations): the
+    # iteration still ends a step, as prof.step() after scaler.step() ends it. Step 3 overflows here.
+    compare("torch_amp.py")
+
+
 def _one_process_trace(r):
     trace = load(r.trace())
     pids = {e["pid"] for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"}

@@ -33,7 +33,8 @@
 #
 # Which optimizer step ends a step (prof.step() sits after optimizer.step()):
 # with one optimizer, each of its steps, so with gradient accumulation steps
-# are optimizer steps, as in torch.profiler's recipe. With several optimizers
+# are optimizer steps, as in torch.profiler's recipe. A step that a GradScaler
+# skipped (overflowed gradients) counts as made. With several optimizers
 # per iteration (GANs, per-module optimizers) a step ends at the last
 # optimizer of the iteration: the first optimizer ever to step opens
 # iterations, and the optimizer that stepped last before it stepped again
@@ -80,7 +81,8 @@ def _pystack():
     hide = "!" + os.path.dirname(os.path.abspath(__file__)) + os.sep  # this file's frames are not the program's
     # ... but what the wrappers of the optimizer step and record_function call is (torch's trace has their
     # frames, not the wrappers')
-    pending = ["\n".join([hide, "=step_through", "=rf_enter_through", "=rf_exit_through"] + prefixes).encode()]
+    pending = ["\n".join([hide, "=step_through", "=scaler_step_through", "=rf_enter_through", "=rf_exit_through"] +
+                         prefixes).encode()]
 
     def switch(on):  # the prefixes go down once; NULL afterwards keeps them (no copy per switch)
         if on in (3, 4):  # step-end notices (pystack.c) take no prefixes: keep them for the first switch
@@ -307,14 +309,40 @@ class _State:
                 return hooked(*args, **kwargs)
             finally:
                 tls.depth -= 1
-                if tls.depth == 0 and tls.pending:
-                    done, tls.pending = tls.pending, []
-                    try:
-                        for k in done:
-                            self.on_step(k)
-                    except Exception as e:  # never the program's problem
-                        sys.stderr.write("stepprof: optimizer step hook failed (%s)\n" % e)
+                self.drain(tls)
         return step_through
+
+    def drain(self, tls):
+        """The outermost step returned: act on the optimizer steps it saw."""
+        if tls.depth == 0 and tls.pending:
+            done, tls.pending = tls.pending, []
+            try:
+                for k in done:
+                    self.on_step(k)
+            except Exception as e:  # never the program's problem
+                sys.stderr.write("stepprof: optimizer step hook failed (%s)\n" % e)
+
+    def wrap_scaler_step(self, cls):
+        """GradScaler.step skips optimizer.step() when the gradients overflowed (fp16 mixed precision,
+        while the scale settles): prof.step() after it still ends the iteration, so a skipped step
+        counts as that optimizer's step here."""
+        orig = cls.step
+
+        @functools.wraps(orig)
+        def scaler_step_through(scaler, optimizer, *args, **kwargs):  # (pass-through name: see _pystack)
+            tls = self.mine()
+            tls.depth += 1
+            mark, stepped = len(tls.pending), False
+            try:
+                r = orig(scaler, optimizer, *args, **kwargs)
+                stepped = True
+                return r
+            finally:
+                tls.depth -= 1
+                if stepped and id(optimizer) not in tls.pending[mark:]:
+                    tls.pending.append(id(optimizer))
+                self.drain(tls)
+        cls.step = scaler_step_through
 
     def wake(self, k):
         """A multiprocessing child's first optimizer step (k's) ended step 0: the library activates
@@ -413,6 +441,7 @@ def _attach(torch, entry, dormant):
     register_optimizer_step_post_hook(state.post_hook)
     profile_hook_step = Optimizer.profile_hook_step
     Optimizer.profile_hook_step = staticmethod(lambda func: state.wrap_step(profile_hook_step(func)))
+    state.wrap_scaler_step(torch.amp.GradScaler)   # torch.cuda.amp's and FSDP's ShardedGradScaler inherit its step
     _wrap_yield(torch.autograd.profiler.profile, "_prepare_trace", state, _YIELD)   # torch.profiler's Kineto
     _wrap_yield(torch.autograd.profiler.emit_nvtx, "__enter__", state, _YIELD_OPS)
     _wrap_record_function(torch.autograd.profiler.record_function, state)
