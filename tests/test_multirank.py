@@ -15,7 +15,7 @@ import shutil
 import sys
 import tempfile
 
-from harness import BUILD, assert_valid, load, prog, run
+from harness import BUILD, ROOT, assert_valid, load, prog, run
 
 CMD = os.path.join(BUILD, "stepprof")
 MPIRUN = ["mpirun", "--allow-run-as-root", "-np", "4", "--oversubscribe"]
@@ -286,6 +286,50 @@ def test_torchrun_launcher_stays_inert_and_its_workers_are_ranks():
             steps = sorted({e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")})
             assert steps == ["ProfilerStep#2"], (t, steps)
         assert len([f for f in r.files() if f.endswith(".pt.trace.json")]) == 2, r.files()
+
+
+def test_accelerate_launcher_stays_inert():
+    # HF accelerate's CLI imports torch and starts the program as its worker: before, it printed a plan
+    # line of its own and, recording the whole run, wrote a trace of its own (ProfilerStep#0, no
+    # operators) beside the worker's. Both spellings: the console script and python -m.
+    script = os.path.join(os.path.dirname(sys.executable), "accelerate")
+    script = script if os.path.exists(script) else shutil.which("accelerate")
+    assert script, "accelerate is not installed beside %s nor on PATH" % sys.executable
+    mlp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", "torch_mlp.py")
+    opts = ["--cpu", "--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no",
+            "--dynamo_backend", "no", "--num_cpu_threads_per_process", "1", mlp, "5"]
+    for launcher in ([script, "launch"], [sys.executable, "-m", "accelerate.commands.launch"]):
+        bare = run(launcher + opts, preload=False, fake=False, env=clean_env(), timeout=300)
+        assert bare.returncode == 0 and re.search(r"loss [0-9.]+", bare.stdout), bare.stderr
+        for env, want in (({}, [0, 1, 2, 3, 4, 5]), ({"PROF_WAIT": 1, "PROF_WARMUP": 1, "PROF_ACTIVE": 1}, [2])):
+            r = run(launcher + opts, fake=False, env=clean_env(**env), timeout=300)
+            assert (r.returncode, r.stdout) == (0, bare.stdout), (launcher, r.stderr)
+            assert len([l for l in r.sp_lines if "marker torch" in l]) == 1, (launcher, r.sp_lines)
+            trace = load(r.trace())   # exactly one: the worker's
+            steps = sorted(int(e["name"].split("#")[1]) for e in trace["traceEvents"]
+                           if e.get("name", "").startswith("ProfilerStep#") and e.get("ph") == "X")
+            assert steps == want, (launcher, env, steps)
+
+
+def test_deepspeed_launchers_stay_inert():
+    # DeepSpeed's runner (the deepspeed script) starts `python -m deepspeed.launcher.launch`, which starts
+    # the worker with RANK / WORLD_SIZE: both import torch and train nothing, so only the worker prints a
+    # plan line and writes a trace (rank0_). DeepSpeed, from its sdist, is a private copy (pydeps.sh).
+    ds = os.path.join(ROOT, "build", "pydeps", "deepspeed")
+    assert os.path.exists(os.path.join(ds, "bin", "deepspeed")), f"{ds} missing: scripts/pydeps.sh installs DeepSpeed there"
+    mlp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", "torch_mlp.py")
+    argv = [sys.executable, os.path.join(ds, "bin", "deepspeed"), "--num_gpus", "1", "--master_port", "0", mlp, "5"]
+    bare = run(argv, preload=False, fake=False, env=clean_env(PYTHONPATH=ds, OMP_NUM_THREADS=1), timeout=300)
+    assert bare.returncode == 0 and re.search(r"loss [0-9.]+", bare.stdout), bare.stderr
+    for env, want in (({}, [0, 1, 2, 3, 4, 5]), ({"PROF_WAIT": 1, "PROF_WARMUP": 1, "PROF_ACTIVE": 1}, [2])):
+        r = run(argv, fake=False, env=clean_env(PYTHONPATH=ds, OMP_NUM_THREADS=1, **env), timeout=300)
+        assert r.returncode == 0 and re.findall(r"loss [0-9.]+", r.stdout) == re.findall(r"loss [0-9.]+", bare.stdout), r.stderr
+        assert len([l for l in r.sp_lines if "marker torch" in l]) == 1, r.sp_lines
+        trace = r.trace()   # exactly one: the worker's
+        assert os.path.basename(trace).startswith("rank0_"), r.files()
+        steps = sorted(int(e["name"].split("#")[1]) for e in load(trace)["traceEvents"]
+                       if e.get("name", "").startswith("ProfilerStep#") and e.get("ph") == "X")
+        assert steps == want, (env, steps)
 
 
 def _spawned(method, *args, **env):

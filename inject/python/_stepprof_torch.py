@@ -24,8 +24,9 @@
 # step and counts it as the end of step 0, which ran unseen. At its first
 # optimizer step every process tells torch.distributed's rank (used when no
 # launcher variable names one, as under mp.spawn) and backend, if a group is
-# up. The launcher of torchrun / torch.distributed.launch stays inert (its
-# workers, each a rank, are profiled; the launcher trains nothing).
+# up. The launchers of torchrun / torch.distributed.launch, accelerate and
+# DeepSpeed stay inert (their workers, each a rank, are profiled; a launcher
+# trains nothing).
 # Ops and answer bits are the numbers of inject/torch.c. With with_stack the
 # operator switch also switches stepprof's Python frame recording on that
 # thread (inject/pystack.c). With record_shapes the operators that take tensor
@@ -128,14 +129,21 @@ def _child_of_multiprocessing():
     return mp.parent_process() is not None or getattr(proc, "_inheriting", False)
 
 
-_LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch")
+# Launchers that import torch and train nothing: their workers are the ranks. Console scripts (with
+# the package whose script it is, being imported) and `python -m` modules.
+_LAUNCHER_SCRIPTS = {"torchrun": "torch", "accelerate": "accelerate", "accelerate-launch": "accelerate",
+                     "deepspeed": "deepspeed", "ds": "deepspeed"}
+_LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch",
+              "accelerate.commands.accelerate_cli", "deepspeed.launcher.runner", "deepspeed.launcher.launch")
 
 
 def _launcher():
-    """torchrun's agent (or torch.distributed.launch's): its console script, or `python -m` of either
-    module (while -m imports a module's packages, sys.argv[0] is still "-m": the module's name is then
-    runpy's mod_name, on the stack). The caller catches what it raises (sys.argv may be empty or gone)."""
-    if os.path.basename(str(sys.argv[0])) == "torchrun":
+    """torchrun's agent (or torch.distributed.launch's), accelerate's CLI, DeepSpeed's runner and its
+    per-node launcher: a console script, or `python -m` of the module (while -m imports a module's
+    packages, sys.argv[0] is still "-m": the module's name is then runpy's mod_name, on the stack).
+    The caller catches what it raises (sys.argv may be empty or gone)."""
+    package = _LAUNCHER_SCRIPTS.get(os.path.basename(str(sys.argv[0])))
+    if package and package in sys.modules:
         return True
     f = sys._getframe(1)
     while f is not None:

@@ -1,7 +1,7 @@
 # An unmodified CPU training loop: an MLP trained with Adam. No profiler code:
 # train() takes an optional on_step, called where torch.profiler's recipe puts
 # prof.step() (after optimizer.step()), for tests/programs/torch_profiled.py.
-# Argument: iterations (default 8). Prints the final loss.
+# Argument: iterations (default 8; a --local_rank=N is ignored). Prints the final loss.
 import sys
 
 import torch
@@ -25,4 +25,5 @@ def train(iters, on_step=None):
 
 
 if __name__ == "__main__":
-    print("loss %.4f" % train(int(sys.argv[1]) if len(sys.argv) > 1 else 8))
+    args = [a for a in sys.argv[1:] if not a.startswith("--local_rank")]   # DeepSpeed's launcher passes it
+    print("loss %.4f" % train(int(args[0]) if args else 8))
