@@ -97,8 +97,8 @@ void sp_rank_warn(void)
     }
 }
 
-/* Before or after activation, on the program's thread before any step has
- * counted (the exporter reads the copy only for windows that come after). */
+/* Before or after activation, under the schedule's lock while no cycle has
+ * gone to the exporter (schedule.c: the exporter reads the copy). */
 int sp_rank_learn(long rank, long world, const char *source)
 {
     if (learned || rank < 0 || from_env().rank >= 0)
@@ -170,7 +170,7 @@ int sp_rank_in_list(const char *spec, long rank, char *why, size_t n)
     return hit;
 }
 
-static char told_backend[32];   /* torch.distributed's, when a process told it */
+static char told_backend[32];   /* torch.distributed's, when a process told it (as sp_rank_learn) */
 
 void sp_rank_tell_backend(const char *backend)
 {

@@ -19,7 +19,6 @@
 #include "../collectors/cupti.h"
 #include "../collectors/events.h"
 #include "../collectors/log.h"
-#include "../collectors/rank.h"
 #include "../schedule/schedule.h"
 
 #include <dlfcn.h>
@@ -202,7 +201,5 @@ SP_EXPORT int stepprof_torch(int op)
  * that file names, distributedInfo and `ranks` use. */
 SP_EXPORT void stepprof_torch_dist(int rank, int world, const char *backend)
 {
-    sp_rank_tell_backend(backend);
-    if (sp_rank_learn(rank, world, "torch.distributed"))
-        sp_sched_rank_learned();
+    sp_sched_learn_dist(rank, world, backend);
 }

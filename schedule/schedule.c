@@ -280,30 +280,36 @@ void sp_sched_begin_steps_at_1(void)
                             "starts profiling: it is not recorded (set PROF_WAIT=1 or more)");
 }
 
-/* A rank learned after activation (torch.distributed's, told at that first
- * step, for a process whose launcher set no rank): `ranks` applies now if no
+/* torch.distributed's rank and backend, told at a process's first optimizer
+ * step (inject/torch.c). Taken only while no cycle has gone to the exporter,
+ * which reads them (file names, distributedInfo): never a torn read. The rank
+ * only when no launcher variable names one; then `ranks` applies now if no
  * step has begun, else it is said why not. */
-void sp_sched_rank_learned(void)
+void sp_sched_learn_dist(long rank, long world, const char *backend)
 {
     sigset_t old;
     lock_blocked(&old);
     int off = 0, late = 0;
-    if (active && !finished && cfg.ranks[0] && !rank_selected(cfg.ranks)) {
-        if (step < 0 && !cur_window) {
-            off = 1;
-            active = 0;
-            sp_ev_set_gate(0);
-        } else {
-            late = 1;
+    if (cycle == 0) {
+        sp_rank_tell_backend(backend);
+        if (sp_rank_learn(rank, world, "torch.distributed") && active && !finished && cfg.ranks[0] &&
+            !rank_selected(cfg.ranks)) {
+            if (step < 0 && !cur_window) {
+                off = 1;
+                active = 0;
+                sp_ev_set_gate(0);
+            } else {
+                late = 1;
+            }
         }
     }
     unlock_blocked(&old);
     if (off) {
         sp_cupti_release();   /* unsubscribes: the rank left out pays nothing for CUPTI */
-        sp_log(SP_LOG_DEBUG, "rank %ld is not in ranks \"%s\"; not profiled", sp_rank()->rank, cfg.ranks);
+        sp_log(SP_LOG_DEBUG, "rank %ld is not in ranks \"%s\"; not profiled", rank, cfg.ranks);
     } else if (late) {
         sp_log(SP_LOG_WARN, "rank %ld (from torch.distributed) is not in ranks \"%s\", but recording began "
-                            "before the rank was known: it is recorded", sp_rank()->rank, cfg.ranks);
+                            "before the rank was known: it is recorded", rank, cfg.ranks);
     }
 }
 

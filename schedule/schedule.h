@@ -17,7 +17,7 @@ void sp_sched_activate(void);         /* first intercepted CUDA call */
 void sp_sched_boundary(void);         /* a step marker fired on this thread */
 void sp_sched_begin_steps(void);      /* an end-of-step marker attached: step 0 begins now */
 void sp_sched_begin_steps_at_1(void); /* the same in a child woken at its first step: step 1 begins */
-void sp_sched_rank_learned(void);     /* sp_rank_learn after activation: `ranks` applies now */
+void sp_sched_learn_dist(long rank, long world, const char *backend); /* torch.distributed's (torch.c) */
 void sp_sched_profiler_api(int start);/* cudaProfilerStart (1) / Stop (0) */
 void sp_sched_finish(int truncated);  /* process end: close and write the open cycle */
 /* The same from stepprof's finisher thread (inject/exitpaths.c) when a

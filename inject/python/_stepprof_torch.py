@@ -130,8 +130,9 @@ def _child_of_multiprocessing():
 
 
 # Launchers that import torch and train nothing: their workers are the ranks. Console scripts (with
-# the package whose script it is, being imported) and `python -m` modules.
-_LAUNCHER_SCRIPTS = {"torchrun": "torch", "accelerate": "accelerate", "accelerate-launch": "accelerate",
+# the package whose script it is, being imported; torchrun's is torch itself, not imported yet) and
+# `python -m` modules.
+_LAUNCHER_SCRIPTS = {"torchrun": None, "accelerate": "accelerate", "accelerate-launch": "accelerate",
                      "deepspeed": "deepspeed", "ds": "deepspeed"}
 _LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch",
               "accelerate.commands.accelerate_cli", "deepspeed.launcher.runner", "deepspeed.launcher.launch")
@@ -142,9 +143,11 @@ def _launcher():
     per-node launcher: a console script, or `python -m` of the module (while -m imports a module's
     packages, sys.argv[0] is still "-m": the module's name is then runpy's mod_name, on the stack).
     The caller catches what it raises (sys.argv may be empty or gone)."""
-    package = _LAUNCHER_SCRIPTS.get(os.path.basename(str(sys.argv[0])))
-    if package and package in sys.modules:
-        return True
+    script = os.path.basename(str(sys.argv[0]))
+    if script in _LAUNCHER_SCRIPTS:
+        package = _LAUNCHER_SCRIPTS[script]
+        if package is None or package in sys.modules:
+            return True
     f = sys._getframe(1)
     while f is not None:
         if f.f_code.co_name == "_run_module_as_main" and f.f_globals.get("__name__") == "runpy":
