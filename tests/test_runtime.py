@@ -28,6 +28,7 @@ def test_exports_only_interposed_symbols():
                                   "stepprof_torch",  # the PyTorch bootstrap calls back (inject/torch.c)
                                   "stepprof_pystack",  # with_stack: the bootstrap turns Python frames on (inject/pystack.c)
                                   "stepprof_torch_lists",  # record_shapes: operators' tensor-list args (inject/torch_lists.c)
+                                  "stepprof_torch_dist",  # torch.distributed's rank and backend (inject/torch.c)
                                   "InitializeInjection", "dlopen", "_exit", "_Exit",
                                   # main's pthread_exit: the process still ends with its last thread
                                   "pthread_exit",

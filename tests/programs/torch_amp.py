@@ -6,20 +6,21 @@
 # still ends them. train() takes an optional on_step, called where the recipe
 # puts prof.step(), for tests/programs/torch_profiled.py. Argument: iterations
 # (default 8). Prints the final loss and the scale.
+import os
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_mlp import mlp  # noqa: E402
 
 OVERFLOW = (1, 3)
 
 
 def train(iters, on_step=None):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    model, x, y = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     scaler = torch.amp.GradScaler("cpu")
-    x = torch.randn(16, 32)
-    y = torch.randint(0, 10, (16,))
     for it in range(iters):
         torch.ones(it + 1).sum()  # steps differ: a step counted one iteration off shows in its ops
         opt.zero_grad()

@@ -7,12 +7,18 @@ import sys
 import torch
 
 
-def train(iters, on_step=None):
+def mlp():
+    """The seeded model and batch of every MLP loop here (torch_amp.py, torch_spawn.py too)."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    return model, torch.randn(16, 32), torch.randint(0, 10, (16,))
+
+
+def train(iters, on_step=None, wrap=None):
+    """wrap: what the model runs in (DistributedDataParallel for torch_spawn.py)."""
+    model, x, y = mlp()
+    model = wrap(model) if wrap else model
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x = torch.randn(16, 32)
-    y = torch.randint(0, 10, (16,))
     for it in range(iters):
         torch.ones(it + 1).sum()  # steps differ: a step counted one iteration off shows in its ops
         opt.zero_grad()
