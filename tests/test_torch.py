@@ -187,6 +187,31 @@ def test_steps_skipped_by_grad_scaler_still_end():
     compare("torch_amp.py")
 
 
+def test_deepspeed_engine_step_is_one_step():
+    # DeepSpeed's ZeRO-3 steps its inner torch optimizer once per parameter sub-group: each engine.step()
+    # was counted as several steps (5 iterations made steps 0-10). Its model step is one step now.
+    # DeepSpeed, from its sdist, is a private copy (scripts/pydeps.sh); its CPU comm op is built once
+    # into build/pydeps/torch_extensions.
+    ds = os.path.join(ROOT, "build", "pydeps", "deepspeed")
+    assert os.path.isdir(os.path.join(ds, "deepspeed")), f"{ds} missing: scripts/pydeps.sh installs DeepSpeed there"
+    env = {"PYTHONPATH": ds, "LOCAL_RANK": 0, "OMP_NUM_THREADS": 1,
+           "TORCH_EXTENSIONS_DIR": os.path.join(ROOT, "build", "pydeps", "torch_extensions")}
+    argv = [sys.executable, program("torch_deepspeed.py"), "5", "."]
+    bare = run(argv, preload=False, fake=False, env=env, timeout=600)
+    m = re.search(r"loss .* global steps 5 inner optimizer steps (\d+)", bare.stdout)
+    assert bare.returncode == 0 and m and int(m.group(1)) > 5, (bare.stdout, bare.stderr)
+    r = run(argv, fake=False, env=env, timeout=300)   # (DeepSpeed prints what it built or loaded: the last line)
+    assert r.returncode == 0 and m.group(0) in r.stdout, r.stderr
+    assert sorted(steps(load(r.trace()))) == [0, 1, 2, 3, 4, 5]   # 5 iterations, then what follows to exit
+    r = run(argv, fake=False, env=dict(env, PROF_RECORD_SHAPES=1, **SCHED), timeout=300)
+    assert r.returncode == 0 and m.group(0) in r.stdout, r.stderr
+    per = ops_per_step(load(r.trace()))
+    assert sorted(per) == [2, 3, 4], sorted(per)
+    for n in (2, 3, 4):   # iteration n sums torch.ones(n + 1, 7), and no other iteration's
+        marks = {k: c for k, c in per[n].items() if k[0] == "aten::sum" and re.fullmatch(r"\[\[\d+, 7\], \[\]\]", k[1])}
+        assert marks == {("aten::sum", "[[%d, 7], []]" % (n + 1)): 1}, (n, marks)
+
+
 def _one_process_trace(r):
     trace = load(r.trace())
     pids = {e["pid"] for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"}

@@ -35,7 +35,9 @@
 # Which optimizer step ends a step (prof.step() sits after optimizer.step()):
 # with one optimizer, each of its steps, so with gradient accumulation steps
 # are optimizer steps, as in torch.profiler's recipe. A step that a GradScaler
-# skipped (overflowed gradients) counts as made. With several optimizers
+# skipped (overflowed gradients) counts as made; so does a DeepSpeed engine's
+# model step, once, however often its optimizer steps inside (ZeRO-3 steps
+# it once per parameter sub-group). With several optimizers
 # per iteration (GANs, per-module optimizers) a step ends at the last
 # optimizer of the iteration: the first optimizer ever to step opens
 # iterations, and the optimizer that stepped last before it stepped again
@@ -82,7 +84,7 @@ def _pystack():
     hide = "!" + os.path.dirname(os.path.abspath(__file__)) + os.sep  # this file's frames are not the program's
     # ... but what the wrappers of the optimizer step and record_function call is (torch's trace has their
     # frames, not the wrappers')
-    pending = ["\n".join([hide, "=step_through", "=scaler_step_through", "=rf_enter_through", "=rf_exit_through"] +
+    pending = ["\n".join([hide, "=step_through", "=boundary_through", "=rf_enter_through", "=rf_exit_through"] +
                          prefixes).encode()]
 
     def switch(on):  # the prefixes go down once; NULL afterwards keeps them (no copy per switch)
@@ -333,27 +335,30 @@ class _State:
             except Exception as e:  # never the program's problem
                 sys.stderr.write("stepprof: optimizer step hook failed (%s)\n" % e)
 
-    def wrap_scaler_step(self, cls):
-        """GradScaler.step skips optimizer.step() when the gradients overflowed (fp16 mixed precision,
-        while the scale settles): prof.step() after it still ends the iteration, so a skipped step
-        counts as that optimizer's step here."""
-        orig = cls.step
+    def wrap_boundary(self, cls, method, key):
+        """cls.method ends one step however often, or whether, the optimizer inside it steps: GradScaler.step
+        skips optimizer.step() on overflowed gradients (fp16 mixed precision, while the scale settles),
+        and prof.step() after it still ends the iteration; DeepSpeed's engine steps ZeRO-3's inner
+        optimizer once per parameter sub-group (and fp16 skips it). key(obj, args, kwargs): the id
+        that stands for the stepping optimizer."""
+        orig = getattr(cls, method)
 
         @functools.wraps(orig)
-        def scaler_step_through(scaler, optimizer, *args, **kwargs):  # (pass-through name: see _pystack)
+        def boundary_through(obj, *args, **kwargs):  # (pass-through name: see _pystack)
             tls = self.mine()
             tls.depth += 1
-            mark, stepped = len(tls.pending), False
+            mark, done = len(tls.pending), False
             try:
-                r = orig(scaler, optimizer, *args, **kwargs)
-                stepped = True
+                r = orig(obj, *args, **kwargs)
+                done = True
                 return r
             finally:
                 tls.depth -= 1
-                if stepped and id(optimizer) not in tls.pending[mark:]:
-                    tls.pending.append(id(optimizer))
+                del tls.pending[mark:]   # the optimizer steps inside it are this one
+                if done:
+                    tls.pending.append(key(obj, args, kwargs))
                 self.drain(tls)
-        cls.step = scaler_step_through
+        setattr(cls, method, boundary_through)
 
     def wake(self, k):
         """A multiprocessing child's first optimizer step (k's) ended step 0: the library activates
@@ -452,7 +457,10 @@ def _attach(torch, entry, dormant):
     register_optimizer_step_post_hook(state.post_hook)
     profile_hook_step = Optimizer.profile_hook_step
     Optimizer.profile_hook_step = staticmethod(lambda func: state.wrap_step(profile_hook_step(func)))
-    state.wrap_scaler_step(torch.amp.GradScaler)   # torch.cuda.amp's and FSDP's ShardedGradScaler inherit its step
+    # torch.cuda.amp's and FSDP's ShardedGradScaler inherit its step
+    state.wrap_boundary(torch.amp.GradScaler, "step",
+                        lambda scaler, args, kwargs: id(args[0] if args else kwargs.get("optimizer")))
+    sys.meta_path.insert(0, _DeepSpeedEngine(state))
     _wrap_yield(torch.autograd.profiler.profile, "_prepare_trace", state, _YIELD)   # torch.profiler's Kineto
     _wrap_yield(torch.autograd.profiler.emit_nvtx, "__enter__", state, _YIELD_OPS)
     _wrap_record_function(torch.autograd.profiler.record_function, state)
@@ -461,37 +469,79 @@ def _attach(torch, entry, dormant):
         state.start(ans)
 
 
-class _Finder:
+class _OnImport:
+    """A finder for one module: claim() decides first (False leaves the import alone), starting() runs
+    once the module is found, loaded(module) right after it first executes."""
+    name = None
+
+    def claim(self):
+        return True
+
+    def starting(self):
+        pass
+
+    def loaded(self, module):
+        pass
+
     def find_spec(self, name, path=None, target=None):
-        if name != "torch":
+        if name != self.name:
             return None
         sys.meta_path.remove(self)
-        try:
-            if _launcher():
-                return None
-            dormant = _child_of_multiprocessing()
-        except Exception:   # never the program's import's error (sys.argv may be empty or gone)
-            dormant = False
-        entry = _entry()
-        if entry is None:
+        if not self.claim():
             return None
         import importlib.util
         spec = importlib.util.find_spec(name)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        entry(_IMPORTING)
+        self.starting()
         exec_module = spec.loader.exec_module
 
-        def exec_and_attach(module):
+        def exec_then(module):
             exec_module(module)
-            try:
-                _attach(module, entry, dormant)
-            except Exception as e:  # the program goes on without operators
-                sys.stderr.write("stepprof: cannot hook torch (%s); operators and optimizer steps are not "
-                                 "recorded\n" % e)
+            self.loaded(module)
 
-        spec.loader.exec_module = exec_and_attach
+        spec.loader.exec_module = exec_then
         return spec
+
+
+class _Finder(_OnImport):
+    name = "torch"
+
+    def claim(self):
+        try:
+            if _launcher():
+                return False
+            self.dormant = _child_of_multiprocessing()
+        except Exception:   # never the program's import's error (sys.argv may be empty or gone)
+            self.dormant = False
+        self.entry = _entry()
+        return self.entry is not None
+
+    def starting(self):
+        self.entry(_IMPORTING)
+
+    def loaded(self, module):
+        try:
+            _attach(module, self.entry, self.dormant)
+        except Exception as e:  # the program goes on without operators
+            sys.stderr.write("stepprof: cannot hook torch (%s); operators and optimizer steps are not "
+                             "recorded\n" % e)
+
+
+class _DeepSpeedEngine(_OnImport):
+    """DeepSpeed's engine, when the program imports it: each _take_model_step (the accumulation
+    boundary's model step, where engine.global_steps counts) is one step (wrap_boundary)."""
+    name = "deepspeed.runtime.engine"
+
+    def __init__(self, state):
+        self.state = state
+
+    def loaded(self, module):
+        try:
+            self.state.wrap_boundary(module.DeepSpeedEngine, "_take_model_step", lambda engine, args, kwargs: id(engine))
+        except Exception as e:  # another DeepSpeed: its optimizer's steps count as they come
+            sys.stderr.write("stepprof: cannot hook DeepSpeed's engine (%s); its optimizer's steps are the "
+                             "steps\n" % e)
 
 
 def install():
