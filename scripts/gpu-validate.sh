@@ -14,7 +14,8 @@
 # per-thread builds) bare and preloaded. GV_STEPS / GV_WAIT / GV_WARMUP / GV_ACTIVE change
 # the loops' schedule; DEVICE=cpu runs the loops on the CPU (a dry run of the
 # script); (6) the launch hot path on the host CPU with the stand-in (issue
-# 10). Without a GPU it runs what a CPU can check and says what it skipped.
+# 10); (7) DDP ranks started by torch.multiprocessing.spawn. Without a GPU it
+# runs what a CPU can check and says what it skipped.
 # The traces it leaves in OUTDIR feed gpu_clients.py (HTA, TensorBoard) on the
 # CPU machine.
 set -u
@@ -173,3 +174,11 @@ if [ -x "$B/programs/launch_bench" ] && [ -f "$B/fakecuda/libcudart.so.13" ]; th
 else
     echo "skipped: $B/programs/launch_bench or the stand-in was not built"
 fi
+echo
+echo "## 7. DDP ranks started by torch.multiprocessing.spawn (gloo, both on GPU 0)"
+echo "Each rank is dormant until its first optimizer step, activated before it by its CUDA calls."
+D="$OUT/spawn"; rm -rf "$D"; mkdir -p "$D"
+env LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$D/sp" $SCHED_TORCH $T $LIM $PY "$ROOT/tests/programs/torch_spawn.py" $N \
+    spawn "$D" ${GPU:+cuda} >"$D/out" 2>"$D/err"; echo "- exit $?: $(tr '\n' ' ' <"$D/out")"
+grep stepprof "$D/err" | head -4 | sed 's/^/    /'
+$X spawned "$D/sp" $FIRST $LAST

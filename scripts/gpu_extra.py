@@ -208,11 +208,30 @@ def steptimes(d, first, last):
               f"{after:.3f} ms after the window (x{after / base[1]:.3f})")
 
 
+def spawned(d, first, last):
+    """torch_spawn.py's 2 DDP ranks on the GPU (mp.spawn, gloo): one trace per rank, named and labelled by
+    torch.distributed's rank, with the steps of the window and the kernels of each."""
+    got = sorted(traces(d))
+    names = sorted(os.path.basename(p)[:6] for p in got)
+    print("- traces: %s [%s]" % (names, "ok" if names == ["rank0_", "rank1_"] else "NOT OK"))
+    for p in got:
+        t = load(p)
+        span = {int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"]) for e in t["traceEvents"]
+                if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")}
+        # a step's kernels: those its launches started (the flows' ids join them; by time is enough here)
+        per = {n: sum(1 for e in cat(t, "cuda_runtime") if a <= e["ts"] < b and "Launch" in e["name"])
+               for n, (a, b) in sorted(span.items())}
+        ok = sorted(span) == list(range(first, last + 1)) and all(per.values()) and len(cat(t, "kernel")) > 0 and \
+            t.get("distributedInfo", {}).get("backend") == "gloo"
+        print("- %s: distributedInfo %s, launches per step %s, kernels %d [%s]" % (
+            os.path.basename(p)[:6], t.get("distributedInfo"), per, len(cat(t, "kernel")), "ok" if ok else "NOT OK"))
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     fn = {"windows": windows, "driver": driver, "nested": nested, "drvprog": drvprog, "handover": handover, "stack": stack,
-          "steptimes": steptimes}[cmd]
-    conv = {"driver": (str, str, int), "steptimes": (str, int, int)}.get(cmd)
+          "steptimes": steptimes, "spawned": spawned}[cmd]
+    conv = {"driver": (str, str, int), "steptimes": (str, int, int), "spawned": (str, int, int)}.get(cmd)
     fn(*[c(a) for c, a in zip(conv, args)] if conv else args)
 
 

@@ -14,9 +14,9 @@ def mlp():
     return model, torch.randn(16, 32), torch.randint(0, 10, (16,))
 
 
-def train(iters, on_step=None, wrap=None):
-    """wrap: what the model runs in (DistributedDataParallel for torch_spawn.py)."""
-    model, x, y = mlp()
+def train(iters, on_step=None, wrap=None, device=None):
+    """wrap: what the model runs in (DistributedDataParallel for torch_spawn.py); device: where."""
+    model, x, y = (t.to(device) for t in mlp()) if device else mlp()
     model = wrap(model) if wrap else model
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     for it in range(iters):

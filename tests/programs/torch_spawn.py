@@ -4,9 +4,10 @@
 # so the same iteration marks (torch.ones(it + 1)). No launcher variable names the ranks:
 # only init_process_group knows them. Arguments: iterations, start method
 # (spawn, as mp.spawn, or fork), a scratch directory for the rendezvous file,
-# and optionally "own": each rank runs torch.profiler itself (wait 1, warmup
+# then options: "own", each rank runs torch.profiler itself (wait 1, warmup
 # 1, active 1, TensorBoard handler into <scratch>/own), as PyTorch's DDP
-# profiling recipes do. Each rank prints its final loss.
+# profiling recipes do; "cuda", both ranks train on GPU 0 (gloo reduces CUDA
+# tensors; scripts/gpu-validate.sh). Each rank prints its final loss.
 import os
 import sys
 
@@ -18,7 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_mlp import train  # noqa: E402
 
 
-def rank_main(rank, world, iters, scratch, own):
+def rank_main(rank, world, iters, scratch, opts):
+    own = "own" in opts
     rendezvous = os.path.join(scratch, "rendezvous")
     dist.init_process_group("gloo", init_method="file://" + rendezvous, rank=rank, world_size=world)
     prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
@@ -27,7 +29,8 @@ def rank_main(rank, world, iters, scratch, own):
                                       os.path.join(scratch, "own"))) if own else None
     if prof:
         prof.start()
-    loss = train(iters, on_step=prof.step if prof else None, wrap=torch.nn.parallel.DistributedDataParallel)
+    loss = train(iters, on_step=prof.step if prof else None, wrap=torch.nn.parallel.DistributedDataParallel,
+                 device="cuda" if "cuda" in opts else None)
     if prof:
         prof.stop()
     print("rank %d loss %.4f" % (rank, loss), flush=True)
@@ -37,6 +40,5 @@ def rank_main(rank, world, iters, scratch, own):
 
 if __name__ == "__main__":
     iters, method, scratch = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    own = sys.argv[4:] == ["own"]
     torch.set_num_threads(1)
-    mp.start_processes(rank_main, args=(2, iters, scratch, own), nprocs=2, start_method=method)
+    mp.start_processes(rank_main, args=(2, iters, scratch, sys.argv[4:]), nprocs=2, start_method=method)
