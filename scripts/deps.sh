@@ -2,9 +2,10 @@
 # scripts/deps.sh — installs the Debian packages stepprof builds and tests
 # with, when they are missing: as root with apt-get, otherwise it prints the
 # apt-get line to run. The CUDA toolkit is not a Debian package here: it is
-# expected at $CUDA_HOME (default /usr/local/cuda).
+# expected at $CUDA_HOME (default /usr/local/cuda). g++ and ninja build the CPU
+# comm op DeepSpeed compiles at its first run (tests/test_torch.py).
 set -u
-PKGS="gcc make libc6-dev libyaml-dev zlib1g-dev libisal2 libisal-dev libcjson-dev libunwind-dev libcapstone4 python3 binutils chromium clang libclang-rt-dev openmpi-bin patchelf"
+PKGS="gcc g++ ninja-build make libc6-dev libyaml-dev zlib1g-dev libisal2 libisal-dev libcjson-dev libunwind-dev libcapstone4 python3 binutils chromium clang libclang-rt-dev openmpi-bin patchelf"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
