@@ -30,9 +30,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Ops of stepprof_torch and bits of its answer; inject/python/stepprof_torch.py
+/* Ops of stepprof_torch and bits of its answer; inject/python/_stepprof_torch.py
  * spells the same numbers. */
-enum { OP_IMPORTING = 1, OP_READY = 2, OP_STEP = 3, OP_YIELD = 4, OP_STATE = 5, OP_YIELD_OPS = 6, OP_WAKE = 7 };
+enum { OP_IMPORTING = 1, OP_READY = 2, OP_STEP = 3, OP_YIELD = 4, OP_STATE = 5, OP_YIELD_OPS = 6, OP_WAKE = 7,
+       OP_IMPORTING_DORMANT = 8 };
 enum { ANS_ON = 1, ANS_STEPS = 2, ANS_SHAPES = 4, ANS_STACK = 8, ANS_OPS_NOW = 16, ANS_WHOLE_RUN = 32,
        ANS_DORMANT = 64 };
 
@@ -141,16 +142,48 @@ static int ops_now(void)
     return sp_win_timed(sp_ev_gate_load()) ? ANS_OPS_NOW : 0;
 }
 
+/* The hand-over to the program's torch.profiler (OP_YIELD) or emit_nvtx
+ * (OP_YIELD_OPS), said once: when it happens, or in a dormant child at its
+ * wake, once it is known to be profiled at all (a fork child inherits what
+ * its parent said). */
+static int yield_op, yield_cupti, yield_said;
+
+static void say_yield(const sp_config_t *cfg)
+{
+    if (yield_said == yield_op)
+        return;
+    yield_said = yield_op;
+    if (yield_op == OP_YIELD)
+        sp_log(SP_LOG_WARN, "this program runs torch.profiler itself: stepprof hands %s over to it and records the "
+                            "rest", yield_cupti && cfg->cupti ? "CUPTI and operators" : "operators");
+    else if (yield_op == OP_YIELD_OPS)
+        sp_log(SP_LOG_WARN, "this program runs emit_nvtx itself: stepprof hands operators over to it and records "
+                            "the rest");
+}
+
+static void yield(int op)
+{
+    const sp_config_t *cfg = sp_sched_config();   /* NULL before activation: CUPTI, if it starts later, stays Kineto's */
+    if (op == OP_YIELD)
+        yield_cupti = (!cfg || cfg->cupti) && sp_cupti_release();
+    if (yield_op == OP_YIELD)
+        return;
+    yield_op = op;
+    if (cfg && !sp_sched_dormant())
+        say_yield(cfg);
+}
+
 /* woken: a multiprocessing child at its first optimizer step, which ended step 0. */
 static int ready(int woken)
 {
-    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-    if (!driver)
-        sp_config_no_driver = 1;
-    InitializeInjection();
+    InitializeInjection();   /* (no driver: no CUPTI, inject/preload.c) */
+    if (woken)
+        sp_sched_wake();
     const sp_config_t *cfg = sp_sched_config();
     if (!cfg)   /* off; or left out while its rank is unknown, whose forked children may be ranks */
         return !woken && sp_sched_unranked_left_out() ? ANS_DORMANT : 0;
+    if (woken)
+        say_yield(cfg);
     if (cfg->marker.kind == SP_MARK_TORCH && woken)
         sp_sched_begin_steps_at_1();
     else if (cfg->marker.kind == SP_MARK_TORCH)
@@ -167,7 +200,10 @@ SP_EXPORT int stepprof_torch(int op)
     const sp_config_t *cfg;
     switch (op) {
     case OP_IMPORTING:
+    case OP_IMPORTING_DORMANT:
         sp_config_torch_default = 1;
+        if (op == OP_IMPORTING_DORMANT)
+            sp_sched_set_dormant();
         return 0;
     case OP_READY:
         return ready(0);
@@ -179,13 +215,8 @@ SP_EXPORT int stepprof_torch(int op)
             sp_sched_boundary();
         return ops_now();
     case OP_YIELD:   /* torch.profiler (Kineto) is about to set up; the Python side turned operators off */
-        cfg = sp_sched_config();   /* NULL in a child not yet woken: CUPTI, if it starts later, stays Kineto's */
-        sp_log(SP_LOG_WARN, "this program runs torch.profiler itself: stepprof hands %s over to it and records the "
-                            "rest", (!cfg || cfg->cupti) && sp_cupti_release() ? "CUPTI and operators" : "operators");
-        return 0;
     case OP_YIELD_OPS:
-        sp_log(SP_LOG_WARN, "this program runs emit_nvtx itself: stepprof hands operators over to it and records "
-                            "the rest");
+        yield(op);
         return 0;
     case OP_STATE:
         return ops_now();

@@ -55,6 +55,8 @@ static int signal_only;        /* no step marker: each signal starts or ends a w
 static long arm_step = -1;     /* step where the armed cycle began, -1 when disarmed */
 static int whole_run;          /* step marker but no schedule: torch records every step, written at exit */
 static int unranked_left_out;  /* left out by `ranks` as rank 0 while no launcher named a rank */
+static int dormant;            /* a multiprocessing child before its first optimizer step (inject/torch.c) */
+static int deferred;           /* activated while dormant: its plan line, `ranks` and a whole-run window wait */
 
 volatile sig_atomic_t sp_sched_signal_flag;
 static _Atomic pthread_t lock_owner; /* thread in lock_blocked..unlock_blocked, 0: none */
@@ -280,11 +282,48 @@ void sp_sched_begin_steps_at_1(void)
                             "starts profiling: it is not recorded (set PROF_WAIT=1 or more)");
 }
 
+/* No marker and no schedule, or a step marker without one: one window from
+ * activation to exit. */
+static int records_from_start(void)
+{
+    return (cfg.marker.kind == SP_MARK_NONE && !cfg.has_schedule && !signal_only) || whole_run;
+}
+
+static void open_whole_run(void)
+{
+    sp_cupti_enable(1);
+    open_record_window(sp_clock_ticks());
+    sp_range_adopt_early(cur_window);
+    action = SP_ACT_RECORD;
+}
+
+static void say_plan(void)
+{
+    char plan[sizeof cfg.output_dir + sizeof cfg.marker_spec + 512]; /* sp_log shortens it */
+    if (sp_plan_format(&cfg, plan, sizeof plan) > 0)
+        sp_log(SP_LOG_INFO, "%s", plan);
+}
+
+/* Caller holds the lock: `ranks` leaves this process out after activation. */
+static int leave_out_locked(void)
+{
+    active = 0;
+    sp_ev_set_gate(0);
+    return 1;
+}
+
+/* After leave_out_locked, the lock released. */
+static void left_out(void)
+{
+    sp_cupti_release();   /* unsubscribes: the rank left out pays nothing for CUPTI */
+    sp_log(SP_LOG_DEBUG, "rank %ld is not in ranks \"%s\"; not profiled", sp_rank()->rank, cfg.ranks);
+}
+
 /* torch.distributed's rank and backend, told at a process's first optimizer
  * step (inject/torch.c). Taken only while no cycle has gone to the exporter,
  * which reads them (file names, distributedInfo): never a torn read. The rank
- * only when no launcher variable names one; then `ranks` applies now if no
- * step has begun, else it is said why not. */
+ * only when no launcher variable names one; then `ranks` applies now (at the
+ * wake, for a dormant child) if no window is open, else it is said why not. */
 void sp_sched_learn_dist(long rank, long world, const char *backend)
 {
     sigset_t old;
@@ -292,25 +331,60 @@ void sp_sched_learn_dist(long rank, long world, const char *backend)
     int off = 0, late = 0;
     if (cycle == 0) {
         sp_rank_tell_backend(backend);
-        if (sp_rank_learn(rank, world, "torch.distributed") && active && !finished && cfg.ranks[0] &&
+        if (sp_rank_learn(rank, world, "torch.distributed") && active && !finished && !deferred &&
             !rank_selected(cfg.ranks)) {
-            if (step < 0 && !cur_window) {
-                off = 1;
-                active = 0;
-                sp_ev_set_gate(0);
-            } else {
+            if (!cur_window)
+                off = leave_out_locked();
+            else
                 late = 1;
-            }
         }
     }
     unlock_blocked(&old);
     if (off) {
-        sp_cupti_release();   /* unsubscribes: the rank left out pays nothing for CUPTI */
-        sp_log(SP_LOG_DEBUG, "rank %ld is not in ranks \"%s\"; not profiled", rank, cfg.ranks);
+        left_out();
     } else if (late) {
         sp_log(SP_LOG_WARN, "rank %ld (from torch.distributed) is not in ranks \"%s\", but recording began "
                             "before the rank was known: it is recorded", rank, cfg.ranks);
     }
+}
+
+void sp_sched_set_dormant(void)
+{
+    sigset_t old;
+    lock_blocked(&old);
+    dormant = 1;
+    unlock_blocked(&old);
+}
+
+int sp_sched_dormant(void)
+{
+    return __atomic_load_n(&dormant, __ATOMIC_RELAXED);
+}
+
+/* A dormant child's first optimizer step (inject/torch.c, before
+ * sp_sched_begin_steps_at_1): what an activation while dormant (its CUDA
+ * calls) left for now, when its rank may be known. */
+void sp_sched_wake(void)
+{
+    sigset_t old;
+    lock_blocked(&old);
+    int off = 0, plan = 0;
+    __atomic_store_n(&dormant, 0, __ATOMIC_RELAXED);
+    if (active && !finished && deferred) {
+        deferred = 0;
+        if (!rank_selected(cfg.ranks)) {
+            off = leave_out_locked();
+        } else {
+            plan = 1;
+            if (records_from_start())
+                open_whole_run();
+        }
+    }
+    unlock_blocked(&old);
+    if (off)
+        left_out();
+    if (plan)
+        say_plan();
 }
 
 static void start_step(long s, uint64_t now)
@@ -415,12 +489,17 @@ void sp_sched_activate(void)
     sp_log_level = level;
     char name[256];
     sp_rank_init();
+    /* A dormant child (an mp.spawn rank touching CUDA before its first
+     * optimizer step) whose marker is torch's: its plan line, a `ranks`
+     * decision its unknown rank cannot make, and a whole-run window wait for
+     * the wake (sp_sched_wake). */
+    int defer = rc == 0 && dormant && cfg.marker.kind == SP_MARK_TORCH;
     if (rc == 0 && cfg.enabled && !process_selected(cfg.processes, name, sizeof name)) {
         sp_log_level = cfg.log_level;
         sp_log(SP_LOG_DEBUG, "process %d (%s) does not match processes \"%s\"; not profiled", (int)getpid(), name,
                cfg.processes);
         cfg.enabled = 0;
-    } else if (rc == 0 && cfg.enabled && !rank_selected(cfg.ranks)) {
+    } else if (rc == 0 && cfg.enabled && !rank_selected(cfg.ranks) && !(defer && sp_rank()->rank < 0)) {
         sp_log_level = cfg.log_level;
         sp_log(SP_LOG_DEBUG, "rank %ld is not in ranks \"%s\"; not profiled", sp_rank()->rank, cfg.ranks);
         cfg.enabled = 0;
@@ -463,9 +542,9 @@ void sp_sched_activate(void)
     }
     sp_mem_init(cfg.profile_memory);
     sched = (sp_sched_t){cfg.skip_first, cfg.skip_first_wait, cfg.wait, cfg.warmup, cfg.active, cfg.repeat};
-    char plan[sizeof cfg.output_dir + sizeof cfg.marker_spec + 512]; /* sp_log shortens it */
-    if (sp_plan_format(&cfg, plan, sizeof plan) > 0)
-        sp_log(SP_LOG_INFO, "%s", plan);
+    deferred = defer;
+    if (!defer)
+        say_plan();
     sp_outfile_check_dir(cfg.output_dir); /* an unwritable directory said now, not after the run */
     active = 1;
     switch (cfg.marker.kind) {
@@ -486,14 +565,10 @@ void sp_sched_activate(void)
         idle_gate_count = 1;
     whole_run = !cfg.has_schedule && !signal_mode && cfg.marker.kind != SP_MARK_NONE &&
                 cfg.marker.kind != SP_MARK_PROFILER_API;
-    if ((cfg.marker.kind == SP_MARK_NONE && !cfg.has_schedule && !signal_only) || whole_run) {
-        sp_cupti_enable(1);
-        open_record_window(sp_clock_ticks());
-        sp_range_adopt_early(cur_window);
-        action = SP_ACT_RECORD;
-    } else {
+    if (records_from_start() && !defer)
+        open_whole_run();
+    else
         sp_ev_set_gate(idle_gate());
-    }
     pthread_mutex_unlock(&lock);
     if (!exit_handler_registered) {
         exit_handler_registered = 1;
@@ -637,7 +712,7 @@ void sp_sched_after_fork_child(void)
     cur_window = 0;
     cycle = 0;
     arm_step = -1;
-    idle_gate_count = signal_mode = signal_only = whole_run = unranked_left_out = 0;
+    idle_gate_count = signal_mode = signal_only = whole_run = unranked_left_out = deferred = 0;
     sp_ev_after_fork_child();
     sp_export_after_fork_child();
     sp_outfile_after_fork_child();

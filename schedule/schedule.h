@@ -18,6 +18,9 @@ void sp_sched_boundary(void);         /* a step marker fired on this thread */
 void sp_sched_begin_steps(void);      /* an end-of-step marker attached: step 0 begins now */
 void sp_sched_begin_steps_at_1(void); /* the same in a child woken at its first step: step 1 begins */
 void sp_sched_learn_dist(long rank, long world, const char *backend); /* torch.distributed's (torch.c) */
+void sp_sched_set_dormant(void);      /* a multiprocessing child imports torch: activation defers (torch.c) */
+int sp_sched_dormant(void);           /* 1 until sp_sched_wake */
+void sp_sched_wake(void);             /* its first optimizer step: the deferred part now */
 void sp_sched_profiler_api(int start);/* cudaProfilerStart (1) / Stop (0) */
 void sp_sched_finish(int truncated);  /* process end: close and write the open cycle */
 /* The same from stepprof's finisher thread (inject/exitpaths.c) when a

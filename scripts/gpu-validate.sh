@@ -178,7 +178,8 @@ echo
 echo "## 7. DDP ranks started by torch.multiprocessing.spawn (gloo, both on GPU 0)"
 echo "Each rank is dormant until its first optimizer step, activated before it by its CUDA calls."
 D="$OUT/spawn"; rm -rf "$D"; mkdir -p "$D"
+ON_GPU=0; [ -n "$GPU" ] && [ "${DEVICE:-cuda}" != cpu ] && ON_GPU=1
 env LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$D/sp" $SCHED_TORCH $T $LIM $PY "$ROOT/tests/programs/torch_spawn.py" $N \
-    spawn "$D" ${GPU:+cuda} >"$D/out" 2>"$D/err"; echo "- exit $?: $(tr '\n' ' ' <"$D/out")"
+    spawn "$D" $([ $ON_GPU = 1 ] && echo cuda) >"$D/out" 2>"$D/err"; echo "- exit $?: $(tr '\n' ' ' <"$D/out")"
 grep stepprof "$D/err" | head -4 | sed 's/^/    /'
-$X spawned "$D/sp" $FIRST $LAST
+$X spawned "$D/sp" $FIRST $LAST $ON_GPU

@@ -3,7 +3,8 @@
 # imports torch it tells libstepprof.so (which then makes `torch` the default
 # marker) and, once torch is loaded, activates it and registers a global
 # optimizer step post hook. What the hook saw is acted on when the outermost
-# Optimizer.step returns (torch runs post hooks inside the step's
+# Optimizer.step (or wrap_boundary's GradScaler.step, DeepSpeed model step)
+# returns (torch runs post hooks inside the step's
 # record_function, where the profiler must not be switched off): the step
 # ends there (the rule below) and PyTorch's autograd profiler goes on in NVTX
 # mode only while stepprof's window is warmup or record, so operators reach
@@ -55,7 +56,7 @@ import os
 import sys
 import threading
 
-_IMPORTING, _READY, _STEP, _YIELD, _STATE, _YIELD_OPS, _WAKE = 1, 2, 3, 4, 5, 6, 7
+_IMPORTING, _READY, _STEP, _YIELD, _STATE, _YIELD_OPS, _WAKE, _IMPORTING_DORMANT = 1, 2, 3, 4, 5, 6, 7, 8
 _ON, _STEPS, _SHAPES, _STACK, _OPS_NOW, _WHOLE_RUN, _DORMANT = 1, 2, 4, 8, 16, 32, 64
 
 
@@ -135,7 +136,7 @@ def _child_of_multiprocessing():
 # the package whose script it is, being imported; torchrun's is torch itself, not imported yet) and
 # `python -m` modules.
 _LAUNCHER_SCRIPTS = {"torchrun": None, "accelerate": "accelerate", "accelerate-launch": "accelerate",
-                     "deepspeed": "deepspeed", "ds": "deepspeed"}
+                     "deepspeed": "deepspeed", "deepspeed.pt": "deepspeed", "ds": "deepspeed"}
 _LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch",
               "accelerate.commands.accelerate_cli", "deepspeed.launcher.runner", "deepspeed.launcher.launch")
 
@@ -163,17 +164,20 @@ class _State:
         self.torch = torch
         self.entry = entry
         self.dormant = dormant   # a multiprocessing child before its first optimizer step
+        self.waking = threading.Lock()   # two threads' first steps wake it once
+        self.dist_told = False   # torch.distributed's view went to the library (at the first step)
         self.lists_told = False  # _tensor_lists went to the library (it outlives a fork)
         self.configure(ans)
         self.ops_threads = set()  # threads where this module turned the autograd profiler on
         self.broken = False       # switching it failed once: operators stay off
         self.user_owns = 0     # _YIELD_OPS: the program has the operators; _YIELD: CUPTI too
-        self.opener = None     # id() of the first optimizer to step
+        self.opener = None     # id() of the first optimizer to step (or engine: wrap_boundary's key)
         self.closer = None     # id() of the optimizer whose step ends a step
         self.learned = False   # the opener has stepped twice: closer is final
         self.other = None      # last optimizer other than the opener before that
         # Per thread (optimizers may step on several threads at once): .pending, the id()s of
-        # optimizers whose step the post hook saw; .depth, the nesting of Optimizer.step calls;
+        # optimizers whose step the post hook saw; .depth, the nesting of Optimizer.step calls and
+        # wrap_boundary's calls;
         # .rf, the record_functions open that began with the autograd profiler on (torch asserts,
         # with a C++ trace on stderr, when one ends with it off); .off_due, switching it off waits
         # for them.
@@ -202,6 +206,8 @@ class _State:
         was_on = threading.get_ident() in self.ops_threads
         self.ops_threads.clear()
         self.dormant = True
+        self.waking = threading.Lock()   # (another thread may have held it at the fork)
+        self.dist_told = False
         self.opener = self.closer = self.other = None
         self.learned = False
         self.tls.pending = []
@@ -371,22 +377,35 @@ class _State:
         self.start(ans)
 
     def tell_dist(self):
-        """torch.distributed's rank and backend, if its default group is up (inject/torch.c)."""
-        dist = sys.modules.get("torch.distributed")
-        if dist is None or not dist.is_available() or not dist.is_initialized():
-            return
-        import ctypes
-        f = ctypes.CDLL(None).stepprof_torch_dist
-        f.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p]
-        f.restype = None
-        f(dist.get_rank(), dist.get_world_size(), str(dist.get_backend()).encode())
+        """torch.distributed's rank and backend, if its default group is up (inject/torch.c); once, at
+        the process's first optimizer step, whatever the marker."""
+        self.dist_told = True
+        try:
+            dist = sys.modules.get("torch.distributed")
+            if dist is None or not dist.is_available() or not dist.is_initialized():
+                return
+            import ctypes
+            f = ctypes.CDLL(None).stepprof_torch_dist
+            f.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p]
+            f.restype = None
+            f(dist.get_rank(), dist.get_world_size(), str(dist.get_backend()).encode())
+        except Exception as e:  # the rank and backend stay the launcher's; steps go on
+            sys.stderr.write("stepprof: cannot read torch.distributed's rank (%s)\n" % e)
+
+    def woke(self, k):
+        """True when this step woke a dormant child (it ended step 0): nothing more to do with it."""
+        with self.waking:
+            if not self.dormant:
+                return False
+            self.wake(k)
+            return True
 
     def on_step(self, k):
-        if self.opener is None:   # the first step: before a dormant child wakes, and in every process
+        if not self.dist_told:   # before a dormant child wakes, and in every process
             self.tell_dist()
-        if self.dormant:
-            self.wake(k)
-        elif self.ends_step(k):
+        if self.dormant and self.woke(k):
+            return
+        if self.ends_step(k):
             self.boundary()
         else:   # another optimizer, maybe on another thread: operators there follow the window too
             self.apply(self.entry(_STATE))
@@ -457,22 +476,30 @@ def _attach(torch, entry, dormant):
     register_optimizer_step_post_hook(state.post_hook)
     profile_hook_step = Optimizer.profile_hook_step
     Optimizer.profile_hook_step = staticmethod(lambda func: state.wrap_step(profile_hook_step(func)))
-    # torch.cuda.amp's and FSDP's ShardedGradScaler inherit its step
-    state.wrap_boundary(torch.amp.GradScaler, "step",
-                        lambda scaler, args, kwargs: id(args[0] if args else kwargs.get("optimizer")))
-    sys.meta_path.insert(0, _DeepSpeedEngine(state))
     _wrap_yield(torch.autograd.profiler.profile, "_prepare_trace", state, _YIELD)   # torch.profiler's Kineto
     _wrap_yield(torch.autograd.profiler.emit_nvtx, "__enter__", state, _YIELD_OPS)
     _wrap_record_function(torch.autograd.profiler.record_function, state)
     atexit.register(state.at_exit)
+    try:   # torch.cuda.amp's and FSDP's ShardedGradScaler inherit its step
+        state.wrap_boundary(torch.amp.GradScaler, "step",
+                            lambda scaler, args, kwargs: id(args[0] if args else kwargs.get("optimizer")))
+    except Exception as e:  # another torch: a skipped step then ends no step
+        sys.stderr.write("stepprof: cannot hook GradScaler (%s); a step it skips ends no step\n" % e)
+    sys.meta_path.insert(0, _DeepSpeedEngine(state))
     if not dormant:
         state.start(ans)
 
 
 class _OnImport:
     """A finder for one module: claim() decides first (False leaves the import alone), starting() runs
-    once the module is found, loaded(module) right after it first executes."""
+    just before the module first executes, loaded(module) right after. A probe that only asks for the
+    spec (importlib.util.find_spec("torch"), as transformers does before importing torch) gets one whose
+    execution, if any, is hooked; the finder leaves sys.meta_path when the module executes."""
     name = None
+
+    def __init__(self):
+        self.busy = False   # inside our own find_spec of the name (it asks the other finders)
+        self.done = False   # the module executed: no other spec of it runs the hooks
 
     def claim(self):
         return True
@@ -484,19 +511,27 @@ class _OnImport:
         pass
 
     def find_spec(self, name, path=None, target=None):
-        if name != self.name:
-            return None
-        sys.meta_path.remove(self)
-        if not self.claim():
+        if name != self.name or self.busy or self.done:
             return None
         import importlib.util
-        spec = importlib.util.find_spec(name)
+        self.busy = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.busy = False
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        self.starting()
         exec_module = spec.loader.exec_module
 
         def exec_then(module):
+            if self.done:
+                return exec_module(module)
+            self.done = True
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+            if not self.claim():
+                return exec_module(module)
+            self.starting()
             exec_module(module)
             self.loaded(module)
 
@@ -518,7 +553,7 @@ class _Finder(_OnImport):
         return self.entry is not None
 
     def starting(self):
-        self.entry(_IMPORTING)
+        self.entry(_IMPORTING_DORMANT if self.dormant else _IMPORTING)
 
     def loaded(self, module):
         try:
@@ -534,6 +569,7 @@ class _DeepSpeedEngine(_OnImport):
     name = "deepspeed.runtime.engine"
 
     def __init__(self, state):
+        super().__init__()
         self.state = state
 
     def loaded(self, module):

@@ -1,6 +1,7 @@
-# An unmodified CPU training loop: an MLP trained with Adam. No profiler code:
-# train() takes an optional on_step, called where torch.profiler's recipe puts
-# prof.step() (after optimizer.step()), for tests/programs/torch_profiled.py.
+# An unmodified training loop (on the CPU unless train() is given a device): an
+# MLP trained with Adam. No profiler code: train() takes an optional on_step,
+# called where torch.profiler's recipe puts prof.step() (after
+# optimizer.step()), for tests/programs/torch_profiled.py.
 # Argument: iterations (default 8; a --local_rank=N is ignored). Prints the final loss.
 import sys
 
@@ -8,7 +9,7 @@ import torch
 
 
 def mlp():
-    """The seeded model and batch of every MLP loop here (torch_amp.py, torch_spawn.py too)."""
+    """The seeded model and batch of every MLP loop here (torch_amp.py, torch_spawn.py, torch_deepspeed.py too)."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
     return model, torch.randn(16, 32), torch.randint(0, 10, (16,))

@@ -7,7 +7,10 @@
 # then options: "own", each rank runs torch.profiler itself (wait 1, warmup
 # 1, active 1, TensorBoard handler into <scratch>/own), as PyTorch's DDP
 # profiling recipes do; "cuda", both ranks train on GPU 0 (gloo reduces CUDA
-# tensors; scripts/gpu-validate.sh). Each rank prints its final loss.
+# tensors; scripts/gpu-validate.sh); "probe", each rank first calls
+# cudaMalloc, a CUDA call that activates stepprof before the first optimizer
+# step, as a GPU rank's model.to() does. Each rank prints its final loss.
+import ctypes
 import os
 import sys
 
@@ -21,7 +24,9 @@ from torch_mlp import train  # noqa: E402
 
 def rank_main(rank, world, iters, scratch, opts):
     own = "own" in opts
-    rendezvous = os.path.join(scratch, "rendezvous")
+    if "probe" in opts:   # through the process's symbols, as torch's own calls go (fails without a GPU)
+        ctypes.CDLL(None).cudaMalloc(ctypes.byref(ctypes.c_void_p()), ctypes.c_size_t(16))
+    rendezvous = os.path.join(os.path.abspath(scratch), "rendezvous")
     dist.init_process_group("gloo", init_method="file://" + rendezvous, rank=rank, world_size=world)
     prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                   schedule=torch.profiler.schedule(wait=1, warmup=1, active=1, repeat=1),
