@@ -39,11 +39,11 @@ static void activate(void)
 {
     int saved = errno;
     atomic_store(&activation_started, 1);
-    /* No driver, no CUPTI (schedule/config.c): NVIDIA's libcupti asked to
-     * subscribe where no driver loads can recurse until the stack ends (the
-     * pip build of CUDA 13's, in a Python process that imported torch, whose
-     * CUDA call activated stepprof). */
-    if (!dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL))
+    /* A process that imported torch (inject/torch.c) without a driver uses
+     * no CUPTI (schedule/config.c): the pip build of CUDA 13's libcupti that
+     * torch loads, asked to subscribe where no driver loads, recursed until
+     * the stack ended (a DDP rank whose CUDA call activated stepprof). */
+    if (sp_config_torch_default && !dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL))
         sp_config_no_driver = 1;
     sp_sched_activate();
     const sp_config_t *cfg = sp_sched_config();

@@ -435,12 +435,8 @@ static int check(sp_config_t *cfg)
         cfg->marker.kind = SP_MARK_TORCH;
         snprintf(cfg->marker_spec, sizeof cfg->marker_spec, "torch");
     }
-    if (sp_config_no_driver && cfg->cupti) {
-        cfg->cupti = 0;   /* silent where torch was imported: a CPU-only PyTorch program */
-        if (cfg->enabled && !sp_config_torch_default)
-            sp_log(SP_LOG_WARN, "CUPTI cannot record activity here (no GPU or driver?): libcuda.so.1 does not load; "
-                                "GPU activity is not recorded");
-    }
+    if (sp_config_no_driver)
+        cfg->cupti = 0;
     if (!cfg->enabled || !cfg->has_schedule)
         return 0;
     /* A signal alone is a marker too: each signal starts or ends a window. */
