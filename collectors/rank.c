@@ -101,9 +101,12 @@ void sp_rank_warn(void)
  * gone to the exporter (schedule.c: the exporter reads the copy). */
 int sp_rank_learn(long rank, long world, const char *source)
 {
-    if (learned || rank < 0 || from_env().rank >= 0)
+    if (learned || rank < 0 || cached.rank >= 0)
         return 0;
-    cached = (sp_rank_t){rank, world > rank ? world : -1, -1, source};
+    /* A launcher variable the program set itself since activation (DeepSpeed
+     * sets RANK) is as good as the launcher's. */
+    sp_rank_t env = from_env();
+    cached = env.rank >= 0 ? env : (sp_rank_t){rank, world > rank ? world : -1, -1, source};
     learned = 1;
     return 1;
 }

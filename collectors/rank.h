@@ -16,8 +16,9 @@ typedef struct sp_rank {
 void sp_rank_init(void);            /* reads the environment; call once before sp_rank() */
 void sp_rank_warn(void);            /* one warning per launcher variable that is set but not a number */
 const sp_rank_t *sp_rank(void);
-/* The rank a process learned itself (torch.distributed's) when no launcher
- * variable names one; 1 if taken. It then outlives sp_rank_init. */
+/* The rank a process learned itself (torch.distributed's) when none was
+ * known: a launcher variable the program has set since wins; 1 if taken. It
+ * then outlives sp_rank_init. */
 int sp_rank_learn(long rank, long world, const char *source);
 
 /* 1 if rank is in spec ("0,8-15"), 0 if not, -1 with why filled if spec is malformed. */
