@@ -164,10 +164,8 @@ static void say_yield(const sp_config_t *cfg)
 static void yield(int op)
 {
     const sp_config_t *cfg = sp_sched_config();   /* NULL before activation: CUPTI, if it starts later, stays Kineto's */
-    if (op == OP_YIELD)
+    if (op == OP_YIELD)   /* (the Python side sends each op once, and none after OP_YIELD) */
         yield_cupti = (!cfg || cfg->cupti) && sp_cupti_release();
-    if (yield_op == OP_YIELD)
-        return;
     yield_op = op;
     if (cfg && !sp_sched_dormant())
         say_yield(cfg);

@@ -56,7 +56,6 @@ static long arm_step = -1;     /* step where the armed cycle began, -1 when disa
 static int whole_run;          /* step marker but no schedule: torch records every step, written at exit */
 static int unranked_left_out;  /* left out by `ranks` as rank 0 while no launcher named a rank */
 static int dormant;            /* a multiprocessing child before its first optimizer step (inject/torch.c) */
-static int deferred;           /* activated while dormant: its plan line, `ranks` and a whole-run window wait */
 
 volatile sig_atomic_t sp_sched_signal_flag;
 static _Atomic pthread_t lock_owner; /* thread in lock_blocked..unlock_blocked, 0: none */
@@ -304,12 +303,18 @@ static void say_plan(void)
         sp_log(SP_LOG_INFO, "%s", plan);
 }
 
+/* Activated while dormant with torch's marker: its plan line, `ranks` and a
+ * whole-run window wait for the wake. Caller holds the lock. */
+static int deferring(void)
+{
+    return dormant && active && cfg.marker.kind == SP_MARK_TORCH;
+}
+
 /* Caller holds the lock: `ranks` leaves this process out after activation. */
-static int leave_out_locked(void)
+static void leave_out_locked(void)
 {
     active = 0;
     sp_ev_set_gate(0);
-    return 1;
 }
 
 /* After leave_out_locked, the lock released. */
@@ -331,12 +336,12 @@ void sp_sched_learn_dist(long rank, long world, const char *backend)
     int off = 0, late = 0;
     if (cycle == 0) {
         sp_rank_tell_backend(backend);
-        if (sp_rank_learn(rank, world, "torch.distributed") && active && !finished && !deferred &&
+        if (sp_rank_learn(rank, world, "torch.distributed") && active && !finished && !deferring() &&
             !rank_selected(cfg.ranks)) {
-            if (!cur_window)
-                off = leave_out_locked();
-            else
-                late = 1;
+            off = !cur_window;
+            late = !off;
+            if (off)
+                leave_out_locked();
         }
     }
     unlock_blocked(&old);
@@ -369,11 +374,12 @@ void sp_sched_wake(void)
     sigset_t old;
     lock_blocked(&old);
     int off = 0, plan = 0;
+    int was_deferring = deferring() && !finished;
     __atomic_store_n(&dormant, 0, __ATOMIC_RELAXED);
-    if (active && !finished && deferred) {
-        deferred = 0;
+    if (was_deferring) {
         if (!rank_selected(cfg.ranks)) {
-            off = leave_out_locked();
+            leave_out_locked();
+            off = 1;
         } else {
             plan = 1;
             if (records_from_start())
@@ -542,7 +548,6 @@ void sp_sched_activate(void)
     }
     sp_mem_init(cfg.profile_memory);
     sched = (sp_sched_t){cfg.skip_first, cfg.skip_first_wait, cfg.wait, cfg.warmup, cfg.active, cfg.repeat};
-    deferred = defer;
     if (!defer)
         say_plan();
     sp_outfile_check_dir(cfg.output_dir); /* an unwritable directory said now, not after the run */
@@ -712,7 +717,7 @@ void sp_sched_after_fork_child(void)
     cur_window = 0;
     cycle = 0;
     arm_step = -1;
-    idle_gate_count = signal_mode = signal_only = whole_run = unranked_left_out = deferred = 0;
+    idle_gate_count = signal_mode = signal_only = whole_run = unranked_left_out = 0;
     sp_ev_after_fork_child();
     sp_export_after_fork_child();
     sp_outfile_after_fork_child();

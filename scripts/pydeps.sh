@@ -12,6 +12,8 @@ PINS="torch==2.15.0 holistictraceanalysis==0.5.0 torch-tb-profiler==0.4.3 psutil
 # tests/test_clients.py runs HTA with this private copy first on PYTHONPATH; the pins above
 # stay what every other Python user here gets.
 HTA_PY=${HTA_PY:-$(dirname "$0")/../build/pydeps/hta}
+DS_PY=${DS_PY:-$(dirname "$0")/../build/pydeps/deepspeed}   # DeepSpeed and its comm op: below
+DS_EXT=$(dirname "$DS_PY")/torch_extensions
 if ! PYTHONPATH="$HTA_PY" "$PYTHON" -c 'import pandas, sys; sys.exit(pandas.__version__ != "2.3.3")' 2>/dev/null; then
     echo "stepprof deps: pip installing pandas==2.3.3 for HTA into $HTA_PY"
     "$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps \
@@ -21,11 +23,13 @@ fi
 if ! "$PYTHON" - <<'PY' 2>/dev/null
 import importlib.metadata as m, sys
 want = {"torch": "2.15.0", "holistictraceanalysis": "0.5.0", "torch-tb-profiler": "0.4.3", "psutil": "7.2.2",
-        "accelerate": "1.15.0", "huggingface_hub": "2.4.0", "safetensors": "0.8.0", "pydantic": "2.13.4"}
+        "accelerate": "1.15.0", "huggingface_hub": "2.4.0", "safetensors": "0.8.0", "pydantic": "2.13.4",
+        "setuptools": "84.2.1"}
 sys.exit(any(not m.version(n).startswith(v) for n, v in want.items()))
 PY
 then
     echo "stepprof deps: pip installing $PINS"
+    rm -rf "$DS_EXT"   # DeepSpeed's comm op was built against the torch being replaced
     "$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore $PINS || {
         echo "stepprof deps: pip install $PINS failed" >&2; exit 1; }
 fi
@@ -34,11 +38,10 @@ fi
 # against the torch above (no build isolation: its setup.py imports torch; pydantic, a dependency,
 # is pinned above), with the packages its import needs, and the CPU comm op it compiles at its first
 # run built here once (g++, ninja: deps.sh) into a cache the tests use.
-DS_PY=${DS_PY:-$(dirname "$0")/../build/pydeps/deepspeed}
-DS_EXT=$(dirname "$DS_PY")/torch_extensions
 DS_PINS="deepspeed==0.19.8 hjson==3.1.0 py-cpuinfo==9.0.0 ninja==1.13.2 msgpack==1.2.4 einops==0.8.2 nvidia-ml-py==13.615.71"
-if ! PYTHONPATH="$DS_PY" "$PYTHON" -c 'import importlib.metadata as m, sys, deepspeed
+if ! DS_ACCELERATOR=cpu PYTHONPATH="$DS_PY" "$PYTHON" -c 'import importlib.metadata as m, sys, deepspeed
 sys.exit(m.version("deepspeed") != "0.19.8")' >/dev/null 2>&1; then
+    rm -rf "$DS_EXT"   # its comm op was built against what is being replaced
     echo "stepprof deps: pip installing $DS_PINS into $DS_PY"
     "$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --no-build-isolation \
         --upgrade --target "$DS_PY" $DS_PINS || { echo "stepprof deps: pip install $DS_PINS failed" >&2; exit 1; }

@@ -337,12 +337,11 @@ def test_deepspeed_launchers_stay_inert():
     _only_the_worker_profiled(argv, {"PYTHONPATH": ds, "OMP_NUM_THREADS": 1, "DS_ACCELERATOR": "cpu"}, "rank0_")
 
 
-def _spawned(method, *args, **env):
+def _spawned(method, *args, preload=True, **env):
     """tests/programs/torch_spawn.py: 2 DDP ranks (gloo) started by torch.multiprocessing, whose
     launcher sets no rank variable. Record shapes: the step's ops tell which iteration it was."""
     spawn = os.path.join(PROGRAMS, "torch_spawn.py")
     cwd = tempfile.mkdtemp(prefix="sp-test-")
-    preload = env.pop("preload", True)
     e = clean_env(PROF_WAIT=1, PROF_WARMUP=1, PROF_ACTIVE=1, PROF_RECORD_SHAPES=1, OMP_NUM_THREADS=1)
     e.update(env)
     return run([sys.executable, spawn, "5", method, cwd, *args], preload=preload, fake=False, env=e, timeout=300,
@@ -385,7 +384,7 @@ def test_multiprocessing_ranks_wake_at_their_first_optimizer_step():
     # `ranks` applies to a rank learned from torch.distributed: rank 0 stays silent and writes nothing
     # (the parent counts as rank 0). Also when a CUDA call activated stepprof in the ranks before their
     # first step ("probe", as a GPU rank's model.to() does): the plan line and the decision wait for it.
-    for method, opts in (("fork", ()), ("spawn", ("probe",))):
+    for method, opts in (("fork", ()), ("spawn", ("probe",)), ("fork", ("probe",))):
         r = _spawned(method, *opts, PROF_RANKS="1")
         assert r.returncode == 0 and r.other_stderr == "", (method, opts, r.stderr)
         assert [os.path.basename(t)[:6] for t in r.traces()] == ["rank1_"], (method, opts, r.files())
@@ -393,7 +392,9 @@ def test_multiprocessing_ranks_wake_at_their_first_optimizer_step():
     # Activated before its first step and recording the whole run: the window opens at that step.
     r = _spawned("spawn", "probe", PROF_WAIT=None, PROF_WARMUP=None, PROF_ACTIVE=None)
     assert r.returncode == 0 and len([l for l in r.sp_lines if "marker torch" in l]) == 3, r.sp_lines
-    for t in [t for t in r.traces() if os.path.basename(t).startswith("rank")]:
+    ranks = [t for t in r.traces() if os.path.basename(t).startswith("rank")]
+    assert len(ranks) == 2, r.files()
+    for t in ranks:
         assert sorted(_step_ops(load(t))) == ["ProfilerStep#%d" % n for n in range(1, 6)], (t, _step_ops(load(t)))
     # A schedule that records step 0 cannot have it in a child (it ran before the wake-up): said once per
     # rank, and recording begins at step 1.

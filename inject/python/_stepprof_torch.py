@@ -60,23 +60,25 @@ _IMPORTING, _READY, _STEP, _YIELD, _STATE, _YIELD_OPS, _WAKE, _IMPORTING_DORMANT
 _ON, _STEPS, _SHAPES, _STACK, _OPS_NOW, _WHOLE_RUN, _DORMANT = 1, 2, 4, 8, 16, 32, 64
 
 
-def _entry():
+def _lib(name, argtypes, restype, gil=False):
+    """libstepprof.so's exported name as a ctypes function (PyDLL: called with the GIL held)."""
     import ctypes
+    f = getattr((ctypes.PyDLL if gil else ctypes.CDLL)(None), name)
+    f.argtypes = [getattr(ctypes, "c_" + a) for a in argtypes]
+    f.restype = getattr(ctypes, "c_" + restype) if restype else None
+    return f
+
+
+def _entry():
     try:
-        f = ctypes.CDLL(None).stepprof_torch
+        return _lib("stepprof_torch", ["int"], "int")
     except (OSError, AttributeError):
         return None  # PYTHONPATH inherited by a process that was not preloaded
-    f.argtypes = [ctypes.c_int]
-    f.restype = ctypes.c_int
-    return f
 
 
 def _pystack():
     """stepprof_pystack(on) for this thread's Python frames (with_stack), with torch's file-name prefixes."""
-    import ctypes
-    f = ctypes.PyDLL(None).stepprof_pystack  # PyDLL: called with the GIL held
-    f.argtypes = [ctypes.c_int, ctypes.c_char_p]
-    f.restype = ctypes.c_int
+    f = _lib("stepprof_pystack", ["int", "char_p"], "int", gil=True)
     try:
         from torch.profiler.python_tracer import _prefix_regex
         prefixes = _prefix_regex()
@@ -101,7 +103,6 @@ def _tensor_lists(torch):
     flattens them and Kineto's Input Dims nest them (collectors/ops.h). One line per operator:
     name, then per overload one letter per argument (L Tensor[], O Tensor?[], T Tensor or Tensor?,
     . no tensor)."""
-    import ctypes
     kinds = {}
     for schema in torch._C._jit_get_all_schemas():
         types = [str(a.type) for a in schema.arguments]
@@ -116,10 +117,7 @@ def _tensor_lists(torch):
         if k not in kinds.setdefault(schema.name, []):
             kinds[schema.name].append(k)
     lines = [name + "\t" + "\t".join(ks) for name, ks in kinds.items()]
-    f = ctypes.CDLL(None).stepprof_torch_lists
-    f.argtypes = [ctypes.c_char_p]
-    f.restype = None
-    f("\n".join(lines).encode())
+    _lib("stepprof_torch_lists", ["char_p"], None)("\n".join(lines).encode())
 
 
 def _child_of_multiprocessing():
@@ -166,6 +164,7 @@ class _State:
         self.dormant = dormant   # a multiprocessing child before its first optimizer step
         self.waking = threading.Lock()   # two threads' first steps wake it once
         self.dist_told = False   # torch.distributed's view went to the library (at the first step)
+        self.off = False         # woken but not profiled: optimizer steps need nothing more
         self.lists_told = False  # _tensor_lists went to the library (it outlives a fork)
         self.configure(ans)
         self.ops_threads = set()  # threads where this module turned the autograd profiler on
@@ -205,7 +204,8 @@ class _State:
         it per operator), and its first optimizer step wakes it, as in a spawned child."""
         was_on = threading.get_ident() in self.ops_threads
         self.ops_threads.clear()
-        self.dormant = True
+        self.dormant, self.off = True, False
+        self.entry(_IMPORTING_DORMANT)   # the library's side: an activation by CUDA before the wake defers
         self.waking = threading.Lock()   # (another thread may have held it at the fork)
         self.dist_told = False
         self.opener = self.closer = self.other = None
@@ -372,6 +372,7 @@ class _State:
         none, and begins step 1. The optimizer is the opener, as if its step had ended step 0 here."""
         self.dormant = False
         ans = self.entry(_WAKE)
+        self.off = not ans & _ON   # left out (ranks) or disabled: later steps do nothing
         self.configure(ans if ans & _ON else 0)
         self.opener = self.closer = k
         self.start(ans)
@@ -384,11 +385,8 @@ class _State:
             dist = sys.modules.get("torch.distributed")
             if dist is None or not dist.is_available() or not dist.is_initialized():
                 return
-            import ctypes
-            f = ctypes.CDLL(None).stepprof_torch_dist
-            f.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p]
-            f.restype = None
-            f(dist.get_rank(), dist.get_world_size(), str(dist.get_backend()).encode())
+            _lib("stepprof_torch_dist", ["int", "int", "char_p"], None)(
+                dist.get_rank(), dist.get_world_size(), str(dist.get_backend()).encode())
         except Exception as e:  # the rank and backend stay the launcher's; steps go on
             sys.stderr.write("stepprof: cannot read torch.distributed's rank (%s)\n" % e)
 
@@ -403,7 +401,7 @@ class _State:
     def on_step(self, k):
         if not self.dist_told:   # before a dormant child wakes, and in every process
             self.tell_dist()
-        if self.dormant and self.woke(k):
+        if (self.dormant and self.woke(k)) or self.off:
             return
         if self.ends_step(k):
             self.boundary()
