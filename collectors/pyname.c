@@ -204,13 +204,19 @@ static const char *attr_text(sp_pyobj obj, const char *name, char *buf, size_t l
     return buf;
 }
 
-/* The interned "file(line): name" of code; line < 0: its first line. */
-static uint32_t name_of(sp_pyobj code, long line)
+/* What name_of answers for a shown frame when asked not to intern its name. */
+#define SHOWN 1u
+
+/* The interned "file(line): name" of code (line < 0: its first line), 0 for
+ * a hidden frame, SP_PYNAME_THROUGH for a pass-through one; with intern 0,
+ * SHOWN instead of a shown frame's name (a resumable code's frames are named
+ * by their current line: its first-line name would never be used). */
+static uint32_t name_of(sp_pyobj code, long line, int intern)
 {
     char file[1024], fn[256], text[1400];
     attr_text(code, "co_filename", file, sizeof file);
     attr_text(code, "co_name", fn, sizeof fn);
-    if (line < 0) {
+    if (line < 0 && intern) {
         sp_pyobj v = sp_py.getattr(code, "co_firstlineno");
         line = v ? sp_py.as_long(v) : 0;
         if (v)
@@ -220,6 +226,8 @@ static uint32_t name_of(sp_pyobj code, long line)
     const char *shown = trim(file);
     if (!shown)
         return through(fn) ? SP_PYNAME_THROUGH : 0;
+    if (!intern)
+        return SHOWN;
     snprintf(text, sizeof text, "%s(%ld): %s", shown, line, fn);
     return sp_str_intern(text);
 }
@@ -242,12 +250,12 @@ static uint32_t line_id(sp_pyobj code, sp_pyobj frame)
 {
     long line = sp_py.frame_line(frame);
     if (line < 0 || line >= 1l << 16 || (uintptr_t)code >> 48)
-        return name_of(code, line);   /* named at each call: a line or an address the key cannot hold */
+        return name_of(code, line, 1);   /* named at each call: a line or an address the key cannot hold */
     uintptr_t key = (uintptr_t)code | (uintptr_t)line << 48;   /* user addresses are below 2^48 */
     slot_t *s = find(&gens, key);
     if (s && s->key)
         return s->val;
-    uint32_t id = name_of(code, line);
+    uint32_t id = name_of(code, line, 1);
     if (s) {
         *s = (slot_t){key, 0, id};
         gens.n++;
@@ -259,10 +267,11 @@ static uint32_t code_id(sp_pyobj code, sp_pyobj frame)
 {
     slot_t *s = find(&codes, (uintptr_t)code);
     if (!s || !s->key) {
-        uint32_t id = name_of(code, -1);   /* hidden or pass-through whatever the line: no line lookups */
-        uintptr_t gen = id && id != SP_PYNAME_THROUGH && resumable(code);
+        uintptr_t res = resumable(code);
+        uint32_t id = name_of(code, -1, !res);   /* hidden or pass-through whatever the line: no line lookups */
+        uintptr_t gen = res && id && id != SP_PYNAME_THROUGH;
         if (!s)
-            return gen ? name_of(code, sp_py.frame_line(frame)) : id;
+            return gen ? name_of(code, sp_py.frame_line(frame), 1) : id;
         sp_py.incref(code);
         *s = (slot_t){(uintptr_t)code, gen, id};
         codes.n++;
@@ -346,7 +355,7 @@ uint32_t sp_pyname_frame(sp_pyobj frame, int seeded, sp_pymod_t *m)
     sp_pyobj code = sp_py.frame_code(frame);
     if (!code)
         return 0;
-    uint32_t id = seeded ? name_of(code, sp_py.frame_line(frame)) : code_id(code, frame);
+    uint32_t id = seeded ? name_of(code, sp_py.frame_line(frame), 1) : code_id(code, frame);
     if (__builtin_expect(code == module_code, 0) && id && id != SP_PYNAME_THROUGH)
         module_of(frame, m);
     sp_py.decref(code);

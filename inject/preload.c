@@ -40,9 +40,9 @@ static void activate(void)
     int saved = errno;
     atomic_store(&activation_started, 1);
     /* A process that imported torch (inject/torch.c) without a driver uses
-     * no CUPTI (schedule/config.c): the pip build of CUDA 13's libcupti that
-     * torch loads, asked to subscribe where no driver loads, recursed until
-     * the stack ended (a DDP rank whose CUDA call activated stepprof). */
+     * no CUPTI (schedule/config.c) and says nothing about it: a CPU-only
+     * torch run is no degradation. (Every other process checks for the driver
+     * before CUPTI subscribes: collectors/cupti.c.) */
     if (sp_config_torch_default && !dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL))
         sp_config_no_driver = 1;
     sp_sched_activate();

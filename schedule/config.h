@@ -28,9 +28,10 @@ typedef enum { SP_MARK_NONE, SP_MARK_NVTX, SP_MARK_FUNCTION, SP_MARK_KERNEL, SP_
 /* Set (before activation) by inject/torch.c when a Python process imports
  * torch: a configuration with no step marker then gets the torch marker. */
 extern int sp_config_torch_default;
-/* Set by inject/torch.c when torch activates stepprof on a machine without a
- * CUDA driver: CUPTI is then not loaded (NVIDIA's CUPTI overflows the stack
- * in cuptiSubscribe when libcuda.so.1 is missing). */
+/* Set at activation (inject/preload.c) in a process that imported torch, on
+ * a machine without a CUDA driver: CUPTI is then not loaded, and no line says
+ * so (NVIDIA's CUPTI 13.2 overflows the stack in cuptiSubscribe when
+ * libcuda.so.1 is missing; collectors/cupti.c checks in other processes). */
 extern int sp_config_no_driver;
 
 /* A parsed marker spec. every_n is 1 unless kernel:GLOB/N gave N; signo is 0

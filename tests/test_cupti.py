@@ -190,6 +190,23 @@ def test_degrade_real_cupti_without_driver():
     assert runtime_events(load(r.trace()))
 
 
+def test_degrade_cupti_13_2_without_driver():
+    """pip's CUDA 13.2 runtime and CUPTI (torch's nvidia-cuda-cupti 13.2.86): that CUPTI overflows the stack
+    in cuptiSubscribe where no libcuda.so.1 loads (13.0 returns 999). stepprof checks for the driver first:
+    one line, the program's own output and exit code, a trace of its calls."""
+    import nvidia
+    libdir = next((os.path.join(d, "cu13", "lib") for d in nvidia.__path__
+                   if os.path.exists(os.path.join(d, "cu13", "lib", "libcupti.so.13"))), None)
+    assert libdir, f"pip's nvidia-cuda-cupti (a torch dependency, pydeps.sh) has no libcupti.so.13 in {nvidia.__path__}"
+    env = {"STEPS": 3, "LD_LIBRARY_PATH": libdir}
+    bare = run([prog("train")], env=env, fake=False, preload=False)
+    r = run([prog("train")], env=env, fake=False)
+    assert (r.returncode, r.stdout) == (bare.returncode, bare.stdout), (r.returncode, r.stderr[-2000:])
+    msg = [l for l in r.sp_lines if "CUPTI" in l]
+    assert len(msg) == 1 and "no GPU or driver" in msg[0] and "libcuda.so.1" in msg[0], r.sp_lines
+    assert runtime_events(load(r.trace()))
+
+
 def test_static_cudart_on_stand_in():
     need_fake_cupti()
     r = run([prog("train_static")], env={"STEPS": 3})

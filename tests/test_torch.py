@@ -438,6 +438,21 @@ def test_isolated_and_no_site_interpreters_are_left_alone():
     assert r.returncode == 0 and r.stdout.startswith("None [") and r.stdout.endswith(" True\n"), r.stdout
 
 
+def test_isolated_interpreter_with_torch_and_a_cuda_call_without_driver():
+    # No bootstrap under -E / -I, so nothing tells stepprof that torch (and its pip CUPTI 13.2, which
+    # overflows the stack in cuptiSubscribe without a driver) is loaded: the CUDA call activates stepprof
+    # as in a C program, which must find no driver before it subscribes. It crashed with SIGSEGV.
+    code = ("import ctypes, torch; print(ctypes.CDLL(None).cudaMalloc(ctypes.byref(ctypes.c_void_p()), "
+            "ctypes.c_size_t(16)) != 0, torch.ones(2).sum().item())")
+    for opt in ("-E", "-I"):
+        ref = run([sys.executable, opt, "-c", code], preload=False, fake=False, timeout=300)
+        r = run([sys.executable, opt, "-c", code], fake=False, timeout=300)
+        assert ref.returncode == 0 and ref.stdout == "True 2.0\n", (ref.returncode, ref.stdout, ref.stderr)
+        assert (r.returncode, r.stdout) == (ref.returncode, ref.stdout), (opt, r.returncode, r.stderr[-2000:])
+        assert [l for l in r.sp_lines if "CUPTI" in l and "no GPU or driver" in l], r.sp_lines
+        assert [e["name"] for e in runtime_events(load(r.trace()))] == ["cudaMalloc"]
+
+
 def test_explicit_marker_and_record_shapes_off():
     r = under_stepprof("torch_mlp.py", env={"PROF_MARKER": "torch", "PROF_RECORD_SHAPES": 0})
     assert r.returncode == 0, r.stderr

@@ -35,11 +35,18 @@
 void *fd_rt;
 void (*fd_as_driver)(const char *);
 
-/* At load, as the real driver is there before any runtime (and so the runtime's folder is known to a
- * profiler looking for libcupti beside it). */
-__attribute__((constructor)) static void load_runtime(void) {
+/* At the first driver call that needs it, not at load: NVIDIA's driver library loads no runtime, so a
+ * process (or a profiler checking for a driver) that loads libcuda.so.1 gets no libcudart with it. */
+static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
+
+static void load_runtime(void) {
   fd_rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
   if (fd_rt) fd_as_driver = (void (*)(const char *))dlsym(fd_rt, "fakecuda_driver_call");
+}
+
+void *rt_fn(const char *name) {
+  pthread_once(&rt_once, load_runtime);
+  return fd_rt && fd_as_driver ? dlsym(fd_rt, name) : NULL;
 }
 
 CUresult fd_result(cudaError_t r) {

@@ -16,12 +16,11 @@
 
 #pragma GCC visibility push(hidden)
 
-extern void *fd_rt;                       /* the runtime stand-in, dlopened at load */
+extern void *fd_rt;                       /* the runtime stand-in, dlopened at the first rt_fn */
 extern void (*fd_as_driver)(const char *); /* its fakecuda_driver_call */
 
-static inline void *rt_fn(const char *name) {
-  return fd_rt && fd_as_driver ? dlsym(fd_rt, name) : NULL;
-}
+/* The runtime stand-in's `name` (loading the runtime on first use), NULL without it. */
+void *rt_fn(const char *name);
 
 /* The driver's code for a runtime result: the nearest one, CUDA_ERROR_UNKNOWN where none is near. */
 CUresult fd_result(cudaError_t r);
