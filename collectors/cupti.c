@@ -5,10 +5,11 @@
  * subscription and its failures, the activity kinds on and off, window open
  * and close, the exporter's collect (device sync, forced flush, take), the
  * exit flush and shutdown, and the hand-over to a program's torch.profiler.
- * Buffers, parsing and the records kept are collectors/cupti_records.c
- * (shared state in collectors/cupti_int.h); window membership and the
- * measured clock offset are collectors/cupti_window.c. No timestamp callback,
- * because CUPTI would call it twice per API call. */
+ * Parsing and the records kept are collectors/cupti_records.c, the activity
+ * buffers collectors/cupti_buffers.c (shared state in
+ * collectors/cupti_int.h); window membership and the measured clock offset
+ * are collectors/cupti_window.c. No timestamp callback, because CUPTI would
+ * call it twice per API call. */
 #define _GNU_SOURCE
 #include "cupti.h"
 #include "cupti_int.h"
@@ -197,7 +198,7 @@ void sp_cupti_enable(int on)
     want_on = on;
     if (sh.state > 0 && !takes_pending && is_on != on) {
         if (on)
-            sp_cupti_preallocate();
+            sp_cupti_preallocate(0);
         set_kinds(on);
     }
     pthread_mutex_unlock(&kinds_lock);
@@ -274,11 +275,12 @@ void sp_cupti_window_close(int *device)
 /* The exporter's side of a window close: the device sync (timed: its record
  * fixes CUPTI's offset, cupti_window.c), the flush, the take, the drops. */
 size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_gpu_recs_t *out,
-                        uint64_t *dropped, uint64_t *filtered)
+                        uint64_t *dropped, uint64_t *filtered, uint64_t *cold_gen)
 {
     memset(out, 0, sizeof *out);
     *dropped = 0;
     *filtered = 0;
+    *cold_gen = 0;
     if (sh.state <= 0 && sh.state != SP_CUPTI_HANDED_OVER)
         return 0;
     uint64_t h0 = 0, h1 = 0;
@@ -322,7 +324,7 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
     if (collector)   /* its cudaSetDevice, and what the runtime did inside its calls */
         sp_cupti_drop_thread(&sh.recs, me);
     size_t n = sp_cupti_take_window(&sh.recs, begin, end, out);
-    out->cold_gen = gen;
+    *cold_gen = gen;
     *filtered = sp_cupti_take_queries(sh.queries, &sh.nqueries, sh.clock_offset - offset_was, begin, end,
                                        collector ? me : 0) + sh.queries_unkept;
     sh.queries_unkept = 0;
@@ -337,7 +339,7 @@ size_t sp_cupti_collect(int sync, int device, uint64_t begin, uint64_t end, sp_g
     pthread_mutex_lock(&kinds_lock);
     if (takes_pending > 0 && --takes_pending == 0 && sh.state > 0 && is_on != want_on) {
         if (want_on)
-            sp_cupti_preallocate();
+            sp_cupti_preallocate(gen);
         set_kinds(want_on);
     }
     pthread_mutex_unlock(&kinds_lock);

@@ -50,25 +50,31 @@ const char *sp_cupti_api_name(int driver, uint32_t cbid);
  * intercepted call. */
 int sp_cupti_api_is_query(int driver, uint32_t cbid);
 
+/* The activity buffers whose pages collects numbered up to `upto` gave back
+ * are touched again here, on a thread of stepprof's (the exporter's after the
+ * export of that collect, with its number; the collecting thread's when asked
+ * through the wake below), not by CUPTI's writes on the program's. One buffer
+ * at a time; after each, stop() (may be NULL) may end it: 1 when it stopped
+ * with such buffers left. */
+int sp_cupti_rewarm(uint64_t upto, int (*stop)(void));
+/* Called when recording goes on while activity buffers are cold (kinds
+ * turned back on, or CUPTI left with one warm buffer), often on a program's
+ * thread: it may only wake a thread, never block, and leaves errno alone.
+ * upto: the latest collect whose buffers the request may warm, as of when it
+ * was made (sp_cupti_rewarm's). Set by the exporters' worker once its
+ * collecting thread runs. */
+void sp_cupti_set_rewarm_wake(void (*wake)(uint64_t upto));
 /* On the exporter's thread, for a closed window [begin_ns, end_ns]: sync the
  * device (when `sync`; not at exit: the runtime may be gone) and flush, so
  * the window's records are all in; then the window's records (runtime/driver
  * records by their start, GPU records by the API call that launched them,
  * else by their own start) moved into malloc'ed arrays (*out, its count
  * returned); older records are dropped, later ones kept. *dropped: records lost since the last collect.
- * *filtered: the window's query records left out (sp_cupti_set_query_filter). */
-/* The activity buffers whose pages collects numbered up to `upto` gave back
- * (UINT64_MAX: all) are touched again here, on a thread of stepprof's (the
- * exporter's after the export of that collect, the collecting thread's when
- * kinds go back on), not by CUPTI's writes on the program's. */
-void sp_cupti_rewarm(uint64_t upto);
-/* Called when recording goes on while activity buffers are cold (kinds
- * turned back on, or CUPTI left with one warm buffer), on a program's
- * thread: it may only wake a thread. Set by the exporters' worker once its
- * collecting thread runs. */
-void sp_cupti_set_rewarm_wake(void (*wake)(void));
+ * *filtered: the window's query records left out (sp_cupti_set_query_filter).
+ * *cold_gen: this collect's number, for sp_cupti_rewarm once its export is
+ * done (0: it gave no pages back). */
 size_t sp_cupti_collect(int sync, int device, uint64_t begin_ns, uint64_t end_ns,
-                        sp_gpu_recs_t *out, uint64_t *dropped, uint64_t *filtered);
+                        sp_gpu_recs_t *out, uint64_t *dropped, uint64_t *filtered, uint64_t *cold_gen);
 /* Records lost, cumulative: CUPTI's own drops (full buffers) and parsed
  * records past the bound on those kept (cupti_buffer_mb, the cycle cap). */
 uint64_t sp_cupti_dropped(void);

@@ -1,8 +1,8 @@
-/* collectors/cupti_int.h — what the two halves of the CUPTI collector share:
- * the control side (collectors/cupti.c: subscribe, kinds on/off, windows,
- * collects, the hand-over) and the record side (collectors/cupti_records.c:
- * activity buffers, parsing, the records kept, CUPTI's clock offset). Internal
- * to the collector. */
+/* collectors/cupti_int.h — what the parts of the CUPTI collector share: the
+ * control side (collectors/cupti.c: subscribe, kinds on/off, windows,
+ * collects, the hand-over), the record side (collectors/cupti_records.c:
+ * parsing, the records kept, CUPTI's clock offset) and the activity buffers
+ * (collectors/cupti_buffers.c). Internal to the collector. */
 #ifndef SP_CUPTI_INT_H
 #define SP_CUPTI_INT_H
 
@@ -57,8 +57,19 @@ void CUPTIAPI sp_cupti_buffer_requested(uint8_t **buf, size_t *size, size_t *max
 void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid);
 /* clock_offset from back-to-back reads of both clocks. */
 void sp_cupti_calibrate(void);
-/* Fills the buffers' free list ahead of the recorded steps. */
-void sp_cupti_preallocate(void);
+/* Fills the buffers' free list ahead of the recorded steps, cold buffers
+ * counted (and warmed, but those of collect `own`: 0 on a program's thread). */
+void sp_cupti_preallocate(uint64_t own);
+/* collectors/cupti_buffers.c, for the parse of a completed buffer, sh.lock
+ * held: the buffers' cap; whether this thread gives parsed pages back (a
+ * collect's forced flush); the whole pages of [from, to) given back (returns
+ * where the next release starts); the buffer back to the pool, `released`
+ * bytes from its start given back, or to be freed by the caller (returned,
+ * after sh.lock is let go). */
+void sp_cupti_buf_cap(size_t bytes);
+int sp_cupti_buf_releasing(void);
+uint8_t *sp_cupti_buf_release(uint8_t *from, uint8_t *to);
+void *sp_cupti_buf_return(void *buf, size_t released);
 /* On this thread, buffers completed from now until off have their parsed pages
  * given back (the collect's forced flush only). */
 uint64_t sp_cupti_release_pages(int on);   /* on: this collect's number (cold buffers' gen) */

@@ -1,8 +1,7 @@
 /* collectors/cupti_records.c — the record side of the CUPTI collector:
- * activity buffers from a small free list refilled off the hot path, capped by
- * cupti_buffer_mb (a full cap makes CUPTI drop, and count, records rather than
- * stall a launch); completed buffers parsed into sp_gpu_event_t records (API
- * calls into the smaller sp_gpu_api_t) under sp_cupti_shared.lock, which is never held while calling into CUPTI; the
+ * completed activity buffers (collectors/cupti_buffers.c) parsed into
+ * sp_gpu_event_t records (API calls into the smaller sp_gpu_api_t) under
+ * sp_cupti_shared.lock, which is never held while calling into CUPTI; the
  * records kept for their window, bounded by cupti_buffer_mb's bytes and the
  * cycle cap, past which they are dropped and counted; CUPTI's clock
  * (CLOCK_REALTIME on Linux) mapped to CLOCK_MONOTONIC by an offset from
@@ -26,10 +25,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
-#define BUF_BYTES (4u << 20)
 #define RELEASE_BYTES (256u << 10)
 
 #define api sp_cupti_api   /* collectors/cupti_load.c */
@@ -40,27 +37,6 @@ _Static_assert(sizeof(sp_gpu_api_t) == 40, "a parsed CUPTI record of an API call
 
 sp_cupti_shared_t sp_cupti_shared = {.lock = PTHREAD_MUTEX_INITIALIZER, .window_end = UINT64_MAX};
 
-static size_t buf_cap, buf_live;
-static void *free_bufs[8];
-static int nfree;
-/* Buffers whose parsed pages were given back (release_parsed): handed to CUPTI
- * only when no warm one is left, since its writes, on the recording threads,
- * would fault the pages in again. sp_cupti_rewarm touches them again off the
- * program's threads and they rejoin free_bufs: the exporter's, once the
- * export of their collect is done (gen: that collect's number, so that an
- * export does not warm the buffers a later collect gave back during it); the
- * collecting thread's, as soon as kinds go back on or a request leaves at
- * most one warm one while cold ones wait (rewarm_wake: recording goes on
- * during an export). */
-static struct {
-    void *buf;
-    size_t released; /* bytes from its start that were given back */
-    uint64_t gen;
-} cold_bufs[8];
-static int ncold;
-static uint64_t cold_gen;      /* collects that gave pages back (sh.lock) */
-static void (*rewarm_wake)(void);
-static __thread int releasing; /* this thread is in the collect's forced flush */
 static uint64_t dropped_total;
 static size_t capqueries;
 static size_t rec_limit = SIZE_MAX; /* bound on the records kept, both kinds: cupti_buffer_mb and the cycle cap */
@@ -75,9 +51,12 @@ static struct {
 } own_calls[SP_DEVQ_TRIES];
 static int n_own;
 
+static size_t buf_cap;   /* cupti_buffer_mb's bytes */
+
 void sp_cupti_set_buffer_cap(long buffer_mb)
 {
     buf_cap = (size_t)(buffer_mb > 4 ? buffer_mb : 4) << 20;
+    sp_cupti_buf_cap(buf_cap);
     /* Parsed records get the activity buffers' byte budget (no callback yet: no lock). */
     rec_by_bytes = buf_cap / sizeof(sp_gpu_event_t);
     rec_limit = rec_by_bytes < rec_limit ? rec_by_bytes : rec_limit;
@@ -104,36 +83,6 @@ void sp_cupti_calibrate(void)
 static uint64_t to_mono(uint64_t t)
 {
     return t ? (uint64_t)((int64_t)t + sh.clock_offset) : 0;
-}
-
-/* The collecting thread is asked to warm the cold buffers (nothing while it has not started). */
-static void wake_rewarm(void)
-{
-    void (*wake)(void) = __atomic_load_n(&rewarm_wake, __ATOMIC_ACQUIRE);
-    if (wake)
-        wake();
-}
-
-void CUPTIAPI sp_cupti_buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
-{
-    void *b = NULL;
-    pthread_mutex_lock(&sh.lock);
-    if (nfree)
-        b = free_bufs[--nfree];
-    else if (ncold)
-        b = cold_bufs[--ncold].buf;
-    else if (buf_live + BUF_BYTES <= buf_cap && posix_memalign(&b, 8, BUF_BYTES) == 0)
-        buf_live += BUF_BYTES;
-    /* Recording goes on (the next window, while the last one's export runs) and
-     * at most one warm buffer is left: the collecting thread warms the cold
-     * ones while CUPTI fills this one and the next. */
-    int warm_more = nfree <= 1 && ncold;
-    pthread_mutex_unlock(&sh.lock);
-    if (warm_more)
-        wake_rewarm();
-    *buf = b;
-    *size = b ? BUF_BYTES : 0;
-    *max_records = 0;
 }
 
 /* A record past rec_limit is counted as dropped only if it is the window's:
@@ -433,39 +382,6 @@ static void note_window_call(const CUpti_Activity *r)
         sh.window_corr = a->correlationId;
 }
 
-/* The whole pages of [from, to) given back to the kernel, from what a
- * parse has read: a window's records held twice (the buffer's pages that
- * CUPTI filled, and the records parsed from them) made the parse's copy the
- * export's memory. Behind the cursor, every RELEASE_BYTES, so the two
- * never add up. Only in the collect's forced flush (sp_cupti_release_pages),
- * on the exporter's side: never on a program's thread (a window's open
- * flushes there), and such a buffer waits among the cold ones until the
- * export is done (sp_cupti_rewarm). Returns where the next release starts. */
-static uint8_t *release_parsed(uint8_t *from, uint8_t *to)
-{
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = ((uintptr_t)from + page - 1) & ~(page - 1), b = (uintptr_t)to & ~(page - 1);
-    if (b > a)
-        madvise((void *)a, b - a, MADV_DONTNEED);
-    return b > a ? (uint8_t *)b : from;
-}
-
-/* sh.lock held: a buffer no list keeps, to be freed by the caller. */
-static void *drop_buf(void *b)
-{
-    buf_live -= BUF_BYTES;
-    return b;
-}
-
-/* sh.lock held: b onto the free list; NULL, or b to be freed when the list is full. */
-static void *keep_warm(void *b)
-{
-    if (nfree == (int)(sizeof free_bufs / sizeof free_bufs[0]))
-        return drop_buf(b);
-    free_bufs[nfree++] = b;
-    return NULL;
-}
-
 void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid)
 {
     (void)ctx;
@@ -479,90 +395,23 @@ void CUPTIAPI sp_cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
     while (valid && api.next_record(buf, valid, &r) == CUPTI_SUCCESS)
         note_window_call(r);
     r = NULL;
-    uint8_t *kept = buf;   /* the pages before it are parsed and given back (after a close only) */
-    int release = releasing && walk_end != UINT64_MAX;
-    uint8_t *start = buf;
+    /* The pages before `kept` are parsed and given back (in a collect's forced flush only,
+     * after a close), behind the cursor every RELEASE_BYTES: a window's records held twice
+     * (the buffer's pages that CUPTI filled, and the records parsed from them) made the
+     * parse's copy the export's memory. */
+    uint8_t *kept = buf;
+    int release = sp_cupti_buf_releasing() && walk_end != UINT64_MAX;
     while (valid && api.next_record(buf, valid, &r) == CUPTI_SUCCESS) {
         parse(r);
         if (release && (uint8_t *)r - kept >= RELEASE_BYTES)
-            kept = release_parsed(kept, (uint8_t *)r);
+            kept = sp_cupti_buf_release(kept, (uint8_t *)r);
     }
     if (release && valid)
-        kept = release_parsed(kept, buf + valid);
-    if (kept != start && ncold < (int)(sizeof cold_bufs / sizeof cold_bufs[0])) {
-        cold_bufs[ncold].buf = buf;
-        cold_bufs[ncold].gen = cold_gen;
-        cold_bufs[ncold++].released = (size_t)(kept - start);
-        buf = NULL;
-    } else {
-        buf = kept == start ? keep_warm(buf) : drop_buf(buf);
-    }
+        kept = sp_cupti_buf_release(kept, buf + valid);
+    void *gone = sp_cupti_buf_return(buf, (size_t)(kept - buf));
     pthread_mutex_unlock(&sh.lock);
-    free(buf);
+    free(gone);
 }
-
-
-uint64_t sp_cupti_release_pages(int on)
-{
-    releasing = on;
-    pthread_mutex_lock(&sh.lock);
-    uint64_t gen = on ? ++cold_gen : cold_gen;
-    pthread_mutex_unlock(&sh.lock);
-    return gen;
-}
-
-void sp_cupti_set_rewarm_wake(void (*wake)(void))
-{
-    __atomic_store_n(&rewarm_wake, wake, __ATOMIC_RELEASE);
-}
-
-/* One cold buffer of collect `upto` or earlier at a time off the list while
- * the pages it gave back are touched (a request meanwhile takes another, or a
- * new one), then onto the free list: resident again as before the close, no
- * more. */
-void sp_cupti_rewarm(uint64_t upto)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    for (;;) {
-        pthread_mutex_lock(&sh.lock);
-        void *b = NULL;
-        size_t n = 0;
-        for (int i = ncold - 1; i >= 0 && !b; i--)
-            if (cold_bufs[i].gen <= upto) {
-                b = cold_bufs[i].buf;
-                n = cold_bufs[i].released;
-                cold_bufs[i] = cold_bufs[--ncold];
-            }
-        pthread_mutex_unlock(&sh.lock);
-        if (!b)
-            return;
-        for (size_t off = 0; off < n; off += page)
-            ((volatile uint8_t *)b)[off] = 0;
-        pthread_mutex_lock(&sh.lock);
-        b = keep_warm(b);
-        pthread_mutex_unlock(&sh.lock);
-        free(b);
-    }
-}
-
-/* Kinds go on at warmup: fill the free list then, so CUPTI's first buffer
- * requests in the recorded steps do not allocate 4 MB on a launching thread. */
-void sp_cupti_preallocate(void)
-{
-    pthread_mutex_lock(&sh.lock);
-    int cold = ncold;   /* recording again while an export runs: warmed before CUPTI needs them */
-    while (nfree < 2 && buf_live + BUF_BYTES <= buf_cap) {
-        void *b = NULL;
-        if (posix_memalign(&b, 8, BUF_BYTES) != 0)
-            break;
-        free_bufs[nfree++] = b;
-        buf_live += BUF_BYTES;
-    }
-    pthread_mutex_unlock(&sh.lock);
-    if (cold)
-        wake_rewarm();
-}
-
 
 /* Each try of stepprof's own device queries (collectors/cupti_devices.c)
  * runs between sp_cupti_own_calls(1) and sp_cupti_own_calls(0), on one thread. */

@@ -62,7 +62,6 @@ typedef struct sp_gpu_recs {
     size_t nwork, capwork;
     sp_gpu_api_t *calls;
     size_t ncalls, capcalls;
-    uint64_t cold_gen;   /* a window's: the collect that took them (the CUPTI buffers it gave back) */
 } sp_gpu_recs_t;
 
 #endif

@@ -214,7 +214,8 @@ void sp_export_collect_gpu(sp_export_job_t *job)
         return;
     /* The window's close, the part that waits: off the program's thread (design.md). */
     sp_cupti_collect(job->gpu_sync, job->gpu_device, sp_clock_to_ns(job->t_begin),
-                     sp_clock_to_ns(job->t_end), &job->gpu, &job->cupti_dropped, &job->api_filtered);
+                     sp_clock_to_ns(job->t_end), &job->gpu, &job->cupti_dropped, &job->api_filtered,
+                     &job->cupti_cold_gen);
     job->gpu_collect = 0;
 }
 
@@ -227,7 +228,7 @@ int sp_export_run(const sp_export_job_t *job_in)
     sp_export_collect_gpu(&capped);   /* done already unless the collecting thread could not start */
     if (over_rate()) {
         discard(job);
-        sp_cupti_rewarm(job->gpu.cold_gen);
+        sp_cupti_rewarm(job->cupti_cold_gen, NULL);
         return -1;
     }
     sp_event_ref_t *ev = NULL;
@@ -320,6 +321,6 @@ int sp_export_run(const sp_export_job_t *job_in)
     if (rt.rc)
         rc = -1;
     atomic_store(&running_events, 0);
-    sp_cupti_rewarm(job->gpu.cold_gen);   /* past the export's peak: its collect's buffers warm again */
+    sp_cupti_rewarm(job->cupti_cold_gen, NULL);   /* past the export's peak: its collect's buffers warm again */
     return rc;
 }

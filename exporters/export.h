@@ -22,6 +22,8 @@ typedef struct sp_export_job {
     int cupti;                /* GPU activity came from CUPTI */
     uint64_t cupti_dropped;   /* records CUPTI dropped in this window */
     uint64_t api_filtered;    /* CUPTI query records of this window left out (cupti_api_filter) */
+    uint64_t cupti_cold_gen;  /* the collect that took the window's records: the CUPTI buffers it gave
+                                 back are warmed again once the export is done (0: none) */
     int gpu_collect;          /* the exporter collects CUPTI's records of the window first */
     int gpu_sync, gpu_device; /* ... after a device sync (not at exit) of this device (-1: current) */
     sp_gpu_recs_t gpu;        /* CUPTI's records of the window, collected by the exporter in

@@ -7,12 +7,13 @@
  * A third thread, started with the exporter, computes an export's reports
  * beside it (sp_export_beside). The collecting thread, idle while an export
  * runs, also warms CUPTI buffers a collect gave back when recording goes on
- * (ask_rewarm). Draining at exit waits with a deadline: a stuck write must not hang the
- * program's exit. A write past RLIMIT_FSIZE raises SIGXFSZ on the writing
- * thread, whose default action kills the whole program: the exporter thread
- * has it blocked with everything else (the write then fails with EFBIG and
- * that cycle is dropped), and a job run on a program thread blocks it for the
- * duration and discards the one it caused. */
+ * (ask_rewarm), after any collect queued. Draining at exit waits with a
+ * deadline: a stuck write must not hang the program's exit. A write past
+ * RLIMIT_FSIZE raises SIGXFSZ on the writing thread, whose default action
+ * kills the whole program: the exporter thread has it blocked with
+ * everything else (the write then fails with EFBIG and that cycle is
+ * dropped), and a job run on a program thread blocks it for the duration and
+ * discards the one it caused. */
 #define _GNU_SOURCE
 #include "export.h"
 
@@ -22,6 +23,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -39,6 +41,7 @@ typedef struct queue {
     int busy;      /* the thread is working on a job it popped */
     int started;   /* 0 not yet, 1 running, -1 could not start */
     pthread_cond_t wake;
+    sem_t *posts;  /* instead of `wake`: a post per job (the collecting thread's, see collector_wake) */
 } queue_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -59,7 +62,12 @@ static pthread_cond_t spare_freed = PTHREAD_COND_INITIALIZER;
  * while a long export runs (and the exit waits only for those, not for the
  * exports, before it holds the program's threads: sp_export_wait_collects). */
 static queue_t exports = {.wake = PTHREAD_COND_INITIALIZER};
-static queue_t collects = {.wake = PTHREAD_COND_INITIALIZER};
+/* The collecting thread waits on one semaphore for both of its kinds of
+ * work: a post per collect queued, and one per rewarm request that found none
+ * pending (ask_rewarm: sem_post neither blocks nor takes a lock, so a
+ * program's thread may post). Initialized when the thread is started. */
+static sem_t collector_wake;
+static queue_t collects = {.wake = PTHREAD_COND_INITIALIZER, .posts = &collector_wake};
 
 /* The helper that computes an export's reports while the exporter writes its
  * trace (sp_export_beside): started with the exporter, so an export never
@@ -83,20 +91,31 @@ static void push(queue_t *q, node_t *n)
     else
         q->head = n;
     q->tail = n;
-    pthread_cond_signal(&q->wake);
+    if (q->posts)
+        sem_post(q->posts);
+    else
+        pthread_cond_signal(&q->wake);
 }
 
-/* Called with `lock` held: waits for a job and takes it (the queue is busy). */
-static node_t *pop_wait(queue_t *q)
+/* Called with `lock` held: takes the first job (the queue is busy), NULL if none. */
+static node_t *pop(queue_t *q)
 {
-    while (!q->head)
-        pthread_cond_wait(&q->wake, &lock);
     node_t *n = q->head;
+    if (!n)
+        return NULL;
     q->head = n->next;
     if (!q->head)
         q->tail = NULL;
     q->busy = 1;
     return n;
+}
+
+/* Called with `lock` held: waits for a job and takes it. */
+static node_t *pop_wait(queue_t *q)
+{
+    while (!q->head)
+        pthread_cond_wait(&q->wake, &lock);
+    return pop(q);
 }
 
 /* Called with `lock` held, the job done. */
@@ -201,44 +220,59 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* CUPTI took its last warm buffer while others are cold (sp_cupti_rewarm):
- * the collecting thread, idle while an export runs, warms them. */
-static _Atomic int rewarm_asked;
+/* The latest collect whose cold CUPTI buffers a rewarm was asked for
+ * (sp_cupti_rewarm), the highest of the requests not yet served; 0: none.
+ * The collecting thread, idle while an export runs, warms them once no
+ * collect is queued. */
+static _Atomic uint64_t rewarm_upto;
 
-/* On a program's thread (CUPTI's buffer request, kinds turned on): never
- * waits for `lock` (a thread held at exit must not hold it). When another
- * thread has it, the flag alone is read at the collecting thread's next
- * wake-up. */
-static void ask_rewarm(void)
+/* Often on a program's thread (CUPTI's buffer request, kinds turned on):
+ * never blocks, never takes `lock` (a thread held at exit must not hold it),
+ * leaves errno alone. Only the request that finds none pending posts: the
+ * others raise the number it will be served with. */
+static void ask_rewarm(uint64_t upto)
 {
-    atomic_store(&rewarm_asked, 1);
-    if (pthread_mutex_trylock(&lock) == 0) {
-        pthread_cond_signal(&collects.wake);
-        pthread_mutex_unlock(&lock);
-    }
+    int saved = errno;
+    uint64_t was = atomic_load(&rewarm_upto);
+    while (was < upto && !atomic_compare_exchange_weak(&rewarm_upto, &was, upto))
+        ;
+    if (was == 0 && upto)
+        sem_post(&collector_wake);
+    errno = saved;
 }
 
+/* A rewarm gives way between buffers: a window close's device sync must not wait behind page faults. */
+static int collect_queued(void)
+{
+    pthread_mutex_lock(&lock);
+    int queued = collects.head != NULL;
+    pthread_mutex_unlock(&lock);
+    return queued;
+}
+
+/* One post, one piece of work: a queued collect first, else a rewarm asked. */
 static void *collector_main(void *arg)
 {
     (void)arg;
     background();
     sp_cupti_collector_thread();
-    pthread_mutex_lock(&lock);
     for (;;) {
-        while (!collects.head && !atomic_load(&rewarm_asked))
-            pthread_cond_wait(&collects.wake, &lock);
-        if (atomic_exchange(&rewarm_asked, 0)) {
-            pthread_mutex_unlock(&lock);
-            sp_cupti_rewarm(UINT64_MAX);
-            pthread_mutex_lock(&lock);
+        while (sem_wait(&collector_wake) != 0)
+            ;
+        pthread_mutex_lock(&lock);
+        node_t *n = pop(&collects);
+        pthread_mutex_unlock(&lock);
+        if (!n) {
+            uint64_t upto = atomic_exchange(&rewarm_upto, 0);
+            if (upto && sp_cupti_rewarm(upto, collect_queued))
+                ask_rewarm(upto);   /* the rest after the collect (upto stays what was asked) */
             continue;
         }
-        node_t *n = pop_wait(&collects);
-        pthread_mutex_unlock(&lock);
         sp_export_collect_gpu(&n->job);
         pthread_mutex_lock(&lock);
         push(&exports, n);   /* the exporter runs (collects start only once it does) */
         done(&collects);
+        pthread_mutex_unlock(&lock);
     }
     return NULL;
 }
@@ -296,6 +330,8 @@ static int start(queue_t *q, void *(*fn)(void *), const char *name)
 /* Called with `lock` held. */
 static int start_collector(void)
 {
+    if (!collects.started)
+        sem_init(&collector_wake, 0, 0);
     int up = start(&collects, collector_main, "stepprof-collect");
     if (up)
         sp_cupti_set_rewarm_wake(ask_rewarm);
@@ -397,6 +433,7 @@ void sp_export_after_fork_child(void)
         qs[i]->head = qs[i]->tail = NULL;
         qs[i]->busy = qs[i]->started = 0;
     }
+    atomic_store(&rewarm_upto, 0);   /* collector_wake: initialized again with the thread */
     pthread_cond_init(&spare_freed, NULL);
     memset(spare_used, 0, sizeof spare_used);
     pthread_cond_init(&beside.wake, NULL);

@@ -8,12 +8,12 @@
 
 UNIT_OUT := $(BUILD)/unit
 UNIT_TESTS := $(UNIT_OUT)/test_config $(UNIT_OUT)/test_plan $(UNIT_OUT)/test_jsonw $(UNIT_OUT)/test_strings $(UNIT_OUT)/test_cupti_names $(UNIT_OUT)/test_kernels $(UNIT_OUT)/test_nvtx_glob $(UNIT_OUT)/test_radix $(UNIT_OUT)/test_events $(UNIT_OUT)/test_clock \
-              $(UNIT_OUT)/test_agg $(UNIT_OUT)/test_stacks $(UNIT_OUT)/test_objtab
+              $(UNIT_OUT)/test_agg $(UNIT_OUT)/test_stacks $(UNIT_OUT)/test_objtab $(UNIT_OUT)/test_export_worker $(UNIT_OUT)/test_cupti_buffers
 UNIT_LIBYAML := $(or $(LIBYAML_A),/usr/lib/x86_64-linux-gnu/libyaml.a)
 # test_config reads profiling.example.yaml from the repository root.
 UNIT_CFLAGS := $(CFLAGS_COMMON) -DSP_REPO_ROOT='"$(CURDIR)"'
 # Every header of the library (coarse, but the tests link sources whose includes reach far: a header
-# change rebuilds the 13 tests, which take seconds).
+# change rebuilds the 15 tests, which take seconds).
 UNIT_HEADERS := tests/unit/check.h $(wildcard collectors/*.h exporters/*.h inject/*.h schedule/*.h) tests/unit/unit.mk
 
 # The configuration loader is split over three files, all linked together.
@@ -46,6 +46,12 @@ $(UNIT_OUT)/test_agg: exporters/agg.c exporters/agg_strings.c exporters/agg_lane
                       exporters/report_buf.c collectors/cupti_window.c exporters/agg.h collectors/cupti_window.h
 $(UNIT_OUT)/test_events: collectors/events.c collectors/prefault.c collectors/threads.c collectors/strings.c \
                          collectors/strings_log.c collectors/log.c collectors/events.h collectors/prefault.h
+
+# The collecting thread's loop, with the collect, the export and the rewarm stood in for by the test.
+$(UNIT_OUT)/test_export_worker: exporters/worker.c collectors/threads.c
+# The activity buffers, CUPTI's record walk stood in for by the test, its allocations counted.
+$(UNIT_OUT)/test_cupti_buffers: collectors/cupti_buffers.c collectors/cupti_records.c
+$(UNIT_OUT)/test_cupti_buffers: UNIT_CFLAGS += -isystem $(CUDA_HOME)/include -Wl,--wrap=posix_memalign
 
 $(UNIT_OUT)/%: tests/unit/%.c $(UNIT_HEADERS)
 	@mkdir -p $(@D)
