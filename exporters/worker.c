@@ -330,8 +330,8 @@ static int start(queue_t *q, void *(*fn)(void *), const char *name)
 /* Called with `lock` held. */
 static int start_collector(void)
 {
-    if (!collects.started)
-        sem_init(&collector_wake, 0, 0);
+    if (!collects.started)   /* a request already pending (a fork child's) keeps its post */
+        sem_init(&collector_wake, 0, atomic_load(&rewarm_upto) != 0);
     int up = start(&collects, collector_main, "stepprof-collect");
     if (up)
         sp_cupti_set_rewarm_wake(ask_rewarm);
