@@ -13,8 +13,8 @@ int sp_ops_push(const char *msg);
 
 /* The operators with tensor-list arguments (torch's schemas), once, as lines
  * "aten::cat\tL.\tL.T\n": name, then per overload one letter per argument:
- * L a Tensor[], O a Tensor?[], T a Tensor (or Tensor?), . no tensor. A
- * second call is ignored. */
+ * L a Tensor[], O a Tensor?[], T a Tensor (or Tensor?), . no tensor, the
+ * letters of an out= overload after a "!". A second call is ignored. */
 void sp_ops_set_lists(const char *table);
 /* The overloads of operator `name` (an interned id): "L.\tL.T", NULL when
  * it has no tensor-list argument (or no table was set). */

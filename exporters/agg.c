@@ -200,6 +200,22 @@ static long memory_owner(const sp_rep_event_t *ev, const sp_rep_stack_t *st, int
     return -1;
 }
 
+/* Closes the innermost open event of a thread's stack. As torch's
+ * _remove_dup_nodes before key_averages: an annotation whose only child is
+ * one of the same name takes the child's self time, and the child is left
+ * out of the rows (sp_rep_merged; its children stay its own, which no row
+ * reads). */
+static void close_top(sp_rep_event_t *ev, sp_rep_stack_t *st)
+{
+    sp_rep_event_t *p = &ev[st->at[--st->n]];
+    int32_t k = st->kid[st->n];
+    if (k >= 0 && p->cat == SP_REP_ANNOTATION && sp_rep_step(p) < 0 && ev[k].cat == p->cat &&
+        ev[k].name == p->name && ev[k].bytes == -1) {
+        p->self_cpu += ev[k].self_cpu;
+        ev[k].bytes = SP_REP_MERGED;
+    }
+}
+
 /* torch's _populate_cpu_children: a stack of open events per thread; an event
  * is a child of the top when it starts before the top ends and does not end
  * after it. One pass in canonical order, each event on its own thread's
@@ -226,7 +242,7 @@ static int nest_threads(sp_rep_set_t *s)
         while (st->n) {
             const sp_rep_event_t *p = &ev[st->at[st->n - 1]];
             if (e->ts >= p->ts + p->dur || end > p->ts + p->dur)
-                st->n--;
+                close_top(ev, st);
             else
                 break;
         }
@@ -236,6 +252,9 @@ static int nest_threads(sp_rep_set_t *s)
             ev[parent].self_cpu -= e->dur;
         rc = sp_rep_stack_push(st, (int32_t)i);
     }
+    for (size_t k = 0; k < l.index.n && rc == 0; k++)
+        while (l.stack[k].n)
+            close_top(ev, &l.stack[k]);
     sp_rep_lanes_free(&l);
     return rc;
 }

@@ -111,6 +111,15 @@ static inline int32_t sp_rep_step(const sp_rep_event_t *e)
 {
     return e->cat == SP_REP_ANNOTATION && e->bytes >= 0 && e->bytes <= INT32_MAX ? (int32_t)e->bytes : -1;
 }
+/* An annotation (operator or range) that torch's key_averages leaves out:
+ * the only child of one of the same name (an op that redispatches to
+ * itself, aten::add_ in aten::add_), merged into it (sp_rep_analyze). Kept
+ * in the room of the step number. */
+#define SP_REP_MERGED (-2)
+static inline int sp_rep_merged(const sp_rep_event_t *e)
+{
+    return e->cat == SP_REP_ANNOTATION && e->bytes == SP_REP_MERGED;
+}
 /* Marks an annotation as ProfilerStep#n (n < 0: none). */
 static inline void sp_rep_set_step(sp_rep_event_t *e, int64_t n)
 {

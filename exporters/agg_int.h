@@ -5,9 +5,10 @@
 
 #include "agg.h"
 
-/* A thread's open host events, innermost last (indices into the set). */
+/* A thread's open host events, innermost last (indices into the set), each
+ * with its only child so far (-1: none yet, -2: several). */
 typedef struct sp_rep_stack {
-    int32_t *at;
+    int32_t *at, *kid;
     size_t n, cap;
 } sp_rep_stack_t;
 

@@ -165,11 +165,17 @@ int sp_rep_stack_push(sp_rep_stack_t *st, int32_t i)
     if (st->n == st->cap) {
         size_t cap = st->cap ? st->cap * 2 : 16;
         int32_t *at = realloc(st->at, cap * sizeof *at);
-        if (!at)
+        if (at)
+            st->at = at;
+        int32_t *kid = at ? realloc(st->kid, cap * sizeof *kid) : NULL;
+        if (!kid)
             return -1;
-        st->at = at;
+        st->kid = kid;
         st->cap = cap;
     }
+    if (st->n)   /* the parent's only child, or its second */
+        st->kid[st->n - 1] = st->kid[st->n - 1] == -1 ? i : -2;
+    st->kid[st->n] = -1;
     st->at[st->n++] = i;
     return 0;
 }
@@ -177,7 +183,7 @@ int sp_rep_stack_push(sp_rep_stack_t *st, int32_t i)
 void sp_rep_lanes_free(sp_rep_lanes_t *l)
 {
     for (size_t k = 0; k < l->index.n; k++)
-        free(l->stack[k].at);
+        free(l->stack[k].at), free(l->stack[k].kid);
     free(l->stack);
     sp_rep_lane_index_free(&l->index);
 }

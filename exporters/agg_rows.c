@@ -327,7 +327,7 @@ long sp_rep_rows(sp_rep_set_t *s, const sp_rep_opts_t *o, sp_rep_row_t **out)
     int oom = row_room(&m) != 0;
     for (size_t i = 0; i < s->n && !oom; i++) {
         const sp_rep_event_t *e = &s->ev[i];
-        if (!sp_rep_is_host(e->cat) && !sp_rep_is_gpu_work(e->cat) && e->cat != SP_REP_SYNC)
+        if ((!sp_rep_is_host(e->cat) && !sp_rep_is_gpu_work(e->cat) && e->cat != SP_REP_SYNC) || sp_rep_merged(e))
             continue;
         sp_rep_row_t key = {0};
         sp_rep_str_t name = sp_rep_step(e) >= 0 ? step_id : e->name;

@@ -2,8 +2,9 @@
  * the trace, as Kineto writes cpu_op events: "Sequence number" when the op
  * has one, "Fwd thread id" (0 on forward ops; on backward work, the thread of
  * the forward op it is linked to), "Input Dims" with record_shapes (torch's
- * NVTX text is already the JSON list Kineto writes); and Kineto's
- * forward-to-backward flows ("cat": "fwdbwd").
+ * NVTX text is the JSON list Kineto writes once its tensor lists are
+ * regrouped: ops_lists.c); and Kineto's forward-to-backward flows ("cat":
+ * "fwdbwd").
  *
  * Linking. torch's sequence numbers are per thread, and Kineto keys a
  * backward node by (the thread that ran its forward, sequence number); the
@@ -23,19 +24,7 @@
  * linked to another recorded thread's op with the same number. Fwd thread id
  * is the forward thread's OS id as the trace draws it (Kineto writes torch's
  * own thread counter, which NVTX does not carry). Flow ids are numbered in
- * backward order.
- *
- * Tensor lists. torch's NVTX text flattens them; before anything reads the
- * cycle, an operator with tensor-list arguments (collectors/ops.h) gets its
- * Input Dims regrouped in place as Kineto writes them: a Tensor[] as the list
- * of its tensors' sizes, a Tensor?[] as [] (Kineto's GenericList). The text
- * does not say which overload ran: an overload fits when its arguments
- * account for the flattened count (lists of equal length, as foreach ops
- * take them) with "[]" wherever it takes no tensor; among those that fit,
- * the ones that put the fewest "[]" (0-dim tensors) into lists and leave
- * the fewest lists empty (an out= variant that fits too). When they
- * disagree (_foreach_add_(a, b, alpha=x): a list of 4, or two of 2?) the
- * text stays as torch wrote it: never a wrong grouping. */
+ * backward order. */
 #include "ops_trace.h"
 
 #include "../collectors/ops.h"
@@ -45,9 +34,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define ITEMS_MAX 4096      /* top-level entries of one sizes text */
-#define MEMO 4096u          /* (name, sizes) -> regrouped text; the exporter thread only */
 
 /* A thread's forward ops with one sequence number. */
 typedef struct group {
@@ -107,122 +93,6 @@ void sp_ops_trace_args(sp_jw_t *w, const sp_ops_links_t *l, const sp_event_ref_t
     if (e->a[2]) {
         sp_jw_puts(w, ", \"Input Dims\": ");
         sp_jw_puts(w, sp_str_get((uint32_t)e->a[2]));
-    }
-}
-
-/* The top-level items of "[a, b, ...]": their starts and lengths; -1 when malformed or too many. */
-static int split_items(const char *t, const char **at, size_t *len)
-{
-    size_t n = strlen(t);
-    if (n < 2 || t[0] != '[' || t[n - 1] != ']')
-        return -1;
-    int k = 0, depth = 0;
-    const char *start = t + 1;
-    for (const char *p = t + 1; p < t + n - 1; p++) {
-        depth += (*p == '[') - (*p == ']');
-        if (depth == 0 && *p == ',') {
-            if (k == ITEMS_MAX)
-                return -1;
-            at[k] = start, len[k++] = (size_t)(p - start);
-            start = p + 1 + (p[1] == ' ');
-        }
-    }
-    if (start < t + n - 1) {
-        if (k == ITEMS_MAX)
-            return -1;
-        at[k] = start, len[k++] = (size_t)(t + n - 1 - start);
-    }
-    return k;
-}
-
-/* Writes the n items regrouped by one overload's kinds (kinds[0..nk)) into
- * out: its score (how many "[]" items, 0-dim tensors, it puts in lists, and
- * how many lists it leaves empty: the fewer the likelier), or -1 when they do not fit it (a non-tensor argument
- * is always "[]" in torch's text). */
-static int fit(const char *kinds, size_t nk, const char **at, const size_t *len, int n, char *out, size_t cap)
-{
-    size_t lists = 0;
-    for (size_t i = 0; i < nk; i++)
-        lists += kinds[i] == 'L' || kinds[i] == 'O';
-    size_t plain = nk - lists;
-    if (!lists || (size_t)n < plain || ((size_t)n - plain) % lists)
-        return -1;
-    size_t each = ((size_t)n - plain) / lists, o = 0;
-    int item = 0, score = 0;
-#define PUT(s, l) do { if (o + (l) >= cap) return -1; memcpy(out + o, (s), (l)); o += (l); } while (0)
-    PUT("[", 1);
-    for (size_t i = 0; i < nk; i++) {
-        if (i)
-            PUT(", ", 2);
-        if (kinds[i] == 'T' || kinds[i] == '.') {
-            if (kinds[i] == '.' && !(len[item] == 2 && memcmp(at[item], "[]", 2) == 0))
-                return -1;
-            PUT(at[item], len[item]);
-            item++;
-            continue;
-        }
-        PUT("[", 1);
-        score += each == 0;
-        for (size_t j = 0; j < each; j++, item++) {
-            score += len[item] == 2;
-            if (kinds[i] == 'L') {
-                if (j)
-                    PUT(", ", 2);
-                PUT(at[item], len[item]);
-            }
-        }
-        PUT("]", 1);
-    }
-    PUT("]", 1);
-#undef PUT
-    out[o] = 0;
-    return score;
-}
-
-/* The Input Dims id of operator `name` with torch's flattened sizes text:
- * the likeliest overloads' regrouping when they all agree, else the text. */
-static uint32_t regroup(uint32_t name, uint32_t sizes)
-{
-    static struct {
-        uint32_t name, sizes, out;
-    } memo[MEMO];
-    const char *kinds = sp_ops_list_kinds(name);
-    if (!kinds)
-        return sizes;
-    uint32_t h = (name * 0x9E3779B1u ^ sizes * 0x85EBCA77u) & (MEMO - 1);
-    if (memo[h].name == name && memo[h].sizes == sizes)
-        return memo[h].out;
-    static const char *at[ITEMS_MAX];
-    static size_t len[ITEMS_MAX];
-    const char *text = sp_str_get(sizes);
-    int n = split_items(text, at, len), best = -1, agree = 1;
-    size_t cap = strlen(text) + 2 * ITEMS_MAX + 16;
-    char *out = malloc(cap), *chosen = malloc(cap);
-    for (const char *k = kinds; out && chosen && n >= 0 && *k;) {
-        size_t nk = strcspn(k, "\t");
-        int score = fit(k, nk, at, len, n, out, cap);
-        if (score >= 0 && (best < 0 || score < best)) {
-            best = score, agree = 1;
-            strcpy(chosen, out);
-        } else if (score >= 0 && score == best && strcmp(chosen, out) != 0) {
-            agree = 0;
-        }
-        k += nk + (k[nk] == '\t');
-    }
-    uint32_t id = best >= 0 && agree ? sp_str_intern(chosen) : sizes;
-    free(out);
-    free(chosen);
-    if (id && out && chosen)
-        memo[h].name = name, memo[h].sizes = sizes, memo[h].out = id;
-    return id ? id : sizes;
-}
-
-void sp_ops_regroup(const sp_event_ref_t *ev, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        sp_event_t *e = ev[i].ev;
-        if (e->kind == SP_EV_RANGE && (e->flags & SP_RANGE_OP) && e->a[2])
-            e->a[2] = regroup(e->name, (uint32_t)e->a[2]);
     }
 }
 

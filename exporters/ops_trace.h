@@ -9,7 +9,7 @@
 const char *sp_ops_trace_cat(const sp_event_t *e);
 
 /* Regroups, in place, the Input Dims of operators with tensor-list
- * arguments as Kineto writes them (ops_trace.c). export.c calls it before the
+ * arguments as Kineto writes them (ops_lists.c). export.c calls it before the
  * trace's writer and the reports' thread read the records, so both read the
  * same dims (done inside the trace's writer, it raced the reports' reads). */
 void sp_ops_regroup(const sp_event_ref_t *ev, size_t n);

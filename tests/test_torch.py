@@ -182,6 +182,23 @@ def test_two_optimizers_match_torch_profiler():
     compare("torch_two_opt.py")
 
 
+def test_hf_trainer_with_gradient_accumulation_matches_torch_profiler():
+    # The Trainer steps AdamW through accelerate's optimizer wrapper once per two forward and backward
+    # passes: one step each, as its callbacks' on_step_end, where torch.profiler's recipe for it steps.
+    compare("torch_hf_trainer.py")
+
+
+def test_foreach_optimizer_input_dims_match_torch_profiler():
+    # A GPU run's default optimizer path, forced on the CPU: foreach AdamW over two parameter groups and
+    # foreach gradient clipping. Their tensor lists (flattened in torch's NVTX text) nest as Kineto writes
+    # them, the step counts' _foreach_add_ included (its Tensor overload; the fused one uses the Scalar
+    # overload on the same flattened count: tests/programs/torch_hf_trainer.py).
+    mine, trace = compare("torch_foreach.py")
+    dims = {e["name"]: e["args"]["Input Dims"] for e in trace["traceEvents"]
+            if e.get("cat") == "cpu_op" and e["name"].startswith("aten::_foreach_")}
+    assert dims["aten::_foreach_norm"][0] == [[64, 32], [64], [64, 64], [64], [10, 64], [10]], dims
+
+
 def test_probe_for_torch_before_importing_it_leaves_the_hook():
     # transformers (and accelerate) ask importlib.util.find_spec("torch") before importing torch: the
     # probe used up stepprof's import hook, so the real import was never hooked (no plan line, no steps,

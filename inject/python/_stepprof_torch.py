@@ -102,7 +102,7 @@ def _tensor_lists(torch):
     """Tells the library which operators take tensor lists (record_shapes): torch's NVTX sizes text
     flattens them and Kineto's Input Dims nest them (collectors/ops.h). One line per operator:
     name, then per overload one letter per argument (L Tensor[], O Tensor?[], T Tensor or Tensor?,
-    . no tensor)."""
+    . no tensor), after a "!" for an out= overload."""
     kinds = {}
     for schema in torch._C._jit_get_all_schemas():
         types = [str(a.type) for a in schema.arguments]
@@ -112,7 +112,7 @@ def _tensor_lists(torch):
             torch._C._dispatch_find_schema_or_throw(schema.name, schema.overload_name)
         except RuntimeError:
             continue
-        k = "".join({"List[Tensor]": "L", "List[Optional[Tensor]]": "O", "Tensor": "T",
+        k = "!" * any(a.is_out for a in schema.arguments) + "".join({"List[Tensor]": "L", "List[Optional[Tensor]]": "O", "Tensor": "T",
                      "Optional[Tensor]": "T"}.get(t, ".") for t in types)
         if k not in kinds.setdefault(schema.name, []):
             kinds[schema.name].append(k)

@@ -1,0 +1,342 @@
+/* exporters/ops_lists.c — the Input Dims of operators with tensor-list
+ * arguments, regrouped as Kineto writes them (sp_ops_regroup, ops_trace.h).
+ *
+ * torch's NVTX text flattens a list argument: its tensors' sizes join the
+ * top level, and an empty list (or a list of no tensors) is one "[]", as a
+ * non-tensor argument is. Kineto writes a Tensor[] as the list of its
+ * tensors' sizes, `[]` when it is empty or holds more than 30 tensors
+ * (torch 2.15: 30 are written, 31 are not), and a Tensor?[] as `[]` (its
+ * GenericList). The text does not say which overload ran, nor where the
+ * lists end, so each overload (collectors/ops.h) is fitted to it: its
+ * non-empty lists of one length (foreach ops take aligned lists), any of its
+ * lists empty where the text has a "[]", "[]" wherever it takes no tensor.
+ * Among the fits, in this order:
+ * - an out= overload only when nothing else fits;
+ * - lists whose length the cycle's foreach and fused ops showed (a list of
+ *   real sizes names its length for sure: an optimizer's parameter groups),
+ *   when fits disagree on the length: `_foreach_add_(state_steps, 1)` on 17
+ *   0-dim steps is 18 "[]", as is the Tensor overload on 16 steps with its
+ *   alpha;
+ * - the fewest "[]" (0-dim tensors) put into lists and the fewest lists
+ *   left empty;
+ * - the earliest lists empty (`_fused_adamw_` without amsgrad: its empty
+ *   max_exp_avg_sqs precedes its state_steps of 0-dim tensors).
+ * Fits still tied with different groupings leave the text as torch wrote
+ * it: never a wrong grouping. The exporter's thread only. */
+#include "ops_trace.h"
+
+#include "../collectors/ops.h"
+#include "../collectors/ranges.h"
+#include "../collectors/strings.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ITEMS_MAX 4096      /* top-level entries of one sizes text */
+#define MEMO 4096u          /* (name, sizes) -> regrouped text, for groupings no later cycle can change */
+#define KINETO_LIST_MAX 30  /* the longest Tensor[] whose sizes Kineto writes */
+#define MASK_LISTS 8        /* empty lists are tried at every place up to this many list arguments */
+#define SEEN_MAX 64         /* distinct list lengths kept as evidence */
+
+/* One sizes text, split. */
+typedef struct items {
+    const char *at[ITEMS_MAX];
+    size_t len[ITEMS_MAX];
+    int n;
+} items_t;
+
+/* A fit of one overload with some of its lists empty. */
+typedef struct fit {
+    int out;           /* an out= overload */
+    size_t agree;      /* tensors with sizes equal to those at their place in the first list of sizes */
+    size_t mismatch;   /* tensors whose sizes differ from those */
+    int score;         /* "[]" items put into lists, plus the lists left empty */
+    unsigned early;    /* the empty lists, the first argument's as the highest bit */
+    size_t each;       /* the non-empty lists' length (0: all empty) */
+    int real;          /* a non-empty list holds a tensor with sizes */
+} fit_t;
+
+static uint32_t seen[SEEN_MAX];   /* list lengths that foreach and fused ops showed with real sizes */
+static int nseen;
+
+static int is_empty_item(const items_t *it, int i)
+{
+    return it->len[i] == 2 && memcmp(it->at[i], "[]", 2) == 0;
+}
+
+/* The top-level items of "[a, b, ...]"; -1 when malformed or too many. */
+static int split_items(const char *t, items_t *it)
+{
+    size_t n = strlen(t);
+    if (n < 2 || t[0] != '[' || t[n - 1] != ']')
+        return -1;
+    int k = 0, depth = 0;
+    const char *start = t + 1;
+    for (const char *p = t + 1; p < t + n - 1; p++) {
+        depth += (*p == '[') - (*p == ']');
+        if (depth == 0 && *p == ',') {
+            if (k == ITEMS_MAX)
+                return -1;
+            it->at[k] = start, it->len[k++] = (size_t)(p - start);
+            start = p + 1 + (p[1] == ' ');
+        }
+    }
+    if (start < t + n - 1) {
+        if (k == ITEMS_MAX)
+            return -1;
+        it->at[k] = start, it->len[k++] = (size_t)(t + n - 1 - start);
+    }
+    return it->n = k;
+}
+
+/* Fits the items to an overload's kinds (kinds[0..nk)), the lists in `empty`
+ * (bit i: the i-th list argument) left empty: 0 and *f, with the regrouped
+ * text in out (when out is not NULL) on success; -1 when they do not fit. */
+static int fit(const char *kinds, size_t nk, unsigned empty, const items_t *it, fit_t *f, char *out, size_t cap)
+{
+    size_t lists = 0, nempty = 0;
+    for (size_t i = 0; i < nk; i++)
+        if (kinds[i] == 'L' || kinds[i] == 'O')
+            nempty += (empty >> lists++) & 1;
+    size_t plain = nk - lists, n = (size_t)it->n, full = lists - nempty;
+    if (!lists || n < plain + nempty || (full ? (n - plain - nempty) % full : n != plain + nempty))
+        return -1;
+    *f = (fit_t){0, 0, 0, (int)nempty, 0, full ? (n - plain - nempty) / full : 0, 0};
+    if (full && !f->each)
+        return -1;
+    size_t o = 0, list = 0;
+    int item = 0, first = -1;
+#define PUT(s, l) do { if (out) { if (o + (l) >= cap) return -1; memcpy(out + o, (s), (l)); } o += (l); } while (0)
+    PUT("[", 1);
+    for (size_t i = 0; i < nk; i++) {
+        if (i)
+            PUT(", ", 2);
+        if (kinds[i] == 'T' || kinds[i] == '.') {
+            if (kinds[i] == '.' && !is_empty_item(it, item))
+                return -1;
+            PUT(it->at[item], it->len[item]);
+            item++;
+            continue;
+        }
+        if ((empty >> list++) & 1) {   /* an empty list: one "[]" in the text */
+            if (!is_empty_item(it, item++))
+                return -1;
+            f->early |= 1u << (lists - list);
+            PUT("[]", 2);
+            continue;
+        }
+        int shown = kinds[i] == 'L' && f->each <= KINETO_LIST_MAX, start = item, real = 0;
+        PUT("[", 1);
+        for (size_t j = 0; j < f->each; j++, item++) {
+            int zero = is_empty_item(it, item);
+            f->score += zero;
+            real |= !zero;
+            if (shown) {
+                if (j)
+                    PUT(", ", 2);
+                PUT(it->at[item], it->len[item]);
+            }
+        }
+        PUT("]", 1);
+        /* Aligned lists (a foreach op's params, grads, moments) hold the same sizes place by place. */
+        for (size_t j = 0; real && first >= 0 && j < f->each; j++) {
+            int same = it->len[start + j] == it->len[first + j] &&
+                       memcmp(it->at[start + j], it->at[first + j], it->len[start + j]) == 0;
+            f->agree += same && !is_empty_item(it, start + j);
+            f->mismatch += !same;
+        }
+        if (real && first < 0)
+            first = start;
+        f->real |= real;
+    }
+    PUT("]", 1);
+#undef PUT
+    if (out)
+        out[o] = 0;
+    return 0;
+}
+
+static int was_seen(size_t each)
+{
+    for (int i = 0; i < nseen; i++)
+        if (seen[i] == each)
+            return 1;
+    return 0;
+}
+
+/* 1 when a beats b (both pass the filters). */
+static int better(const fit_t *a, const fit_t *b)
+{
+    return a->score < b->score || (a->score == b->score && a->early > b->early);
+}
+
+/* Every fit of every overload: calls visit on each, with its kinds. */
+typedef void (*visit_fn)(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f);
+static void each_fit(const char *all, const items_t *it, visit_fn visit, void *ctx)
+{
+    for (const char *k = all; *k;) {
+        size_t len = strcspn(k, "\t");
+        int out = *k == '!';
+        const char *kinds = k + out;
+        size_t nk = len - (size_t)out, lists = 0;
+        for (size_t i = 0; i < nk; i++)
+            lists += kinds[i] == 'L' || kinds[i] == 'O';
+        unsigned masks = lists <= MASK_LISTS ? 1u << lists : 1;   /* past that: no list empty */
+        for (unsigned m = 0; m < masks; m++) {
+            fit_t f;
+            if (fit(kinds, nk, m, it, &f, NULL, 0) == 0) {
+                f.out = out;
+                visit(ctx, kinds, nk, m, &f);
+            }
+        }
+        k += len + (k[len] == '\t');
+    }
+}
+
+/* The choice among the fits, made in sweeps over them: the first finds
+ * whether any is not out= and the best alignment (the fewest tensors
+ * differing, then the most agreeing), the second whether the fits kept so far
+ * disagree on the lists' length and whether any has one seen, the third
+ * chooses. */
+typedef struct choice {
+    const items_t *it;
+    int any_in;        /* a fit that is not out= */
+    size_t most, least; /* the best alignment among the fits the out= rule keeps */
+    int use_seen, any_seen, lengths_differ;
+    size_t each;
+    fit_t best;
+    int have, tied;
+    char *text, *scratch;
+    size_t cap;
+} choice_t;
+
+static void survey_visit(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
+{
+    (void)kinds, (void)nk, (void)empty;
+    choice_t *c = ctx;
+    if (f->out && c->any_in)
+        return;
+    if (!f->out && !c->any_in)
+        c->any_in = 1, c->most = 0, c->least = (size_t)-1;
+    if (f->mismatch < c->least || (f->mismatch == c->least && f->agree > c->most))
+        c->most = f->agree, c->least = f->mismatch;
+}
+
+/* Kept by the out= rule and the best alignment. */
+static int aligned(const choice_t *c, const fit_t *f)
+{
+    return !(f->out && c->any_in) && f->agree == c->most && f->mismatch == c->least;
+}
+
+static void lengths_visit(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
+{
+    (void)kinds, (void)nk, (void)empty;
+    choice_t *c = ctx;
+    if (!aligned(c, f))
+        return;
+    c->any_seen |= f->each && was_seen(f->each);
+    if (c->each && f->each && c->each != f->each)
+        c->lengths_differ = 1;
+    c->each = f->each ? f->each : c->each;
+}
+
+static void choose_visit(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
+{
+    choice_t *c = ctx;
+    if (!aligned(c, f) || (c->use_seen && c->any_seen && !(f->each && was_seen(f->each))) ||
+        (c->have && better(&c->best, f)))
+        return;
+    fit_t g;
+    if (fit(kinds, nk, empty, c->it, &g, c->scratch, c->cap) != 0)
+        return;
+    if (c->have && !better(f, &c->best)) {   /* as likely as the best: a tie unless it reads the same */
+        c->tied |= strcmp(c->text, c->scratch) != 0;
+        return;
+    }
+    char *t = c->text;
+    c->text = c->scratch, c->scratch = t;
+    c->best = *f, c->have = 1, c->tied = 0;
+}
+
+/* The regrouped text of operator `name`'s sizes `text` (interned; 0 when
+ * none fits or the fits tie). *settled: 1 when no list length seen later
+ * could change it (it may be remembered); 0 (and nothing chosen) when fits
+ * of different lengths wait for the cycle's lengths (`use_seen` 0). */
+static uint32_t regroup_text(uint32_t name, const char *text, int use_seen, int *settled)
+{
+    static items_t it;
+    const char *kinds = sp_ops_list_kinds(name);
+    *settled = 1;
+    if (!kinds || split_items(text, &it) < 0)
+        return 0;
+    size_t cap = strlen(text) + 2 * ITEMS_MAX + 16;
+    choice_t c = {&it, 0, 0, (size_t)-1, use_seen, 0, 0, 0, {0}, 0, 0, malloc(cap), malloc(cap), cap};
+    if (!c.text || !c.scratch) {
+        free(c.text), free(c.scratch);
+        return 0;
+    }
+    each_fit(kinds, &it, survey_visit, &c);
+    each_fit(kinds, &it, lengths_visit, &c);
+    *settled = !c.lengths_differ;
+    if (*settled || use_seen)
+        each_fit(kinds, &it, choose_visit, &c);
+    uint32_t id = c.have && !c.tied ? sp_str_intern(c.text) : 0;
+    /* A list of real sizes in a foreach or fused op: its length is evidence for the others. */
+    const char *n = sp_str_get(name);
+    if (id && c.best.real && c.best.each && nseen < SEEN_MAX && !was_seen(c.best.each) &&
+        (strstr(n, "::_foreach_") || strstr(n, "::_fused_")))
+        seen[nseen++] = (uint32_t)c.best.each;
+    free(c.text), free(c.scratch);
+    return id;
+}
+
+/* The Input Dims id of operator `name` with torch's flattened sizes text
+ * `sizes`; *settled 0 when it waits for the cycle's list lengths. */
+static uint32_t regroup(uint32_t name, uint32_t sizes, int use_seen, int *settled)
+{
+    static struct {
+        uint32_t name, sizes, out;
+    } memo[MEMO];
+    *settled = 1;
+    if (!sp_ops_list_kinds(name))
+        return sizes;
+    uint32_t h = (name * 0x9E3779B1u ^ sizes * 0x85EBCA77u) & (MEMO - 1);
+    if (memo[h].name == name && memo[h].sizes == sizes)
+        return memo[h].out;
+    uint32_t id = regroup_text(name, sp_str_get(sizes), use_seen, settled);
+    id = id ? id : sizes;
+    if (*settled)
+        memo[h].name = name, memo[h].sizes = sizes, memo[h].out = id;
+    return id;
+}
+
+void sp_ops_regroup(const sp_event_ref_t *ev, size_t n)
+{
+    /* First whatever no list length can change (and the lengths it shows),
+     * then the rest (a few per optimizer step: their indices kept). */
+    size_t *wait = NULL, nwait = 0, capwait = 0;
+    for (size_t i = 0; i < n; i++) {
+        sp_event_t *e = ev[i].ev;
+        int settled;
+        if (e->kind != SP_EV_RANGE || !(e->flags & SP_RANGE_OP) || !e->a[2])
+            continue;
+        uint32_t id = regroup(e->name, (uint32_t)e->a[2], 0, &settled);
+        if (settled) {
+            e->a[2] = id;
+            continue;
+        }
+        if (nwait == capwait) {
+            size_t *grown = realloc(wait, (capwait * 2 + 16) * sizeof *wait);
+            if (!grown)
+                continue;   /* no memory: it keeps torch's text */
+            wait = grown, capwait = capwait * 2 + 16;
+        }
+        wait[nwait++] = i;
+    }
+    for (size_t k = 0; k < nwait; k++) {
+        sp_event_t *e = ev[wait[k]].ev;
+        int settled;
+        e->a[2] = regroup(e->name, (uint32_t)e->a[2], 1, &settled);
+    }
+    free(wait);
+}
