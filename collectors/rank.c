@@ -98,7 +98,7 @@ void sp_rank_warn(void)
 }
 
 /* Before or after activation, under the schedule's lock while no cycle has
- * gone to the exporter (schedule.c: the exporter reads the copy). */
+ * gone to the exporter (schedule/activation.c: the exporter reads the copy). */
 int sp_rank_learn(long rank, long world, const char *source)
 {
     if (learned || rank < 0 || cached.rank >= 0)
