@@ -2,12 +2,13 @@
 # scripts/pydeps.sh — installs, pinned, the Python packages the tests run as
 # real clients of stepprof's output when they are missing: PyTorch (the PyPI
 # CUDA build; it runs CPU programs without a GPU and its NVTX calls need no
-# driver), Holistic Trace Analysis, the TensorBoard profiler plugin, and HF
-# accelerate and DeepSpeed (their launchers must stay inert). Run by
+# driver), Holistic Trace Analysis, the TensorBoard profiler plugin, HF
+# accelerate and DeepSpeed (their launchers must stay inert) and HF
+# transformers (its Trainer's steps and optimizer ops). Run by
 # `make test` / `make demo` through scripts/deps.sh.
 set -u
 PYTHON=${PYTHON:-python3}
-PINS="torch==2.15.0 holistictraceanalysis==0.5.0 torch-tb-profiler==0.4.3 psutil==7.2.2 pandas==3.1.1 numpy==2.4.6 accelerate==1.15.0 huggingface_hub==2.4.0 safetensors==0.8.0 pydantic==2.13.4 setuptools==84.2.1"
+PINS="torch==2.15.0 holistictraceanalysis==0.5.0 torch-tb-profiler==0.4.3 psutil==7.2.2 pandas==3.1.1 numpy==2.4.6 accelerate==1.15.0 huggingface_hub==2.4.0 safetensors==0.8.0 pydantic==2.13.4 setuptools==84.2.1 transformers==5.24.0 tokenizers==0.23.3"
 # HTA 0.5.0's critical path needs pandas < 3 (pandas 3 refuses drop(axis=..., columns=...)).
 # tests/test_clients.py runs HTA with this private copy first on PYTHONPATH; the pins above
 # stay what every other Python user here gets.
@@ -24,7 +25,7 @@ if ! "$PYTHON" - <<'PY' 2>/dev/null
 import importlib.metadata as m, sys
 want = {"torch": "2.15.0", "holistictraceanalysis": "0.5.0", "torch-tb-profiler": "0.4.3", "psutil": "7.2.2",
         "accelerate": "1.15.0", "huggingface_hub": "2.4.0", "safetensors": "0.8.0", "pydantic": "2.13.4",
-        "setuptools": "84.2.1"}
+        "setuptools": "84.2.1", "transformers": "5.24.0", "tokenizers": "0.23.3"}
 sys.exit(any(not m.version(n).startswith(v) for n, v in want.items()))
 PY
 then
