@@ -65,29 +65,29 @@ void sp_export_collect_gpu(sp_export_job_t *job)
     job->gpu_collect = 0;
 }
 
+/* Says it is in (*in) and waits while the test holds *gate. */
+static void hold(int *in, const int *gate)
+{
+    pthread_mutex_lock(&m);
+    *in = 1;
+    pthread_cond_broadcast(&c);
+    while (*gate)
+        pthread_cond_wait(&c, &m);
+    *in = 0;
+    pthread_mutex_unlock(&m);
+}
+
 int sp_export_run(const sp_export_job_t *job)
 {
     (void)job;
-    pthread_mutex_lock(&m);
-    in_run = 1;
-    pthread_cond_broadcast(&c);
-    while (gate_run)
-        pthread_cond_wait(&c, &m);
-    in_run = 0;
-    pthread_mutex_unlock(&m);
+    hold(&in_run, &gate_run);
     return 0;
 }
 
 /* Called by sp_export_pending with the worker's lock held while an export runs. */
 int sp_export_running_trace_done(void)
 {
-    pthread_mutex_lock(&m);
-    in_pending = 1;
-    pthread_cond_broadcast(&c);
-    while (gate_pending)
-        pthread_cond_wait(&c, &m);
-    in_pending = 0;
-    pthread_mutex_unlock(&m);
+    hold(&in_pending, &gate_pending);
     return 0;
 }
 
