@@ -22,7 +22,6 @@
 #include "memory.h"
 
 #include <cupti.h>
-#include <dlfcn.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -138,10 +137,11 @@ int sp_cupti_init(int memory, long buffer_mb)
     if (!sp_cupti_load_api(h))
         return degrade("libcupti.so.13 lacks an entry point stepprof needs", 0);
     /* NVIDIA's CUPTI 13.2 (pip's nvidia-cuda-cupti 13.2.86) overflows the
-     * stack in cuptiSubscribe where no libcuda.so.1 loads (13.0 says 999);
-     * CUPTI loads the driver there anyway, so loading it first costs nothing. */
-    if (!dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD) && !dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL))
-        return degrade("CUPTI cannot record activity here (no GPU or driver?): libcuda.so.1 not found", 0);
+     * stack in cuptiSubscribe where no working libcuda.so.1 loads (13.0 says
+     * 999); CUPTI loads the driver there anyway, so loading it first costs
+     * nothing. */
+    if (!sp_cupti_driver_present())
+        return degrade("CUPTI cannot record activity here (no GPU or driver?): no working libcuda.so.1", 0);
     CUptiResult r = api.subscribe(&subscriber, on_callback, NULL);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
         return degrade("another tool (nsys, torch.profiler, compute-sanitizer) already subscribed to CUPTI", r);

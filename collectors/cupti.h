@@ -23,6 +23,10 @@ typedef struct sp_devprop {
 #define SP_MAX_DEVICES 16
 
 int sp_cupti_init(int with_memory, long buffer_mb);  /* 0: active; -1: degraded (said why) */
+/* Whether a CUDA driver that answers is here: libcuda.so.1, already loaded
+ * or loaded now (CUPTI would load it), whose cuDriverGetVersion succeeds (the
+ * toolkit's stub says CUDA_ERROR_STUB_LIBRARY). collectors/cupti_load.c. */
+int sp_cupti_driver_present(void);
 int sp_cupti_active(void);
 void sp_cupti_enable(int on);      /* kinds on (warmup/record) or off; remembered before init */
 void sp_cupti_window_open(void);   /* drops records gathered so far (warmup) */

@@ -25,6 +25,16 @@ const char *sp_cupti_result_text(CUptiResult r)
     return "unknown CUPTI error";
 }
 
+int sp_cupti_driver_present(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!h)
+        h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    int (*version)(int *) = h ? (int (*)(int *))dlsym(h, "cuDriverGetVersion") : NULL;
+    int v = 0;
+    return version && version(&v) == 0 && v > 0;
+}
+
 static int find_cudart_dir(struct dl_phdr_info *info, size_t size, void *out)
 {
     (void)size;

@@ -65,8 +65,14 @@ static queue_t exports = {.wake = PTHREAD_COND_INITIALIZER};
 /* The collecting thread waits on one semaphore for both of its kinds of
  * work: a post per collect queued, and one per rewarm request that found none
  * pending (ask_rewarm: sem_post neither blocks nor takes a lock, so a
- * program's thread may post). Initialized when the thread is started. */
+ * program's thread may post). Initialized at load and in a fork child, where
+ * nothing else runs yet: never while a request may post. */
 static sem_t collector_wake;
+
+__attribute__((constructor)) static void collector_wake_init(void)
+{
+    sem_init(&collector_wake, 0, 0);
+}
 static queue_t collects = {.wake = PTHREAD_COND_INITIALIZER, .posts = &collector_wake};
 
 /* The helper that computes an export's reports while the exporter writes its
@@ -330,8 +336,6 @@ static int start(queue_t *q, void *(*fn)(void *), const char *name)
 /* Called with `lock` held. */
 static int start_collector(void)
 {
-    if (!collects.started)   /* a request already pending (a fork child's) keeps its post */
-        sem_init(&collector_wake, 0, atomic_load(&rewarm_upto) != 0);
     int up = start(&collects, collector_main, "stepprof-collect");
     if (up)
         sp_cupti_set_rewarm_wake(ask_rewarm);
@@ -433,7 +437,8 @@ void sp_export_after_fork_child(void)
         qs[i]->head = qs[i]->tail = NULL;
         qs[i]->busy = qs[i]->started = 0;
     }
-    atomic_store(&rewarm_upto, 0);   /* collector_wake: initialized again with the thread */
+    atomic_store(&rewarm_upto, 0);   /* with no post pending: */
+    sem_init(&collector_wake, 0, 0);
     pthread_cond_init(&spare_freed, NULL);
     memset(spare_used, 0, sizeof spare_used);
     pthread_cond_init(&beside.wake, NULL);

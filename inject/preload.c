@@ -43,7 +43,7 @@ static void activate(void)
      * no CUPTI (schedule/config.c) and says nothing about it: a CPU-only
      * torch run is no degradation. (Every other process checks for the driver
      * before CUPTI subscribes: collectors/cupti.c.) */
-    if (sp_config_torch_default && !dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL))
+    if (sp_config_torch_default && !sp_cupti_driver_present())
         sp_config_no_driver = 1;
     sp_sched_activate();
     const sp_config_t *cfg = sp_sched_config();

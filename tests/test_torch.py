@@ -466,6 +466,7 @@ def test_isolated_interpreter_with_torch_and_a_cuda_call_without_driver():
         r = run([sys.executable, opt, "-c", code], fake=False, timeout=300)
         assert ref.returncode == 0 and ref.stdout == "True 2.0\n", (ref.returncode, ref.stdout, ref.stderr)
         assert (r.returncode, r.stdout) == (ref.returncode, ref.stdout), (opt, r.returncode, r.stderr[-2000:])
+        assert len([l for l in r.sp_lines if "CUPTI" in l]) == 1, r.sp_lines
         assert [l for l in r.sp_lines if "CUPTI" in l and "no GPU or driver" in l], r.sp_lines
         assert [e["name"] for e in runtime_events(load(r.trace()))] == ["cudaMalloc"]
 
