@@ -202,16 +202,22 @@ static long memory_owner(const sp_rep_event_t *ev, const sp_rep_stack_t *st, int
 
 /* Closes the innermost open event of a thread's stack. As torch's
  * _remove_dup_nodes before key_averages: an annotation whose only child is
- * one of the same name takes the child's self time, and the child is left
- * out of the rows (sp_rep_merged; its children stay its own, which no row
- * reads). */
-static void close_top(sp_rep_event_t *ev, sp_rep_stack_t *st)
+ * one of the same name takes the child's self time and self memory, and the
+ * child is left out of the rows, stacks and summary (sp_rep_merged; its
+ * children stay its own, which none of them reads). torch merges any such
+ * pair; runtime calls, whose room holds their sizes, are not merged (a
+ * runtime call with one child of its own name does not happen). */
+static void close_top(sp_rep_set_t *s, sp_rep_stack_t *st)
 {
-    sp_rep_event_t *p = &ev[st->at[--st->n]];
+    sp_rep_event_t *ev = s->ev, *p = &ev[st->at[--st->n]];
     int32_t k = st->kid[st->n];
     if (k >= 0 && p->cat == SP_REP_ANNOTATION && sp_rep_step(p) < 0 && ev[k].cat == p->cat &&
         ev[k].name == p->name && ev[k].bytes == -1) {
         p->self_cpu += ev[k].self_cpu;
+        if (s->mem) {
+            s->mem[st->at[st->n]].self_cpu += s->mem[k].self_cpu;
+            s->mem[st->at[st->n]].self_cuda += s->mem[k].self_cuda;
+        }
         ev[k].bytes = SP_REP_MERGED;
     }
 }
@@ -242,7 +248,7 @@ static int nest_threads(sp_rep_set_t *s)
         while (st->n) {
             const sp_rep_event_t *p = &ev[st->at[st->n - 1]];
             if (e->ts >= p->ts + p->dur || end > p->ts + p->dur)
-                close_top(ev, st);
+                close_top(s, st);
             else
                 break;
         }
@@ -254,7 +260,7 @@ static int nest_threads(sp_rep_set_t *s)
     }
     for (size_t k = 0; k < l.index.n && rc == 0; k++)
         while (l.stack[k].n)
-            close_top(ev, &l.stack[k]);
+            close_top(s, &l.stack[k]);
     sp_rep_lanes_free(&l);
     return rc;
 }

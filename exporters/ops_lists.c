@@ -9,18 +9,25 @@
  * GenericList). The text does not say which overload ran, nor where the
  * lists end, so each overload (collectors/ops.h) is fitted to it: its
  * non-empty lists of one length (foreach ops take aligned lists), any of its
- * lists empty where the text has a "[]", "[]" wherever it takes no tensor.
- * Among the fits, in this order:
+ * lists empty where the text has a "[]" (not a foreach op's: its kernels
+ * refuse empty lists; a fused optimizer's optional max_exp_avg_sqs or
+ * momentum buffers may be), "[]" wherever it takes no tensor. Among the
+ * fits, in this order:
  * - an out= overload only when nothing else fits;
- * - lists whose length the cycle's foreach and fused ops showed (a list of
- *   real sizes names its length for sure: an optimizer's parameter groups),
- *   when fits disagree on the length: `_foreach_add_(state_steps, 1)` on 17
- *   0-dim steps is 18 "[]", as is the Tensor overload on 16 steps with its
- *   alpha;
- * - the fewest "[]" (0-dim tensors) put into lists and the fewest lists
- *   left empty;
- * - the earliest lists empty (`_fused_adamw_` without amsgrad: its empty
- *   max_exp_avg_sqs precedes its state_steps of 0-dim tensors).
+ * - the fewest tensors whose sizes differ, place by place, from the first
+ *   list of real sizes (a foreach op's parameters, gradients and moments
+ *   line up);
+ * - the fewest lists left empty;
+ * - when the fits left disagree on the lists' length: the lengths that the
+ *   foreach and fused ops of the process showed for sure (a list of real
+ *   sizes: an optimizer's parameter groups). `_foreach_add_(steps, 1)` on
+ *   17 0-dim steps is 18 "[]", as is the Tensor overload on 16 steps with
+ *   its alpha; `_foreach_add_(denom, eps)` on [A, B, A, B] reads as the List
+ *   overload on [A, B] and [A, B] too. Lengths still in doubt leave the text
+ *   as torch wrote it;
+ * - the most tensors agreeing place by place, then the fewest "[]" (0-dim
+ *   tensors) put into lists, then the earliest lists empty (`_fused_adamw_`
+ *   without amsgrad: its empty max_exp_avg_sqs precedes its state_steps).
  * Fits still tied with different groupings leave the text as torch wrote
  * it: never a wrong grouping. The exporter's thread only. */
 #include "ops_trace.h"
@@ -50,13 +57,14 @@ typedef struct fit {
     int out;           /* an out= overload */
     size_t agree;      /* tensors with sizes equal to those at their place in the first list of sizes */
     size_t mismatch;   /* tensors whose sizes differ from those */
-    int score;         /* "[]" items put into lists, plus the lists left empty */
+    int empties;       /* lists left empty */
+    int score;         /* "[]" items put into lists */
     unsigned early;    /* the empty lists, the first argument's as the highest bit */
     size_t each;       /* the non-empty lists' length (0: all empty) */
     int real;          /* a non-empty list holds a tensor with sizes */
 } fit_t;
 
-static uint32_t seen[SEEN_MAX];   /* list lengths that foreach and fused ops showed with real sizes */
+static uint32_t seen[SEEN_MAX];   /* list lengths that foreach and fused ops showed with real sizes (the process's) */
 static int nseen;
 
 static int is_empty_item(const items_t *it, int i)
@@ -101,7 +109,7 @@ static int fit(const char *kinds, size_t nk, unsigned empty, const items_t *it, 
     size_t plain = nk - lists, n = (size_t)it->n, full = lists - nempty;
     if (!lists || n < plain + nempty || (full ? (n - plain - nempty) % full : n != plain + nempty))
         return -1;
-    *f = (fit_t){0, 0, 0, (int)nempty, 0, full ? (n - plain - nempty) / full : 0, 0};
+    *f = (fit_t){0, 0, 0, (int)nempty, 0, 0, full ? (n - plain - nempty) / full : 0, 0};
     if (full && !f->each)
         return -1;
     size_t o = 0, list = 0;
@@ -164,15 +172,18 @@ static int was_seen(size_t each)
     return 0;
 }
 
-/* 1 when a beats b (both pass the filters). */
+/* 1 when a beats b (both pass the filters, one list length). */
 static int better(const fit_t *a, const fit_t *b)
 {
+    if (a->agree != b->agree)
+        return a->agree > b->agree;
     return a->score < b->score || (a->score == b->score && a->early > b->early);
 }
 
-/* Every fit of every overload: calls visit on each, with its kinds. */
+/* Every fit of every overload: calls visit on each, with its kinds; with
+ * `full`, only fits with no list empty. */
 typedef void (*visit_fn)(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f);
-static void each_fit(const char *all, const items_t *it, visit_fn visit, void *ctx)
+static void each_fit(const char *all, int full, const items_t *it, visit_fn visit, void *ctx)
 {
     for (const char *k = all; *k;) {
         size_t len = strcspn(k, "\t");
@@ -181,7 +192,7 @@ static void each_fit(const char *all, const items_t *it, visit_fn visit, void *c
         size_t nk = len - (size_t)out, lists = 0;
         for (size_t i = 0; i < nk; i++)
             lists += kinds[i] == 'L' || kinds[i] == 'O';
-        unsigned masks = lists <= MASK_LISTS ? 1u << lists : 1;   /* past that: no list empty */
+        unsigned masks = !full && lists <= MASK_LISTS ? 1u << lists : 1;   /* past that: no list empty */
         for (unsigned m = 0; m < masks; m++) {
             fit_t f;
             if (fit(kinds, nk, m, it, &f, NULL, 0) == 0) {
@@ -194,57 +205,81 @@ static void each_fit(const char *all, const items_t *it, visit_fn visit, void *c
 }
 
 /* The choice among the fits, made in sweeps over them: the first finds
- * whether any is not out= and the best alignment (the fewest tensors
- * differing, then the most agreeing), the second whether the fits kept so far
- * disagree on the lists' length and whether any has one seen, the third
- * chooses. */
+ * whether any is not out= and the fewest mismatches, the second the fewest
+ * empty lists among those, the third (with `use_seen`) whether one of those
+ * has a length seen, the fourth whether the fits kept disagree on the
+ * length, the last chooses among them. */
 typedef struct choice {
     const items_t *it;
+    int use_seen;
     int any_in;        /* a fit that is not out= */
-    size_t most, least; /* the best alignment among the fits the out= rule keeps */
-    int use_seen, any_seen, lengths_differ;
-    size_t each;
+    size_t least;      /* the fewest mismatches among the fits the out= rule keeps */
+    int empties;       /* ... the fewest empty lists among those */
+    int any_seen;      /* ... one of those has a list length seen (use_seen) */
+    size_t each;       /* the list length of the fits kept */
+    int lengths_differ;
     fit_t best;
     int have, tied;
     char *text, *scratch;
     size_t cap;
 } choice_t;
 
-static void survey_visit(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
+static void survey_in(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
 {
     (void)kinds, (void)nk, (void)empty;
     choice_t *c = ctx;
     if (f->out && c->any_in)
         return;
     if (!f->out && !c->any_in)
-        c->any_in = 1, c->most = 0, c->least = (size_t)-1;
-    if (f->mismatch < c->least || (f->mismatch == c->least && f->agree > c->most))
-        c->most = f->agree, c->least = f->mismatch;
+        c->any_in = 1, c->least = (size_t)-1;
+    c->least = f->mismatch < c->least ? f->mismatch : c->least;
 }
 
-/* Kept by the out= rule and the best alignment. */
-static int aligned(const choice_t *c, const fit_t *f)
+static int kept_aligned(const choice_t *c, const fit_t *f)
 {
-    return !(f->out && c->any_in) && f->agree == c->most && f->mismatch == c->least;
+    return !(f->out && c->any_in) && f->mismatch == c->least;
 }
 
-static void lengths_visit(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
+static void survey_empties(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
 {
     (void)kinds, (void)nk, (void)empty;
     choice_t *c = ctx;
-    if (!aligned(c, f))
+    if (kept_aligned(c, f) && f->empties < c->empties)
+        c->empties = f->empties;
+}
+
+static int kept_few_empty(const choice_t *c, const fit_t *f)
+{
+    return kept_aligned(c, f) && f->empties == c->empties;
+}
+
+static void survey_seen(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
+{
+    (void)kinds, (void)nk, (void)empty;
+    choice_t *c = ctx;
+    c->any_seen |= kept_few_empty(c, f) && f->each && was_seen(f->each);
+}
+
+static int kept(const choice_t *c, const fit_t *f)
+{
+    return kept_few_empty(c, f) && !(c->any_seen && !(f->each && was_seen(f->each)));
+}
+
+static void survey_lengths(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
+{
+    (void)kinds, (void)nk, (void)empty;
+    choice_t *c = ctx;
+    if (!kept(c, f) || !f->each)
         return;
-    c->any_seen |= f->each && was_seen(f->each);
-    if (c->each && f->each && c->each != f->each)
+    if (c->each && c->each != f->each)
         c->lengths_differ = 1;
-    c->each = f->each ? f->each : c->each;
+    c->each = f->each;
 }
 
 static void choose_visit(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
 {
     choice_t *c = ctx;
-    if (!aligned(c, f) || (c->use_seen && c->any_seen && !(f->each && was_seen(f->each))) ||
-        (c->have && better(&c->best, f)))
+    if (!kept(c, f) || (c->have && better(&c->best, f)))
         return;
     fit_t g;
     if (fit(kinds, nk, empty, c->it, &g, c->scratch, c->cap) != 0)
@@ -259,9 +294,10 @@ static void choose_visit(void *ctx, const char *kinds, size_t nk, unsigned empty
 }
 
 /* The regrouped text of operator `name`'s sizes `text` (interned; 0 when
- * none fits or the fits tie). *settled: 1 when no list length seen later
- * could change it (it may be remembered); 0 (and nothing chosen) when fits
- * of different lengths wait for the cycle's lengths (`use_seen` 0). */
+ * none fits, the fits tie, or their lengths stay in doubt). *settled: 1 when
+ * no list length seen later could change it (it may be remembered); 0 when
+ * fits of different lengths wait for the lengths seen (`use_seen` 0:
+ * nothing chosen), or on no memory. */
 static uint32_t regroup_text(uint32_t name, const char *text, int use_seen, int *settled)
 {
     static items_t it;
@@ -269,22 +305,26 @@ static uint32_t regroup_text(uint32_t name, const char *text, int use_seen, int 
     *settled = 1;
     if (!kinds || split_items(text, &it) < 0)
         return 0;
+    const char *n = sp_str_get(name);
+    int foreach = strstr(n, "::_foreach_") != NULL, evidence = foreach || strstr(n, "::_fused_");
     size_t cap = strlen(text) + 2 * ITEMS_MAX + 16;
-    choice_t c = {&it, 0, 0, (size_t)-1, use_seen, 0, 0, 0, {0}, 0, 0, malloc(cap), malloc(cap), cap};
+    choice_t c = {&it, use_seen, 0, (size_t)-1, INT32_MAX, 0, 0, 0, {0}, 0, 0, malloc(cap), malloc(cap), cap};
     if (!c.text || !c.scratch) {
         free(c.text), free(c.scratch);
+        *settled = 0;
         return 0;
     }
-    each_fit(kinds, &it, survey_visit, &c);
-    each_fit(kinds, &it, lengths_visit, &c);
+    each_fit(kinds, foreach, &it, survey_in, &c);
+    each_fit(kinds, foreach, &it, survey_empties, &c);
+    if (use_seen)
+        each_fit(kinds, foreach, &it, survey_seen, &c);
+    each_fit(kinds, foreach, &it, survey_lengths, &c);
     *settled = !c.lengths_differ;
-    if (*settled || use_seen)
-        each_fit(kinds, &it, choose_visit, &c);
+    if (!c.lengths_differ)
+        each_fit(kinds, foreach, &it, choose_visit, &c);
     uint32_t id = c.have && !c.tied ? sp_str_intern(c.text) : 0;
     /* A list of real sizes in a foreach or fused op: its length is evidence for the others. */
-    const char *n = sp_str_get(name);
-    if (id && c.best.real && c.best.each && nseen < SEEN_MAX && !was_seen(c.best.each) &&
-        (strstr(n, "::_foreach_") || strstr(n, "::_fused_")))
+    if (id && evidence && c.best.real && c.best.each && nseen < SEEN_MAX && !was_seen(c.best.each))
         seen[nseen++] = (uint32_t)c.best.each;
     free(c.text), free(c.scratch);
     return id;

@@ -96,7 +96,7 @@ int sp_rep_stacks(const sp_rep_set_t *s, const char *metric, sp_rb_t *out)
         const sp_rep_event_t *e = &s->ev[i];
         int64_t ns = cuda ? sp_rep_cuda_total(s, i) : e->self_cpu;   /* read for host events only */
         sp_rep_str_t stack = sp_rep_stack(s, e);
-        if (stack && sp_rep_is_host(e->cat) && ns > 0 && line_add(&m, sp_rep_str(s, stack), sp_rep_str(s, e->name), ns) != 0) {
+        if (stack && sp_rep_is_host(e->cat) && !sp_rep_merged(e) && ns > 0 && line_add(&m, sp_rep_str(s, stack), sp_rep_str(s, e->name), ns) != 0) {
             free(m.v);
             free(m.slot);
             return -1;

@@ -254,7 +254,7 @@ static void measure_host(sp_rep_set_t *s, sp_summary_t *m, const sp_rep_event_t 
 {
     sum_step_t *st = step_at(m, e->ts);
     if (e->cat == SP_REP_ANNOTATION) {
-        if (sp_rep_step(e) < 0)
+        if (sp_rep_step(e) < 0 && !sp_rep_merged(e))   /* as the table counts it */
             count(&m->ranges, s, e->name, 0, e->dur);
         return;
     }

@@ -191,12 +191,17 @@ def test_hf_trainer_with_gradient_accumulation_matches_torch_profiler():
 def test_foreach_optimizer_input_dims_match_torch_profiler():
     # A GPU run's default optimizer path, forced on the CPU: foreach AdamW over two parameter groups and
     # foreach gradient clipping. Their tensor lists (flattened in torch's NVTX text) nest as Kineto writes
-    # them, the step counts' _foreach_add_ included (its Tensor overload; the fused one uses the Scalar
-    # overload on the same flattened count: tests/programs/torch_hf_trainer.py).
+    # them: the step counts' _foreach_add_ (its Tensor overload; the fused one uses the Scalar overload on
+    # the same flattened count: tests/programs/torch_hf_trainer.py), and _foreach_add_(denom, eps) on a
+    # group whose sizes repeat halfway ([A, B, A, B] also reads as the List overload on [A, B] twice).
     mine, trace = compare("torch_foreach.py")
-    dims = {e["name"]: e["args"]["Input Dims"] for e in trace["traceEvents"]
-            if e.get("cat") == "cpu_op" and e["name"].startswith("aten::_foreach_")}
-    assert dims["aten::_foreach_norm"][0] == [[64, 32], [64], [64, 64], [64], [10, 64], [10]], dims
+    dims = collections.defaultdict(set)
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "cpu_op" and e["name"].startswith("aten::_foreach_"):
+            dims[e["name"]].add(json.dumps(e["args"]["Input Dims"]))
+    assert dims["aten::_foreach_norm"] == {json.dumps([[[64, 32], [64], [64, 64], [64], [64, 64], [64], [10, 64], [10]],
+                                                       [], []])}, dims
+    assert json.dumps([[[64, 64], [64], [64, 64], [64]], []]) in dims["aten::_foreach_add_"], dims["aten::_foreach_add_"]
 
 
 def test_probe_for_torch_before_importing_it_leaves_the_hook():

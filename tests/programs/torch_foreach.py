@@ -2,10 +2,11 @@
 # default, forced on the CPU: AdamW's foreach implementation (tensor lists
 # of parameters, gradients and moments; the 0-dim step counts on the CPU
 # are incremented through the Tensor overload of _foreach_add_) over two
-# parameter groups (weights decayed, biases not: lists of two lengths),
-# gradients clipped with foreach norms. No profiler code: train() takes an
-# optional on_step, called where torch.profiler's recipe puts prof.step()
-# (after optimizer.step()), for tests/programs/torch_profiled.py.
+# parameter groups of four (the two inner layers, whose sizes repeat halfway
+# through the group, and the outer two), gradients clipped with foreach
+# norms. No profiler code: train() takes an optional on_step, called where
+# torch.profiler's recipe puts prof.step() (after optimizer.step()), for
+# tests/programs/torch_profiled.py.
 # Argument: iterations (default 8). Prints the final loss.
 import sys
 
@@ -15,10 +16,11 @@ import torch
 def train(iters, on_step=None):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(),
-                                torch.nn.Linear(64, 10))
+                                torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
     x, y = torch.randn(16, 32), torch.randint(0, 10, (16,))
-    groups = [{"params": [p for p in model.parameters() if p.dim() > 1], "weight_decay": 0.01},
-              {"params": [p for p in model.parameters() if p.dim() == 1], "weight_decay": 0.0}]
+    inner = [*model[2].parameters(), *model[4].parameters()]   # [64, 64], [64], [64, 64], [64]
+    groups = [{"params": inner, "weight_decay": 0.01},
+              {"params": [*model[0].parameters(), *model[6].parameters()], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=1e-3, foreach=True)
     for it in range(iters):
         opt.zero_grad()

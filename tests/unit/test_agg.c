@@ -435,6 +435,63 @@ static void check_nesting(int with_gpu)
     sp_rep_free(&s);
 }
 
+/* torch's _remove_dup_nodes, as key_averages sees it: an annotation that is
+ * the only child of one with the same name is merged into it (a chain of
+ * three into one row with their self time); two children of the same name,
+ * a child of another name and a same-name child beside a runtime call are
+ * not. */
+static void check_merge(void)
+{
+    static const struct {
+        const char *name;
+        int cat;
+        int64_t ts, dur;
+    } ev[] = {
+        {"aten::add_", SP_REP_ANNOTATION, 0, 100},   /* <- add_ <- add_ <- cudaLaunchKernel */
+        {"aten::add_", SP_REP_ANNOTATION, 10, 80},
+        {"aten::add_", SP_REP_ANNOTATION, 20, 60},
+        {"cudaLaunchKernel", SP_REP_RUNTIME, 30, 10},
+        {"aten::mul", SP_REP_ANNOTATION, 200, 100},  /* two children of its name */
+        {"aten::mul", SP_REP_ANNOTATION, 210, 30},
+        {"aten::mul", SP_REP_ANNOTATION, 250, 30},
+        {"x", SP_REP_ANNOTATION, 400, 100},          /* one child of another name */
+        {"y", SP_REP_ANNOTATION, 410, 80},
+        {"aten::copy_", SP_REP_ANNOTATION, 600, 100}, /* a same-name child and a runtime call */
+        {"aten::copy_", SP_REP_ANNOTATION, 610, 40},
+        {"cudaMemcpyAsync", SP_REP_RUNTIME, 660, 20},
+    };
+    static const struct {
+        const char *name;
+        long count;
+        int64_t self_cpu;
+    } want[] = {{"aten::add_", 1, 90}, {"cudaLaunchKernel", 1, 10}, {"aten::mul", 3, 100}, {"x", 1, 20},
+                {"y", 1, 80}, {"aten::copy_", 2, 80}, {"cudaMemcpyAsync", 1, 20}};
+    sp_rep_set_t s;
+    sp_rep_init(&s);
+    for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++) {
+        sp_rep_event_t *e = sp_rep_add(&s);
+        e->cat = ev[i].cat;
+        e->ts = ev[i].ts;
+        e->dur = ev[i].dur;
+        e->name = sp_rep_intern_id(&s, ev[i].name);
+        e->correlation = ev[i].cat == SP_REP_RUNTIME ? i + 1 : 0;
+        sp_rep_set_lane(&s, e, 1, 1, 0);
+    }
+    CHECK(sp_rep_analyze(&s) == 0, "analyze");
+    sp_rep_row_t *rows = NULL;
+    long n = sp_rep_rows(&s, &(sp_rep_opts_t){NULL, -1, 0, 0}, &rows);
+    CHECK(n == (long)(sizeof want / sizeof want[0]), "%ld rows", n);
+    for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+        const sp_rep_row_t *r = NULL;
+        for (long i = 0; i < n; i++)
+            r = strcmp(rows[i].name, want[w].name) == 0 ? &rows[i] : r;
+        CHECK(r && r->count == want[w].count && r->self_cpu == want[w].self_cpu, "%s: %ld calls, self %lld", want[w].name,
+              r ? r->count : -1, r ? (long long)r->self_cpu : -1);
+    }
+    free(rows);
+    sp_rep_free(&s);
+}
+
 /* The packed fields: each written at its extremes beside the others at theirs,
  * every one read back; self CPU time written over the correlation id leaves
  * the parent, category, detail and lane beside it. */
@@ -549,6 +606,7 @@ int main(void)
     check_fields();
     check_nesting(0);
     check_nesting(1);
+    check_merge();
     check_take();
     check_marker_fix();
     printf("%d passed, %d failed\n", passed, failed);
