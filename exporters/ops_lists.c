@@ -18,9 +18,11 @@
  *   list of real sizes (a foreach op's parameters, gradients and moments
  *   line up);
  * - the fewest lists left empty;
- * - when the fits left disagree on the lists' length: the lengths that the
- *   foreach and fused ops of the process showed for sure (a list of real
- *   sizes: an optimizer's parameter groups). `_foreach_add_(steps, 1)` on
+ * - when the fits left disagree on the lists' length: the lists that the
+ *   foreach and fused ops of the process showed for sure (an optimizer's
+ *   parameter groups): a list of real sizes reads as one of them when it has
+ *   its length and sizes, a list of 0-dim tensors when it has its length.
+ *   `_foreach_add_(steps, 1)` on
  *   17 0-dim steps is 18 "[]", as is the Tensor overload on 16 steps with
  *   its alpha; `_foreach_add_(denom, eps)` on [A, B, A, B] reads as the List
  *   overload on [A, B] and [A, B] too. Lengths still in doubt leave the text
@@ -62,9 +64,15 @@ typedef struct fit {
     unsigned early;    /* the empty lists, the first argument's as the highest bit */
     size_t each;       /* the non-empty lists' length (0: all empty) */
     int real;          /* a non-empty list holds a tensor with sizes */
+    uint64_t sig;      /* the first such list's sizes, hashed (0: none) */
 } fit_t;
 
-static uint32_t seen[SEEN_MAX];   /* list lengths that foreach and fused ops showed with real sizes (the process's) */
+/* The lists of real sizes that foreach and fused ops showed for sure (the
+ * process's): their length and their sizes, hashed. */
+static struct {
+    uint32_t each;
+    uint64_t sig;
+} seen[SEEN_MAX];
 static int nseen;
 
 static int is_empty_item(const items_t *it, int i)
@@ -109,7 +117,7 @@ static int fit(const char *kinds, size_t nk, unsigned empty, const items_t *it, 
     size_t plain = nk - lists, n = (size_t)it->n, full = lists - nempty;
     if (!lists || n < plain + nempty || (full ? (n - plain - nempty) % full : n != plain + nempty))
         return -1;
-    *f = (fit_t){0, 0, 0, (int)nempty, 0, 0, full ? (n - plain - nempty) / full : 0, 0};
+    *f = (fit_t){0, 0, 0, (int)nempty, 0, 0, full ? (n - plain - nempty) / full : 0, 0, 0};
     if (full && !f->each)
         return -1;
     size_t o = 0, list = 0;
@@ -153,8 +161,14 @@ static int fit(const char *kinds, size_t nk, unsigned empty, const items_t *it, 
             f->agree += same && !is_empty_item(it, start + j);
             f->mismatch += !same;
         }
-        if (real && first < 0)
+        if (real && first < 0) {
             first = start;
+            f->sig = 1469598103934665603ull;   /* FNV-1a over the list's sizes texts */
+            for (size_t j = 0; j < f->each; j++)
+                for (size_t b = 0; b <= it->len[start + j]; b++)
+                    f->sig = (f->sig ^ (b < it->len[start + j] ? (uint8_t)it->at[start + j][b] : ',')) *
+                             1099511628211ull;
+        }
         f->real |= real;
     }
     PUT("]", 1);
@@ -164,10 +178,12 @@ static int fit(const char *kinds, size_t nk, unsigned empty, const items_t *it, 
     return 0;
 }
 
-static int was_seen(size_t each)
+/* Whether a fit's lists read as ones seen: a list of real sizes, the same
+ * length and sizes; lists of 0-dim tensors only (step counts), a length seen. */
+static int was_seen(const fit_t *f)
 {
-    for (int i = 0; i < nseen; i++)
-        if (seen[i] == each)
+    for (int i = 0; f->each && i < nseen; i++)
+        if (seen[i].each == f->each && (!f->sig || seen[i].sig == f->sig))
             return 1;
     return 0;
 }
@@ -257,12 +273,12 @@ static void survey_seen(void *ctx, const char *kinds, size_t nk, unsigned empty,
 {
     (void)kinds, (void)nk, (void)empty;
     choice_t *c = ctx;
-    c->any_seen |= kept_few_empty(c, f) && f->each && was_seen(f->each);
+    c->any_seen |= kept_few_empty(c, f) && was_seen(f);
 }
 
 static int kept(const choice_t *c, const fit_t *f)
 {
-    return kept_few_empty(c, f) && !(c->any_seen && !(f->each && was_seen(f->each)));
+    return kept_few_empty(c, f) && !(c->any_seen && !was_seen(f));
 }
 
 static void survey_lengths(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
@@ -324,8 +340,8 @@ static uint32_t regroup_text(uint32_t name, const char *text, int use_seen, int 
         each_fit(kinds, foreach, &it, choose_visit, &c);
     uint32_t id = c.have && !c.tied ? sp_str_intern(c.text) : 0;
     /* A list of real sizes in a foreach or fused op: its length is evidence for the others. */
-    if (id && evidence && c.best.real && c.best.each && nseen < SEEN_MAX && !was_seen(c.best.each))
-        seen[nseen++] = (uint32_t)c.best.each;
+    if (id && evidence && c.best.real && c.best.each && nseen < SEEN_MAX && !was_seen(&c.best))
+        seen[nseen].each = (uint32_t)c.best.each, seen[nseen++].sig = c.best.sig;
     free(c.text), free(c.scratch);
     return id;
 }
