@@ -18,9 +18,11 @@
  *   list of real sizes (a foreach op's parameters, gradients and moments
  *   line up);
  * - the fewest lists left empty;
- * - when the fits left disagree on the lists' length: the lists that the
- *   foreach and fused ops of the process showed for sure (an optimizer's
- *   parameter groups): a list of real sizes reads as one of them when it has
+ * - when the fits left disagree on the lists' length: the list that the
+ *   thread's next foreach or fused op showed for sure (an optimizer steps
+ *   its parameter groups one after another: the step counts' _foreach_add_,
+ *   then that group's lerp or fused step), else those that any of the
+ *   process's showed: a list of real sizes reads as one of them when it has
  *   its length and sizes, a list of 0-dim tensors when it has its length.
  *   `_foreach_add_(steps, 1)` on
  *   17 0-dim steps is 18 "[]", as is the Tensor overload on 16 steps with
@@ -69,10 +71,11 @@ typedef struct fit {
 
 /* The lists of real sizes that foreach and fused ops showed for sure (the
  * process's): their length and their sizes, hashed. */
-static struct {
+typedef struct list_sig {
     uint32_t each;
     uint64_t sig;
-} seen[SEEN_MAX];
+} list_sig_t;
+static list_sig_t seen[SEEN_MAX];
 static int nseen;
 
 static int is_empty_item(const items_t *it, int i)
@@ -178,12 +181,17 @@ static int fit(const char *kinds, size_t nk, unsigned empty, const items_t *it, 
     return 0;
 }
 
-/* Whether a fit's lists read as ones seen: a list of real sizes, the same
- * length and sizes; lists of 0-dim tensors only (step counts), a length seen. */
+/* Whether a fit's lists read as list l: a list of real sizes with its length
+ * and sizes; lists of 0-dim tensors only (step counts), with its length. */
+static int reads_as(const fit_t *f, const list_sig_t *l)
+{
+    return f->each && l->each == f->each && (!f->sig || l->sig == f->sig);
+}
+
 static int was_seen(const fit_t *f)
 {
-    for (int i = 0; f->each && i < nseen; i++)
-        if (seen[i].each == f->each && (!f->sig || seen[i].sig == f->sig))
+    for (int i = 0; i < nseen; i++)
+        if (reads_as(f, &seen[i]))
             return 1;
     return 0;
 }
@@ -228,6 +236,8 @@ static void each_fit(const char *all, int full, const items_t *it, visit_fn visi
 typedef struct choice {
     const items_t *it;
     int use_seen;
+    const list_sig_t *next;   /* the list of the next foreach or fused op on the thread, NULL: none */
+    int any_next;      /* ... a fit kept reads as it */
     int any_in;        /* a fit that is not out= */
     size_t least;      /* the fewest mismatches among the fits the out= rule keeps */
     int empties;       /* ... the fewest empty lists among those */
@@ -273,11 +283,14 @@ static void survey_seen(void *ctx, const char *kinds, size_t nk, unsigned empty,
 {
     (void)kinds, (void)nk, (void)empty;
     choice_t *c = ctx;
+    c->any_next |= kept_few_empty(c, f) && c->next && reads_as(f, c->next);
     c->any_seen |= kept_few_empty(c, f) && was_seen(f);
 }
 
 static int kept(const choice_t *c, const fit_t *f)
 {
+    if (c->any_next)
+        return kept_few_empty(c, f) && reads_as(f, c->next);
     return kept_few_empty(c, f) && !(c->any_seen && !was_seen(f));
 }
 
@@ -313,18 +326,24 @@ static void choose_visit(void *ctx, const char *kinds, size_t nk, unsigned empty
  * none fits, the fits tie, or their lengths stay in doubt). *settled: 1 when
  * no list length seen later could change it (it may be remembered); 0 when
  * fits of different lengths wait for the lengths seen (`use_seen` 0:
- * nothing chosen), or on no memory. */
-static uint32_t regroup_text(uint32_t name, const char *text, int use_seen, int *settled)
+ * nothing chosen), or on no memory. With use_seen, `next` (or NULL) is the
+ * list the thread's next foreach or fused op showed: an optimizer steps its
+ * groups one after another (`_foreach_add_(steps, 1)` then the group's
+ * `_fused_adam_`). *shown: the chosen list when a foreach or fused op shows
+ * one of real sizes, else zeroes. */
+static uint32_t regroup_text(uint32_t name, const char *text, int use_seen, const list_sig_t *next,
+                             list_sig_t *shown, int *settled)
 {
     static items_t it;
     const char *kinds = sp_ops_list_kinds(name);
     *settled = 1;
+    *shown = (list_sig_t){0, 0};
     if (!kinds || split_items(text, &it) < 0)
         return 0;
     const char *n = sp_str_get(name);
     int foreach = strstr(n, "::_foreach_") != NULL, evidence = foreach || strstr(n, "::_fused_");
     size_t cap = strlen(text) + 2 * ITEMS_MAX + 16;
-    choice_t c = {&it, use_seen, 0, (size_t)-1, INT32_MAX, 0, 0, 0, {0}, 0, 0, malloc(cap), malloc(cap), cap};
+    choice_t c = {&it, use_seen, next, 0, 0, (size_t)-1, INT32_MAX, 0, 0, 0, {0}, 0, 0, malloc(cap), malloc(cap), cap};
     if (!c.text || !c.scratch) {
         free(c.text), free(c.scratch);
         *settled = 0;
@@ -339,60 +358,110 @@ static uint32_t regroup_text(uint32_t name, const char *text, int use_seen, int 
     if (!c.lengths_differ)
         each_fit(kinds, foreach, &it, choose_visit, &c);
     uint32_t id = c.have && !c.tied ? sp_str_intern(c.text) : 0;
-    /* A list of real sizes in a foreach or fused op: its length is evidence for the others. */
-    if (id && evidence && c.best.real && c.best.each && nseen < SEEN_MAX && !was_seen(&c.best))
-        seen[nseen].each = (uint32_t)c.best.each, seen[nseen++].sig = c.best.sig;
+    /* A list of real sizes in a foreach or fused op: evidence for the others. */
+    if (id && evidence && c.best.real && c.best.each) {
+        *shown = (list_sig_t){(uint32_t)c.best.each, c.best.sig};
+        if (nseen < SEEN_MAX && !was_seen(&c.best))
+            seen[nseen++] = *shown;
+    }
     free(c.text), free(c.scratch);
     return id;
 }
 
 /* The Input Dims id of operator `name` with torch's flattened sizes text
- * `sizes`; *settled 0 when it waits for the cycle's list lengths. */
-static uint32_t regroup(uint32_t name, uint32_t sizes, int use_seen, int *settled)
+ * `sizes`; *settled 0 when it waits for the lengths seen; *shown as
+ * regroup_text's. */
+static uint32_t regroup(uint32_t name, uint32_t sizes, int use_seen, const list_sig_t *next, list_sig_t *shown,
+                        int *settled)
 {
     static struct {
         uint32_t name, sizes, out;
+        list_sig_t shown;
     } memo[MEMO];
     *settled = 1;
+    *shown = (list_sig_t){0, 0};
     if (!sp_ops_list_kinds(name))
         return sizes;
     uint32_t h = (name * 0x9E3779B1u ^ sizes * 0x85EBCA77u) & (MEMO - 1);
-    if (memo[h].name == name && memo[h].sizes == sizes)
+    if (memo[h].name == name && memo[h].sizes == sizes) {
+        *shown = memo[h].shown;
         return memo[h].out;
-    uint32_t id = regroup_text(name, sp_str_get(sizes), use_seen, settled);
+    }
+    uint32_t id = regroup_text(name, sp_str_get(sizes), use_seen, next, shown, settled);
     id = id ? id : sizes;
     if (*settled)
-        memo[h].name = name, memo[h].sizes = sizes, memo[h].out = id;
+        memo[h].name = name, memo[h].sizes = sizes, memo[h].out = id, memo[h].shown = *shown;
     return id;
+}
+
+/* An operator that showed a list for sure: where, on which thread, what. */
+typedef struct anchor {
+    size_t index;
+    int tid;
+    list_sig_t list;
+} anchor_t;
+
+/* The list of the first anchor after event i on thread tid (among the next
+ * few anchors: an optimizer's next op follows closely), NULL when none. */
+static const list_sig_t *next_list(const anchor_t *a, size_t na, size_t i, int tid)
+{
+    size_t lo = 0, hi = na;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a[mid].index <= i)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t k = lo; k < na && k < lo + 8; k++)
+        if (a[k].tid == tid)
+            return &a[k].list;
+    return NULL;
+}
+
+/* Appends to a growable array of `size`-byte items; -1 when out of memory. */
+static int append(void **arr, size_t *n, size_t *cap, const void *item, size_t size)
+{
+    if (*n == *cap) {
+        void *grown = realloc(*arr, (*cap * 2 + 16) * size);
+        if (!grown)
+            return -1;
+        *arr = grown, *cap = *cap * 2 + 16;
+    }
+    memcpy((char *)*arr + *n * size, item, size);
+    (*n)++;
+    return 0;
 }
 
 void sp_ops_regroup(const sp_event_ref_t *ev, size_t n)
 {
-    /* First whatever no list length can change (and the lengths it shows),
+    /* First whatever no list length can change (and the lists it shows),
      * then the rest (a few per optimizer step: their indices kept). */
-    size_t *wait = NULL, nwait = 0, capwait = 0;
+    void *wait = NULL, *anch = NULL;   /* size_t, anchor_t */
+    size_t nwait = 0, capwait = 0, nanch = 0, capanch = 0;
     for (size_t i = 0; i < n; i++) {
         sp_event_t *e = ev[i].ev;
         int settled;
+        list_sig_t shown;
         if (e->kind != SP_EV_RANGE || !(e->flags & SP_RANGE_OP) || !e->a[2])
             continue;
-        uint32_t id = regroup(e->name, (uint32_t)e->a[2], 0, &settled);
-        if (settled) {
-            e->a[2] = id;
+        uint32_t id = regroup(e->name, (uint32_t)e->a[2], 0, NULL, &shown, &settled);
+        if (!settled) {
+            append(&wait, &nwait, &capwait, &i, sizeof i);   /* no memory: it keeps torch's text */
             continue;
         }
-        if (nwait == capwait) {
-            size_t *grown = realloc(wait, (capwait * 2 + 16) * sizeof *wait);
-            if (!grown)
-                continue;   /* no memory: it keeps torch's text */
-            wait = grown, capwait = capwait * 2 + 16;
-        }
-        wait[nwait++] = i;
+        e->a[2] = id;
+        if (shown.each)
+            append(&anch, &nanch, &capanch, &(anchor_t){i, sp_ev_owner(e)->tid, shown}, sizeof(anchor_t));
     }
+    const size_t *waiting = wait;
     for (size_t k = 0; k < nwait; k++) {
-        sp_event_t *e = ev[wait[k]].ev;
+        sp_event_t *e = ev[waiting[k]].ev;
         int settled;
-        e->a[2] = regroup(e->name, (uint32_t)e->a[2], 1, &settled);
+        list_sig_t shown;
+        const list_sig_t *next = next_list(anch, nanch, waiting[k], sp_ev_owner(e)->tid);
+        e->a[2] = regroup(e->name, (uint32_t)e->a[2], 1, next, &shown, &settled);
     }
     free(wait);
+    free(anch);
 }

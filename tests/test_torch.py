@@ -192,8 +192,9 @@ def test_foreach_optimizer_input_dims_match_torch_profiler():
     # A GPU run's default optimizer path, forced on the CPU: foreach AdamW over two parameter groups and
     # foreach gradient clipping. Their tensor lists (flattened in torch's NVTX text) nest as Kineto writes
     # them: the step counts' _foreach_add_ (its Tensor overload; the fused one uses the Scalar overload on
-    # the same flattened count: tests/programs/torch_hf_trainer.py), and _foreach_add_(denom, eps) on a
-    # group whose sizes repeat halfway ([A, B, A, B] also reads as the List overload on [A, B] twice).
+    # the same flattened count: tests/programs/torch_hf_trainer.py; here groups of 4, 3 and 1, where 5 step
+    # counts' "[]" also read as the Scalar overload on 4), and _foreach_add_(denom, eps) on a group whose
+    # sizes repeat halfway ([A, B, A, B] also reads as the List overload on [A, B] twice).
     mine, trace = compare("torch_foreach.py")
     dims = collections.defaultdict(set)
     for e in trace["traceEvents"]:
@@ -202,6 +203,7 @@ def test_foreach_optimizer_input_dims_match_torch_profiler():
     assert dims["aten::_foreach_norm"] == {json.dumps([[[64, 32], [64], [64, 64], [64], [64, 64], [64], [10, 64], [10]],
                                                        [], []])}, dims
     assert json.dumps([[[64, 64], [64], [64, 64], [64]], []]) in dims["aten::_foreach_add_"], dims["aten::_foreach_add_"]
+    assert json.dumps([[[], [], []], [], []]) in dims["aten::_foreach_add_"], dims["aten::_foreach_add_"]
 
 
 def test_probe_for_torch_before_importing_it_leaves_the_hook():
