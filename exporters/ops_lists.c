@@ -19,16 +19,17 @@
  *   line up);
  * - the fewest lists left empty;
  * - when the fits left disagree on the lists' length: the list that the
- *   thread's next foreach or fused op showed for sure (an optimizer steps
- *   its parameter groups one after another: the step counts' _foreach_add_,
- *   then that group's lerp or fused step), else those that any of the
- *   process's showed: a list of real sizes reads as one of them when it has
- *   its length and sizes, a list of 0-dim tensors when it has its length.
- *   `_foreach_add_(steps, 1)` on
- *   17 0-dim steps is 18 "[]", as is the Tensor overload on 16 steps with
- *   its alpha; `_foreach_add_(denom, eps)` on [A, B, A, B] reads as the List
- *   overload on [A, B] and [A, B] too. Lengths still in doubt leave the text
- *   as torch wrote it;
+ *   thread's next foreach or fused op (among the next 8 ops that showed one,
+ *   any thread's) showed for sure (an optimizer steps its parameter groups
+ *   one after another: the step counts' _foreach_add_, then that group's
+ *   lerp or fused step), else those that any of the process's showed: a
+ *   list of real sizes reads as one of them when it has its length and
+ *   sizes, a list of 0-dim tensors when it has its length.
+ *   `_foreach_add_(steps, 1)` on 17 0-dim steps is 18 "[]", as is the
+ *   Tensor overload on 16 steps with its alpha; `_foreach_add_(denom, eps)`
+ *   on [A, B, A, B] reads as the List overload on [A, B] and [A, B] too.
+ *   Such a choice is the event's own: never remembered for the same text.
+ *   Lengths still in doubt leave the text as torch wrote it;
  * - the most tensors agreeing place by place, then the fewest "[]" (0-dim
  *   tensors) put into lists, then the earliest lists empty (`_fused_adamw_`
  *   without amsgrad: its empty max_exp_avg_sqs precedes its state_steps).
@@ -47,7 +48,7 @@
 #define MEMO 4096u          /* (name, sizes) -> regrouped text, for groupings no later cycle can change */
 #define KINETO_LIST_MAX 30  /* the longest Tensor[] whose sizes Kineto writes */
 #define MASK_LISTS 8        /* empty lists are tried at every place up to this many list arguments */
-#define SEEN_MAX 64         /* distinct list lengths kept as evidence */
+#define SEEN_MAX 64         /* distinct lists (length, sizes) kept as evidence: about one per parameter group */
 
 /* One sizes text, split. */
 typedef struct items {
@@ -231,7 +232,7 @@ static void each_fit(const char *all, int full, const items_t *it, visit_fn visi
 /* The choice among the fits, made in sweeps over them: the first finds
  * whether any is not out= and the fewest mismatches, the second the fewest
  * empty lists among those, the third (with `use_seen`) whether one of those
- * has a length seen, the fourth whether the fits kept disagree on the
+ * reads as the next op's list or as one seen, the fourth whether the fits kept disagree on the
  * length, the last chooses among them. */
 typedef struct choice {
     const items_t *it;
@@ -323,10 +324,10 @@ static void choose_visit(void *ctx, const char *kinds, size_t nk, unsigned empty
 }
 
 /* The regrouped text of operator `name`'s sizes `text` (interned; 0 when
- * none fits, the fits tie, or their lengths stay in doubt). *settled: 1 when
- * no list length seen later could change it (it may be remembered); 0 when
- * fits of different lengths wait for the lengths seen (`use_seen` 0:
- * nothing chosen), or on no memory. With use_seen, `next` (or NULL) is the
+ * none fits, the fits tie, or their lengths stay in doubt). *settled (with
+ * use_seen 0 only): 1 when no list seen later could change it (it may be
+ * remembered); 0 when fits of different lengths wait for the lists seen
+ * (nothing chosen), or on no memory. With use_seen, `next` (or NULL) is the
  * list the thread's next foreach or fused op showed: an optimizer steps its
  * groups one after another (`_foreach_add_(steps, 1)` then the group's
  * `_fused_adam_`). *shown: the chosen list when a foreach or fused op shows
@@ -361,7 +362,7 @@ static uint32_t regroup_text(uint32_t name, const char *text, int use_seen, cons
     /* A list of real sizes in a foreach or fused op: evidence for the others. */
     if (id && evidence && c.best.real && c.best.each) {
         *shown = (list_sig_t){(uint32_t)c.best.each, c.best.sig};
-        if (nseen < SEEN_MAX && !was_seen(&c.best))
+        if (!use_seen && nseen < SEEN_MAX && !was_seen(&c.best))   /* never evidence from evidence */
             seen[nseen++] = *shown;
     }
     free(c.text), free(c.scratch);
@@ -389,7 +390,7 @@ static uint32_t regroup(uint32_t name, uint32_t sizes, int use_seen, const list_
     }
     uint32_t id = regroup_text(name, sp_str_get(sizes), use_seen, next, shown, settled);
     id = id ? id : sizes;
-    if (*settled)
+    if (*settled && !use_seen)   /* a choice evidence made is the event's own */
         memo[h].name = name, memo[h].sizes = sizes, memo[h].out = id, memo[h].shown = *shown;
     return id;
 }

@@ -8,7 +8,8 @@
 
 UNIT_OUT := $(BUILD)/unit
 UNIT_TESTS := $(UNIT_OUT)/test_config $(UNIT_OUT)/test_plan $(UNIT_OUT)/test_jsonw $(UNIT_OUT)/test_strings $(UNIT_OUT)/test_cupti_names $(UNIT_OUT)/test_kernels $(UNIT_OUT)/test_nvtx_glob $(UNIT_OUT)/test_radix $(UNIT_OUT)/test_events $(UNIT_OUT)/test_clock \
-              $(UNIT_OUT)/test_agg $(UNIT_OUT)/test_stacks $(UNIT_OUT)/test_objtab $(UNIT_OUT)/test_export_worker $(UNIT_OUT)/test_cupti_buffers
+              $(UNIT_OUT)/test_agg $(UNIT_OUT)/test_stacks $(UNIT_OUT)/test_objtab $(UNIT_OUT)/test_export_worker $(UNIT_OUT)/test_cupti_buffers \
+              $(UNIT_OUT)/test_ops_lists
 UNIT_LIBYAML := $(or $(LIBYAML_A),/usr/lib/x86_64-linux-gnu/libyaml.a)
 # test_config reads profiling.example.yaml from the repository root.
 UNIT_CFLAGS := $(CFLAGS_COMMON) -DSP_REPO_ROOT='"$(CURDIR)"'
@@ -46,6 +47,9 @@ $(UNIT_OUT)/test_agg: exporters/agg.c exporters/agg_strings.c exporters/agg_lane
                       exporters/report_buf.c collectors/cupti_window.c exporters/agg.h collectors/cupti_window.h
 $(UNIT_OUT)/test_events: collectors/events.c collectors/prefault.c collectors/threads.c collectors/strings.c \
                          collectors/strings_log.c collectors/log.c collectors/events.h collectors/prefault.h
+
+# Tensor-list regrouping, the operator table stood in for by the test.
+$(UNIT_OUT)/test_ops_lists: exporters/ops_lists.c collectors/strings.c collectors/strings_log.c
 
 # The collecting thread's loop, with the collect, the export and the rewarm stood in for by the test.
 $(UNIT_OUT)/test_export_worker: exporters/worker.c collectors/threads.c
