@@ -37,6 +37,7 @@
  * it: never a wrong grouping. The exporter's thread only. */
 #include "ops_trace.h"
 
+#include "../collectors/hash.h"
 #include "../collectors/ops.h"
 #include "../collectors/ranges.h"
 #include "../collectors/strings.h"
@@ -48,6 +49,7 @@
 #define MEMO 4096u          /* (name, sizes) -> regrouped text, for groupings no later cycle can change */
 #define KINETO_LIST_MAX 30  /* the longest Tensor[] whose sizes Kineto writes */
 #define MASK_LISTS 8        /* empty lists are tried at every place up to this many list arguments */
+#define CAND_MAX 1024       /* fits of one operator's overloads: past that, the text stays flat */
 #define SEEN_MAX 64         /* distinct lists (length, sizes) kept as evidence: about one per parameter group */
 
 /* One sizes text, split. */
@@ -165,13 +167,10 @@ static int fit(const char *kinds, size_t nk, unsigned empty, const items_t *it, 
             f->agree += same && !is_empty_item(it, start + j);
             f->mismatch += !same;
         }
-        if (real && first < 0) {
+        if (real && first < 0) {   /* the list's text in torch's, ", " between its items; never 0 */
             first = start;
-            f->sig = 1469598103934665603ull;   /* FNV-1a over the list's sizes texts */
-            for (size_t j = 0; j < f->each; j++)
-                for (size_t b = 0; b <= it->len[start + j]; b++)
-                    f->sig = (f->sig ^ (b < it->len[start + j] ? (uint8_t)it->at[start + j][b] : ',')) *
-                             1099511628211ull;
+            const char *end = it->at[item - 1] + it->len[item - 1];
+            f->sig = sp_hash_bytes(it->at[start], (size_t)(end - it->at[start])) | 1;
         }
         f->real |= real;
     }
@@ -205,11 +204,19 @@ static int better(const fit_t *a, const fit_t *b)
     return a->score < b->score || (a->score == b->score && a->early > b->early);
 }
 
-/* Every fit of every overload: calls visit on each, with its kinds; with
- * `full`, only fits with no list empty. */
-typedef void (*visit_fn)(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f);
-static void each_fit(const char *all, int full, const items_t *it, visit_fn visit, void *ctx)
+/* A fit with what renders it again. */
+typedef struct cand {
+    fit_t f;
+    const char *kinds;
+    size_t nk;
+    unsigned empty;
+} cand_t;
+
+/* Every fit of every overload into c (with `full`, only fits with no list
+ * empty); their count, or -1 past CAND_MAX. */
+static long all_fits(const char *all, int full, const items_t *it, cand_t *c)
 {
+    long n = 0;
     for (const char *k = all; *k;) {
         size_t len = strcspn(k, "\t");
         int out = *k == '!';
@@ -219,153 +226,104 @@ static void each_fit(const char *all, int full, const items_t *it, visit_fn visi
             lists += kinds[i] == 'L' || kinds[i] == 'O';
         unsigned masks = !full && lists <= MASK_LISTS ? 1u << lists : 1;   /* past that: no list empty */
         for (unsigned m = 0; m < masks; m++) {
-            fit_t f;
-            if (fit(kinds, nk, m, it, &f, NULL, 0) == 0) {
-                f.out = out;
-                visit(ctx, kinds, nk, m, &f);
+            if (n == CAND_MAX)
+                return -1;
+            if (fit(kinds, nk, m, it, &c[n].f, NULL, 0) == 0) {
+                c[n].f.out = out;
+                c[n].kinds = kinds, c[n].nk = nk, c[n].empty = m;
+                n++;
             }
         }
         k += len + (k[len] == '\t');
     }
+    return n;
 }
 
-/* The choice among the fits, made in sweeps over them: the first finds
- * whether any is not out= and the fewest mismatches, the second the fewest
- * empty lists among those, the third (with `use_seen`) whether one of those
- * reads as the next op's list or as one seen, the fourth whether the fits kept disagree on the
- * length, the last chooses among them. */
-typedef struct choice {
-    const items_t *it;
-    int use_seen;
-    const list_sig_t *next;   /* the list of the next foreach or fused op on the thread, NULL: none */
-    int any_next;      /* ... a fit kept reads as it */
-    int any_in;        /* a fit that is not out= */
-    size_t least;      /* the fewest mismatches among the fits the out= rule keeps */
-    int empties;       /* ... the fewest empty lists among those */
-    int any_seen;      /* ... one of those has a list length seen (use_seen) */
-    size_t each;       /* the list length of the fits kept */
-    int lengths_differ;
-    fit_t best;
-    int have, tied;
-    char *text, *scratch;
-    size_t cap;
-} choice_t;
-
-static void survey_in(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
+/* Keeps the fits with the least key, in order; returns how many. */
+static size_t keep_least(cand_t *c, size_t n, size_t (*key)(const fit_t *))
 {
-    (void)kinds, (void)nk, (void)empty;
-    choice_t *c = ctx;
-    if (f->out && c->any_in)
-        return;
-    if (!f->out && !c->any_in)
-        c->any_in = 1, c->least = (size_t)-1;
-    c->least = f->mismatch < c->least ? f->mismatch : c->least;
+    size_t least = (size_t)-1, k = 0;
+    for (size_t i = 0; i < n; i++)
+        least = key(&c[i].f) < least ? key(&c[i].f) : least;
+    for (size_t i = 0; i < n; i++)
+        if (key(&c[i].f) == least)
+            c[k++] = c[i];
+    return k;
 }
 
-static int kept_aligned(const choice_t *c, const fit_t *f)
-{
-    return !(f->out && c->any_in) && f->mismatch == c->least;
-}
+static size_t key_out(const fit_t *f) { return (size_t)f->out; }
+static size_t key_mismatch(const fit_t *f) { return f->mismatch; }
+static size_t key_empties(const fit_t *f) { return (size_t)f->empties; }
 
-static void survey_empties(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
+/* When a fit reads as list l (NULL: as one seen), keeps those only: 1; else 0, all kept. */
+static int keep_reading_as(cand_t *c, size_t *n, const list_sig_t *l)
 {
-    (void)kinds, (void)nk, (void)empty;
-    choice_t *c = ctx;
-    if (kept_aligned(c, f) && f->empties < c->empties)
-        c->empties = f->empties;
-}
-
-static int kept_few_empty(const choice_t *c, const fit_t *f)
-{
-    return kept_aligned(c, f) && f->empties == c->empties;
-}
-
-static void survey_seen(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
-{
-    (void)kinds, (void)nk, (void)empty;
-    choice_t *c = ctx;
-    c->any_next |= kept_few_empty(c, f) && c->next && reads_as(f, c->next);
-    c->any_seen |= kept_few_empty(c, f) && was_seen(f);
-}
-
-static int kept(const choice_t *c, const fit_t *f)
-{
-    if (c->any_next)
-        return kept_few_empty(c, f) && reads_as(f, c->next);
-    return kept_few_empty(c, f) && !(c->any_seen && !was_seen(f));
-}
-
-static void survey_lengths(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
-{
-    (void)kinds, (void)nk, (void)empty;
-    choice_t *c = ctx;
-    if (!kept(c, f) || !f->each)
-        return;
-    if (c->each && c->each != f->each)
-        c->lengths_differ = 1;
-    c->each = f->each;
-}
-
-static void choose_visit(void *ctx, const char *kinds, size_t nk, unsigned empty, const fit_t *f)
-{
-    choice_t *c = ctx;
-    if (!kept(c, f) || (c->have && better(&c->best, f)))
-        return;
-    fit_t g;
-    if (fit(kinds, nk, empty, c->it, &g, c->scratch, c->cap) != 0)
-        return;
-    if (c->have && !better(f, &c->best)) {   /* as likely as the best: a tie unless it reads the same */
-        c->tied |= strcmp(c->text, c->scratch) != 0;
-        return;
-    }
-    char *t = c->text;
-    c->text = c->scratch, c->scratch = t;
-    c->best = *f, c->have = 1, c->tied = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (l ? reads_as(&c[i].f, l) : was_seen(&c[i].f))
+            c[k++] = c[i];
+    if (k)
+        *n = k;
+    return k != 0;
 }
 
 /* The regrouped text of operator `name`'s sizes `text` (interned; 0 when
- * none fits, the fits tie, or their lengths stay in doubt). *settled (with
- * use_seen 0 only): 1 when no list seen later could change it (it may be
- * remembered); 0 when fits of different lengths wait for the lists seen
- * (nothing chosen), or on no memory. With use_seen, `next` (or NULL) is the
- * list the thread's next foreach or fused op showed: an optimizer steps its
- * groups one after another (`_foreach_add_(steps, 1)` then the group's
- * `_fused_adam_`). *shown: the chosen list when a foreach or fused op shows
- * one of real sizes, else zeroes. */
+ * none fits, the fits tie, or their lengths stay in doubt). Among the fits,
+ * in turn: not out=, the fewest mismatches, the fewest empty lists, then
+ * (with use_seen) those reading as `next` or else as a list seen; their
+ * lengths must agree; then the best (better()), unless one as likely reads
+ * differently. *settled (with use_seen 0 only): 1 when no list seen later
+ * could change it (it may be remembered); 0 when fits of different lengths
+ * wait for the lists seen (nothing chosen), or on no memory. With use_seen,
+ * `next` (or NULL) is the list the thread's next foreach or fused op showed:
+ * an optimizer steps its groups one after another (`_foreach_add_(steps, 1)`
+ * then the group's `_fused_adam_`). *shown: the chosen list when a foreach
+ * or fused op shows one of real sizes, else zeroes. */
 static uint32_t regroup_text(uint32_t name, const char *text, int use_seen, const list_sig_t *next,
                              list_sig_t *shown, int *settled)
 {
     static items_t it;
+    static cand_t c[CAND_MAX];
     const char *kinds = sp_ops_list_kinds(name);
     *settled = 1;
     *shown = (list_sig_t){0, 0};
     if (!kinds || split_items(text, &it) < 0)
         return 0;
-    const char *n = sp_str_get(name);
-    int foreach = strstr(n, "::_foreach_") != NULL, evidence = foreach || strstr(n, "::_fused_");
-    size_t cap = strlen(text) + 2 * ITEMS_MAX + 16;
-    choice_t c = {&it, use_seen, next, 0, 0, (size_t)-1, INT32_MAX, 0, 0, 0, {0}, 0, 0, malloc(cap), malloc(cap), cap};
-    if (!c.text || !c.scratch) {
-        free(c.text), free(c.scratch);
-        *settled = 0;
+    const char *nm = sp_str_get(name);
+    int foreach = strstr(nm, "::_foreach_") != NULL, evidence = foreach || strstr(nm, "::_fused_");
+    long all = all_fits(kinds, foreach, &it, c);
+    if (all <= 0)
         return 0;
+    size_t n = keep_least(c, keep_least(c, keep_least(c, (size_t)all, key_out), key_mismatch), key_empties);
+    if (use_seen && !(next && keep_reading_as(c, &n, next)))
+        keep_reading_as(c, &n, NULL);
+    size_t each = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (each && c[i].f.each && c[i].f.each != each) {
+            *settled = 0;   /* lengths in doubt: they wait (pass 1) or stay flat */
+            return 0;
+        }
+        each = c[i].f.each ? c[i].f.each : each;
     }
-    each_fit(kinds, foreach, &it, survey_in, &c);
-    each_fit(kinds, foreach, &it, survey_empties, &c);
-    if (use_seen)
-        each_fit(kinds, foreach, &it, survey_seen, &c);
-    each_fit(kinds, foreach, &it, survey_lengths, &c);
-    *settled = !c.lengths_differ;
-    if (!c.lengths_differ)
-        each_fit(kinds, foreach, &it, choose_visit, &c);
-    uint32_t id = c.have && !c.tied ? sp_str_intern(c.text) : 0;
+    size_t b = 0;
+    for (size_t i = 1; i < n; i++)
+        b = better(&c[i].f, &c[b].f) ? i : b;
+    size_t cap = strlen(text) + 2 * ITEMS_MAX + 16;
+    char *text_b = malloc(cap), *text_i = malloc(cap);
+    fit_t g;   /* the fit again, with its text */
+    int ok = text_b && text_i && fit(c[b].kinds, c[b].nk, c[b].empty, &it, &g, text_b, cap) == 0;
+    for (size_t i = 0; ok && i < n; i++)   /* one as likely that reads differently: a tie */
+        if (i != b && !better(&c[b].f, &c[i].f))
+            ok = fit(c[i].kinds, c[i].nk, c[i].empty, &it, &g, text_i, cap) == 0 && strcmp(text_b, text_i) == 0;
+    uint32_t id = ok ? sp_str_intern(text_b) : 0;
+    *settled = ok || (text_b && text_i);   /* no memory: not remembered */
+    free(text_b), free(text_i);
     /* A list of real sizes in a foreach or fused op: evidence for the others. */
-    if (id && evidence && c.best.real && c.best.each) {
-        *shown = (list_sig_t){(uint32_t)c.best.each, c.best.sig};
-        if (!use_seen && nseen < SEEN_MAX && !was_seen(&c.best))   /* never evidence from evidence */
+    if (id && evidence && c[b].f.real && c[b].f.each) {
+        *shown = (list_sig_t){(uint32_t)c[b].f.each, c[b].f.sig};
+        if (!use_seen && nseen < SEEN_MAX && !was_seen(&c[b].f))   /* never evidence from evidence */
             seen[nseen++] = *shown;
     }
-    free(c.text), free(c.scratch);
     return id;
 }
 
