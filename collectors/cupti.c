@@ -73,6 +73,24 @@ static const struct {
 };
 static unsigned refused_reported;   /* bit i: base_kinds[i]'s refusal was reported */
 
+/* collectors/cupti.h: 1 while a launch's end is a second clock read. With
+ * launch_end_mode -1 (launch_durations: auto) that is whenever CUPTI is not
+ * recording both API kinds (api_kinds_ok: neither was refused). */
+_Atomic int sp_launch_end_clock = 1;
+static int launch_end_mode = -1, api_kinds_ok;
+
+static void update_launch_end(void)
+{
+    int v = launch_end_mode >= 0 ? launch_end_mode : !(is_on && api_kinds_ok);
+    atomic_store_explicit(&sp_launch_end_clock, v, memory_order_relaxed);
+}
+
+void sp_cupti_set_launch_durations(int end_clock)
+{
+    launch_end_mode = end_clock;
+    update_launch_end();
+}
+
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data)
 {
     (void)ud, (void)d, (void)id, (void)data;
@@ -83,8 +101,12 @@ static void set_kinds(int on)
 {
     CUptiResult (*fn)(CUpti_ActivityKind) = on ? api.enable : api.disable;
     size_t n = sizeof base_kinds / sizeof base_kinds[0] - !with_memory;   /* MEMORY2 last */
+    int apis = 0;
     for (size_t i = 0; i < n; i++) {
         CUptiResult r = fn(base_kinds[i].kind);
+        if (r == CUPTI_SUCCESS &&
+            (base_kinds[i].kind == CUPTI_ACTIVITY_KIND_RUNTIME || base_kinds[i].kind == CUPTI_ACTIVITY_KIND_DRIVER))
+            apis++;
         if (on && r != CUPTI_SUCCESS && !(refused_reported & 1u << i)) {
             refused_reported |= 1u << i;
             sp_log(SP_LOG_WARN, "CUPTI refused to record %s (activity kind %d: %s, CUPTI error %d); the trace has "
@@ -92,6 +114,8 @@ static void set_kinds(int on)
         }
     }
     is_on = on;
+    api_kinds_ok = apis == 2;
+    update_launch_end();
 }
 
 static int degrade(const char *why, CUptiResult r)
@@ -418,6 +442,7 @@ void sp_cupti_after_fork_child(void)
     sh.state = sh.state > 0 ? 2 : sh.state == SP_CUPTI_HANDED_OVER ? SP_CUPTI_HANDED_OVER : 0;
     sp_cupti_devices_pending = 0;   /* CUDA is not for a fork child of a process that used it */
     want_on = is_on = takes_pending = last_close_collects = 0;
+    update_launch_end();
     closes = handover_close = 0;
     dropped_base = 0;
     sh.recs.nwork = sh.recs.ncalls = 0;

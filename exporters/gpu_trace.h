@@ -34,6 +34,8 @@ typedef struct sp_gpu_view {
     uint32_t nslots;       /* host events' thread registration slots: 0 .. nslots - 1 */
     int ranges_oom;        /* the ranges ran out of memory: the trace fails (ENOMEM) */
     uint64_t host_corr_base; /* sp_gpuv_host_corr's first id: above every CUPTI id of the window */
+    uint64_t ends_cupti, ends_none; /* launches timed by their start only (SP_EV_END_CUPTI): ended by
+                                       CUPTI's record of the call / without one (0 ns long) */
     struct sp_gpuv_memo *memo[2]; /* kernel display names by string id, as they are asked for: one
                                      per reader (SP_GPUV_TRACE, SP_GPUV_REPORTS), which run at once */
 } sp_gpu_view_t;

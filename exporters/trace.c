@@ -468,6 +468,9 @@ static void write_header(sp_jw_t *w, const sp_export_job_t *job, const sp_gpu_vi
                  job->cupti ? "cupti" : "none", job->cupti_dropped);
     sp_jw_printf(w, "  \"stepprof_api_records_filtered\": %" PRIu64 ",\n", job->api_filtered);
     sp_jw_printf(w, "  \"stepprof_host_correlation_base\": %" PRIu64 ",\n", gpu->host_corr_base);
+    if (gpu->ends_cupti || gpu->ends_none)
+        sp_jw_printf(w, "  \"stepprof_launch_ends\": {\"cupti\": %" PRIu64 ", \"none\": %" PRIu64 "},\n",
+                     gpu->ends_cupti, gpu->ends_none);
     sp_jw_printf(w, "  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": %" PRIu64 ",\n  \"traceEvents\": [\n",
                  base_epoch_ns);
 }

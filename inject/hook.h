@@ -140,7 +140,7 @@ static inline void sp_fill4(sp_event_t *e, uint64_t a0, uint64_t a1, uint64_t a2
 #define SP_U64(x) ((uint64_t)(uintptr_t)(x))
 
 static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t0, uint64_t t1, int result,
-                              uint32_t window)
+                              uint32_t window, uint16_t flags)
 {
     (void)t;
     e->t0 = t0;
@@ -149,7 +149,7 @@ static inline void sp_rec_api(sp_event_t *e, sp_thread_t *t, int api, uint64_t t
     e->window = window;
     e->result = result;
     e->kind = SP_EV_API;
-    e->flags = 0;
+    e->flags = flags;
     e->aux = 0;
     e->a[0] = e->a[1] = e->a[2] = e->a[3] = e->a[4] = 0;
 }
@@ -214,26 +214,34 @@ _Static_assert(offsetof(sp_thread_t, in_hook) == 16, "SP_ASM_OPEN's in_hook offs
     }
 
 /* Stores the record of a call that ran from t0 to t1 and returned r, on
- * thread t in window w; `fill` sees the record as e (after the zeroing, so
- * the compiler drops the stores it overwrites). Keeps errno. */
-#define SP_RECORD_API(sym, fill)                                                   \
+ * thread t in window w, with event flags `flags`; `fill` sees the record as e
+ * (after the zeroing, so the compiler drops the stores it overwrites). Keeps
+ * errno. */
+#define SP_RECORD_API_F(sym, flags, fill)                                          \
     do {                                                                           \
         sp_event_t *e = sp_hook_reserve(t, w);                                     \
         if (e) {                                                                   \
-            sp_rec_api(e, t, SP_API_##sym, t0, t1, (int)r, w);                     \
+            sp_rec_api(e, t, SP_API_##sym, t0, t1, (int)r, w, flags);              \
             fill;                                                                  \
             e->stack = sp_hook_stack();                                            \
             sp_ev_commit(t);                                                       \
         }                                                                          \
     } while (0)
+#define SP_RECORD_API(sym, fill) SP_RECORD_API_F(sym, 0, fill)
 
-/* The end of a recorded call, guard held: the real call between two clock
- * reads, its record, the guard given back; returns what the real call did. */
-#define SP_TIMED_CALL(ret, sym, call, fill)                                        \
+/* The end of a recorded call, guard held: the real call after a clock read,
+ * its record, the guard given back; returns what the real call did. `ends`
+ * says whether a second clock read ends the call: 1 for every call but the
+ * launches, which read sp_launch_end_clock (collectors/cupti.h): 0 while
+ * CUPTI's API records time them, or launch_durations is `start`; their record
+ * is then marked SP_EV_END_CUPTI (t1 = t0) and the exporter takes the end
+ * from CUPTI's record of the same call (exporters/gpu_trace.c). */
+#define SP_TIMED_CALL(ret, sym, call, ends, fill)                                  \
     uint64_t t0 = sp_clock_ticks();                                                \
     ret r = real_##sym call;                                                       \
-    uint64_t t1 = sp_clock_ticks();                                                \
-    SP_RECORD_API(sym, fill);                                                      \
+    int ends_ = (ends);                                                            \
+    uint64_t t1 = ends_ ? sp_clock_ticks() : t0;                                   \
+    SP_RECORD_API_F(sym, ends_ ? 0 : SP_EV_END_CUPTI, fill);                       \
     sp_hook_exit(t);                                                               \
     return r
 
@@ -248,7 +256,7 @@ _Static_assert(offsetof(sp_thread_t, in_hook) == 16, "SP_ASM_OPEN's in_hook offs
  * signal poll, `pre` (step markers, wanted when `cold_if`: it may move the
  * window, so w is re-read), warmup windows (timed, not stored) and gates
  * with SP_WIN_COUNT (markers only: nothing timed or stored). */
-#define SP_SLOW_FN(ret, sym, params, call, cold_if, pre, fill)                     \
+#define SP_SLOW_FN(ret, sym, params, call, cold_if, pre, ends, fill)               \
     SP_REAL_FN(ret, sym, params, call)                                             \
     __attribute__((noinline, cold)) static ret sp_cold_##sym params                \
     {                                                                              \
@@ -266,7 +274,7 @@ _Static_assert(offsetof(sp_thread_t, in_hook) == 16, "SP_ASM_OPEN's in_hook offs
             sp_hook_exit(t);                                                       \
             return r;                                                              \
         }                                                                          \
-        SP_TIMED_CALL(ret, sym, call, fill);                                       \
+        SP_TIMED_CALL(ret, sym, call, ends, fill);                                 \
     }                                                                              \
     SP_SLOW_ATTRS static ret sp_slow_##sym params                                  \
     {                                                                              \
@@ -277,7 +285,7 @@ _Static_assert(offsetof(sp_thread_t, in_hook) == 16, "SP_ASM_OPEN's in_hook offs
         if (SP_UNLIKELY(t == NULL || !sp_hook_hot(w) || (cold_if)))                \
             return sp_cold_##sym call;                                             \
         t->in_hook = 1;                                                            \
-        SP_TIMED_CALL(ret, sym, call, fill);                                       \
+        SP_TIMED_CALL(ret, sym, call, ends, fill);                                 \
     }
 
 /* A stub's closed-gate path: the gate in %eax, and with it 0 a jump to the
@@ -291,7 +299,7 @@ _Static_assert(offsetof(sp_thread_t, in_hook) == 16, "SP_ASM_OPEN's in_hook offs
 /* ret sym(params), exported (see SP_ENTRY): the closed-gate path is a load,
  * a branch and an indirect jump; see SP_SLOW_FN for the rest. */
 #define SP_INTERPOSE_EX(ret, sym, params, call, cold_if, pre, fill)                \
-    SP_SLOW_FN(ret, sym, params, call, cold_if, pre, fill)                         \
+    SP_SLOW_FN(ret, sym, params, call, cold_if, pre, 1, fill)                      \
     SP_ENTRY(sym, SP_ASM_CLOSED(sym) "1:\n" SP_ASM_OPEN(sym))
 
 /* Kernel launches: SP_INTERPOSE_EX whose `pre` is the kernel marker, for the
@@ -301,7 +309,8 @@ _Static_assert(offsetof(sp_thread_t, in_hook) == 16, "SP_ASM_OPEN's in_hook offs
  * one more load and compare, inline, no frame (inject/markers.h). Any other
  * launch takes the slow path, which asks the marker and fills the cache. */
 #define SP_INTERPOSE_GATED(ret, sym, params, call, fn, is_handle, reg, fill)       \
-    SP_SLOW_FN(ret, sym, params, call, sp_mark_launch_wanted(fn), sp_mark_launch(fn, is_handle, &w), fill) \
+    SP_SLOW_FN(ret, sym, params, call, sp_mark_launch_wanted(fn), sp_mark_launch(fn, is_handle, &w), \
+               sp_launch_end_clock, fill)                                          \
     SP_ENTRY(sym, SP_ASM_CLOSED(sym)                                                \
                   "1:\tcmpl $0x40000000, %eax\n" /* SP_WIN_COUNT */                \
                   "\tjne 2f\n"                                                     \

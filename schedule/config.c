@@ -45,6 +45,8 @@ static const struct choice gzip_lib_choices[] = {
     {"auto", SP_GZIP_LIB_AUTO}, {"isal", SP_GZIP_LIB_ISAL}, {"zlib", SP_GZIP_LIB_ZLIB}, {NULL, 0}};
 static const struct choice cupti_api_filter_choices[] = {
     {"queries", SP_CUPTI_API_FILTER_QUERIES}, {"none", SP_CUPTI_API_FILTER_NONE}, {NULL, 0}};
+static const struct choice launch_durations_choices[] = {
+    {"auto", SP_LAUNCH_DUR_AUTO}, {"host", SP_LAUNCH_DUR_HOST}, {"start", SP_LAUNCH_DUR_START}, {NULL, 0}};
 static const struct choice unwinder_choices[] = {{"auto", SP_STACK_UNWIND_AUTO},
                                                 {"libunwind", SP_STACK_UNWIND_LIBUNWIND},
                                                 {"glibc", SP_STACK_UNWIND_GLIBC},

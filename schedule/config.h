@@ -51,6 +51,8 @@ enum { SP_TABLE_PRINT_NONE = 0, SP_TABLE_PRINT_STDERR = 1, SP_TABLE_PRINT_FILE =
 
 /* sp_config_t.cupti_api_filter. */
 enum { SP_CUPTI_API_FILTER_QUERIES = 0, SP_CUPTI_API_FILTER_NONE = 1 };
+/* sp_config_t.launch_durations (collectors/cupti.h sp_cupti_set_launch_durations). */
+enum { SP_LAUNCH_DUR_AUTO = 0, SP_LAUNCH_DUR_HOST = 1, SP_LAUNCH_DUR_START = 2 };
 
 /* sp_config_t.gzip_lib. */
 enum { SP_GZIP_LIB_AUTO = 0, SP_GZIP_LIB_ISAL = 1, SP_GZIP_LIB_ZLIB = 2 };
@@ -79,6 +81,7 @@ typedef struct sp_config {
     int unwinder;                /* SP_STACK_UNWIND_* (collectors/stacks.h) */
     int cupti;
     int cupti_api_filter;        /* SP_CUPTI_API_FILTER_* */
+    int launch_durations;        /* SP_LAUNCH_DUR_* */
     long cupti_buffer_mb;
     long buffer_mb;
     char processes[512];         /* comma-separated fnmatch globs on the program name */

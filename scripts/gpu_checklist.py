@@ -64,7 +64,19 @@ def check_train(t):
             for k in api(t, "kernel") if k["args"]["correlation"] in launches]
     line(bool(lags) and min(lags) >= 0, "clock offset: every kernel starts after its launch call (host clock)",
          f"{len(lags)} kernels, launch->start min {min(lags) if lags else '-'} us, max {max(lags) if lags else '-'} us")
+    ends = t.get("stepprof_launch_ends", {})
+    durs = sorted(e["dur"] for e in launches.values())
+    line(ends.get("none") == 0 and ends.get("cupti") == len(launches) and durs and durs[0] > 0,
+         "launch_durations auto: each launch timed by one clock read, its duration CUPTI's record's",
+         f"stepprof_launch_ends {ends}, {len(launches)} launches, dur min {durs[0] if durs else '-'} us, "
+         f"median {durs[len(durs) // 2] if durs else '-'} us")
     drv = api(t, "cuda_driver")
+    by_id = {e["args"]["correlation"]: e for e in host}
+    nested = [(by_id[e["args"]["stepprof_runtime_correlation"]], e) for e in drv
+              if e["args"].get("stepprof_runtime_correlation") in by_id]
+    outside = [e["name"] for o, e in nested if not (o["ts"] <= e["ts"] and e["ts"] + e["dur"] <= o["ts"] + o["dur"])]
+    line(not outside, "a driver call CUPTI saw inside an intercepted call is drawn inside it",
+         f"{len(nested)} nested driver records, outside their call: {outside[:3] or 'none'}")
     rt_ids = {e["args"]["correlation"] for e in rt}
     # A driver call drawn nested in its intercepted runtime call keeps its id as stepprof_runtime_correlation.
     shared = sum(1 for e in drv if e["args"].get("correlation", e["args"].get("stepprof_runtime_correlation")) in rt_ids)

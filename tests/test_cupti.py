@@ -275,6 +275,41 @@ def test_calls_paired_with_cupti_records_despite_clock_offset():
         assert launch["args"]["kernel"] == k["name"], (launch["args"], k["name"])
 
 
+def launch_durations(env):
+    r, t = train_trace(env=env)
+    launches = runtime_events(t, "__cudaLaunchKernel")
+    assert len(launches) == 12, len(launches)
+    return r, t, launches
+
+
+def test_launch_durations_from_cupti_records():
+    """launch_durations: a launch reads the clock once while CUPTI records API calls, and takes its
+    duration from CUPTI's record of the same call; a second read otherwise (CUPTI off or refusing
+    the runtime kind, or `host`); never with `start` (0 without CUPTI). Other calls always read
+    twice. The header counts the launches timed by their start (stepprof_launch_ends)."""
+    _, t, launches = launch_durations({})
+    assert t["stepprof_launch_ends"] == {"cupti": 12, "none": 0}, t.get("stepprof_launch_ends")
+    steps = [e for e in t["traceEvents"] if e.get("name", "").startswith("ProfilerStep#") and e.get("ph") == "X"
+             and e.get("cat") == "user_annotation"]
+    assert len(steps) == 3, steps
+    for e in launches:
+        assert e["dur"] > 0, e
+        step = [s for s in steps if s["ts"] <= e["ts"] < s["ts"] + s["dur"]]
+        assert step and e["ts"] + e["dur"] <= step[0]["ts"] + step[0]["dur"], ("inside its step", e, step)
+    for env in ({"PROF_LAUNCH_DURATIONS": "host"}, {"PROF_CUPTI": "false"},
+                {"FAKECUPTI_ENABLE_ERROR": 1, "FAKECUPTI_ENABLE_ERROR_KIND": 5}):   # RUNTIME refused
+        _, t, launches = launch_durations(env)
+        assert "stepprof_launch_ends" not in t, (env, t["stepprof_launch_ends"])
+        assert all(e["dur"] > 0 for e in launches), (env, launches)
+    _, t, launches = launch_durations({"PROF_LAUNCH_DURATIONS": "start", "PROF_CUPTI": "false"})
+    assert t["stepprof_launch_ends"] == {"cupti": 0, "none": 12}, t.get("stepprof_launch_ends")
+    assert all(e["dur"] == 0 for e in launches), launches
+    copies = runtime_events(t, "cudaMemcpy")
+    assert copies and all(e["dur"] > 0 for e in copies), copies
+    _, t, launches = launch_durations({"PROF_LAUNCH_DURATIONS": "start"})
+    assert t["stepprof_launch_ends"] == {"cupti": 12, "none": 0}, t.get("stepprof_launch_ends")
+
+
 def test_syncs_drawn_on_their_devices_pid():
     """CUPTI's synchronization records carry a context id and no device: each sync is drawn on the pid
     of the device whose kernels showed that context (Kineto maps it alike), a stream sync on its

@@ -187,7 +187,7 @@ def test_gpu_checklist_passes_on_the_stand_ins():
                            capture_output=True, text=True, timeout=170)
         assert p.returncode == 0, p.stdout + p.stderr
         checks = [l for l in p.stdout.splitlines() if l.startswith("- [")]
-        assert len(checks) == 7 and all(l.startswith("- [ok]") for l in checks), p.stdout
+        assert len(checks) == 9 and all(l.startswith("- [ok]") for l in checks), p.stdout
     finally:
         shutil.rmtree(out, ignore_errors=True)
 

@@ -37,7 +37,8 @@ def _check(argv, mode, libs=()):
     assert "launches=5" in r.stdout
     path = r.trace()
     assert_valid(path)
-    ev = load(path)["traceEvents"]
+    trace = load(path)
+    ev = trace["traceEvents"]
     host = [e for e in ev if e.get("cat") == "cuda_driver" and e.get("ph") == "X"
             and e["args"].get("stepprof_source") != "cupti"]
     assert [e["name"] for e in host] == calls(mode), [e["name"] for e in host]
@@ -48,6 +49,9 @@ def _check(argv, mode, libs=()):
                   and e["args"].get("stepprof_source") == "cupti"]
     assert not cupti_dups, cupti_dups
     assert not [e for e in ev if e.get("cat") == "cuda_runtime" and e["name"].startswith("cudaLaunch")]
+    # launch_durations: auto: each launch read the clock once; its duration is CUPTI's record's.
+    assert trace["stepprof_launch_ends"] == {"cupti": 5, "none": 0}, trace.get("stepprof_launch_ends")
+    assert all(e["dur"] > 0 for e in host if e["name"] == "cuLaunchKernel"), host
     launches = [e["args"] for e in host if e["name"] == "cuLaunchKernel"]
     for a in launches:
         assert a["kernel"] == "drv_kernel(float*)", a
@@ -311,8 +315,17 @@ def test_runtime_call_through_driver_recorded_once():
 def test_runtime_call_nested_driver_records_stay_out_of_tables():
     """With CUPTI's DRIVER kind on, CUPTI also records the driver call each runtime call makes (the
     stand-in gives it the runtime call's correlation id). The trace draws it nested in its runtime call
-    as CUPTI gave it; the table and the summary count the runtime call only."""
+    as CUPTI gave it, inside it whatever the offset between CUPTI's clock and the host's (the launch
+    itself lasts as long as CUPTI's record of it); the table and the summary count the runtime call only."""
+    for skew in (5000, -5000):
+        _, ev = _train({"FAKECUPTI_CLOCK_SKEW_NS": skew})
+        _nested_inside(ev)
     r, ev = _train({})
+    _nested_inside(ev)
+    _tables_count_each_call_once(r)
+
+
+def _nested_inside(ev):
     host = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "cuda_runtime" and e.get("ph") == "X"
             and e["args"].get("stepprof_source") != "cupti"}
     inner = [e for e in ev if e.get("cat") == "cuda_driver" and e.get("ph") == "X"]
@@ -332,7 +345,6 @@ def test_runtime_call_nested_driver_records_stay_out_of_tables():
     launches = {c for c, e in host.items() if e["name"] == "cudaLaunchKernel"}
     kernels = [e for e in ev if e.get("cat") == "kernel"]
     assert len(kernels) == 12 and {k["args"]["correlation"] for k in kernels} == launches
-    _tables_count_each_call_once(r)
 
 
 def test_nested_driver_records_dropped_whatever_starts_between():

@@ -246,7 +246,7 @@ static void expect_defaults(const sp_config_t *c, const char *label)
           !c->marker.has_signal, "%s: marker default", label);
     CHECK(strcmp(c->output_dir, "./profiler_traces") == 0 && c->worker_name[0] == 0, "%s: paths", label);
     CHECK(!c->use_gzip && !c->record_shapes && !c->profile_memory && !c->with_stack && c->buffer_mb == 256 &&
-          c->log_level == SP_LOG_INFO, "%s: flags", label);
+          c->log_level == SP_LOG_INFO && c->launch_durations == SP_LAUNCH_DUR_AUTO, "%s: flags", label);
     CHECK(c->table.sort_by[0] == 0 && c->table.row_limit == 20 && !c->table.group_by_input_shape &&
           c->table.group_by_stack_n == 0 && c->table.print == SP_TABLE_PRINT_FILE, "%s: table", label);
 }
@@ -276,7 +276,7 @@ static void test_values(void)
     const char *yaml = "profiling:\n  enabled: yes\n  skip_first: 3\n  skip_first_wait: on\n  wait: 2\n"
                        "  warmup: 2\n  active: \"4\"\n  repeat: 0\n  marker: nvtx:train_step@my.domain, signal:USR1\n"
                        "  output_dir: /tmp/traces\n  worker_name: 'rank 0'\n  use_gzip: true\n  gzip_lib: zlib\n  record_shapes: 1\n"
-                       "  profile_memory: On\n  with_stack: TRUE\n  stack_depth: 16\n  unwinder: glibc\n  cupti: off\n  cupti_api_filter: none\n  cupti_buffer_mb: 8\n  buffer_mb: 64\n  log: quiet\n"
+                       "  profile_memory: On\n  with_stack: TRUE\n  stack_depth: 16\n  unwinder: glibc\n  cupti: off\n  cupti_api_filter: none\n  launch_durations: start\n  cupti_buffer_mb: 8\n  buffer_mb: 64\n  log: quiet\n"
                        "  processes: 'train*,python3*'\n  finalize_timeout_s: 3\n  exit_timeout_s: 30\n  max_events_per_cycle: 1000\n"
                        "  max_trace_mb: 50\n  ranks: ' 0, 8-15'\n"
                        "  table:\n    sort_by: self_cuda_time_total\n    row_limit: -1\n"
@@ -291,7 +291,7 @@ static void test_values(void)
     CHECK(strcmp(c.output_dir, "/tmp/traces") == 0 && strcmp(c.worker_name, "rank 0") == 0, "full file: strings");
     CHECK(c.use_gzip && c.gzip_lib == SP_GZIP_LIB_ZLIB && c.record_shapes && c.profile_memory && c.with_stack && c.stack_depth == 16 &&
           c.unwinder == SP_STACK_UNWIND_GLIBC && !c.cupti && c.cupti_api_filter == SP_CUPTI_API_FILTER_NONE &&
-          c.cupti_buffer_mb == 8 &&
+          c.launch_durations == SP_LAUNCH_DUR_START && c.cupti_buffer_mb == 8 &&
           c.buffer_mb == 64 &&
           c.log_level == SP_LOG_WARN, "full file: flags");
     CHECK(strcmp(c.processes, "train*,python3*") == 0 && c.finalize_timeout_s == 3 && c.exit_timeout_s == 30 &&
