@@ -75,14 +75,26 @@ static unsigned refused_reported;   /* bit i: base_kinds[i]'s refusal was report
 
 /* collectors/cupti.h: 1 while a launch's end is a second clock read. With
  * launch_end_mode -1 (launch_durations: auto) that is whenever CUPTI is not
- * recording both API kinds (api_kinds_ok: neither was refused). */
+ * recording both API kinds (api_kinds_ok: neither was refused), or the open
+ * window's records are being lost (records_lost). Written under
+ * kinds_lock but by sp_cupti_launch_records_lost. */
 _Atomic int sp_launch_end_clock = 1;
 static int launch_end_mode = -1, api_kinds_ok;
+static _Atomic int records_lost;
 
 static void update_launch_end(void)
 {
-    int v = launch_end_mode >= 0 ? launch_end_mode : !(is_on && api_kinds_ok);
-    atomic_store_explicit(&sp_launch_end_clock, v, memory_order_relaxed);
+    int v = launch_end_mode >= 0 ? launch_end_mode : !(is_on && api_kinds_ok) || atomic_load(&records_lost);
+    atomic_store(&sp_launch_end_clock, v);
+    if (!v && launch_end_mode < 0 && atomic_load(&records_lost))
+        atomic_store(&sp_launch_end_clock, 1);   /* capped meanwhile: its store may have come first */
+}
+
+void sp_cupti_launch_records_lost(void)
+{
+    if (atomic_exchange(&records_lost, 1) || launch_end_mode >= 0)
+        return;
+    atomic_store(&sp_launch_end_clock, 1);
 }
 
 void sp_cupti_set_launch_durations(int end_clock)
@@ -241,6 +253,8 @@ void sp_cupti_window_open(void)
         api.flush_all(0);
     if (!pending && sh.state == SP_CUPTI_HANDED_OVER)
         handover_close = 0;   /* what was flushed at the hand-over came before this window */
+    if (!pending && atomic_exchange(&records_lost, 0))
+        update_launch_end();   /* the records are let go below: room for the new window's */
     pthread_mutex_unlock(&kinds_lock);
     pthread_mutex_lock(&sh.lock);
     sh.window_begin = sp_clock_mono_ns();
@@ -442,6 +456,7 @@ void sp_cupti_after_fork_child(void)
     sh.state = sh.state > 0 ? 2 : sh.state == SP_CUPTI_HANDED_OVER ? SP_CUPTI_HANDED_OVER : 0;
     sp_cupti_devices_pending = 0;   /* CUDA is not for a fork child of a process that used it */
     want_on = is_on = takes_pending = last_close_collects = 0;
+    atomic_store(&records_lost, 0);
     update_launch_end();
     closes = handover_close = 0;
     dropped_base = 0;

@@ -76,6 +76,8 @@ void CUPTIAPI sp_cupti_buffer_requested(uint8_t **buf, size_t *size, size_t *max
     uint64_t warm_upto = nfree <= 1 && ncold ? cold_gen : 0;
     pthread_mutex_unlock(&sh.lock);
     wake_rewarm(warm_upto);
+    if (!b)
+        sp_cupti_launch_records_lost();   /* CUPTI drops records until a buffer comes back */
     *buf = b;
     *size = b ? BUF_BYTES : 0;
     *max_records = 0;

@@ -50,6 +50,12 @@ extern sp_cupti_shared_t sp_cupti_shared;
 int sp_cupti_guard_take(void);
 void sp_cupti_guard_give(int held);
 
+/* CUPTI's records of the open window are being lost (a buffer refused at
+ * cupti_buffer_mb, or a record dropped past the records' cap): a launch whose
+ * record is lost would last 0, so launches read the clock twice again until
+ * the next window opens (launch_durations: auto). Any thread, no lock. cupti.c. */
+void sp_cupti_launch_records_lost(void);
+
 /* cupti_buffer_mb: the activity buffers' cap, and the parsed records' byte bound. */
 void sp_cupti_set_buffer_cap(long buffer_mb);
 /* CUPTI's buffer callbacks (cuptiActivityRegisterCallbacks). */

@@ -111,6 +111,7 @@ static void *new_rec(void **v, size_t *n, size_t *cap, size_t size, uint64_t sta
         if (window_drop(start_mono, api_call, corr)) {
             sh.recs_dropped++;
             sh.drops_pending++;
+            sp_cupti_launch_records_lost();
         }
         return NULL;
     }

@@ -278,6 +278,7 @@ int sp_export_run(const sp_export_job_t *job_in)
     for (size_t i = 0; i < gpu.napi; i++)
         if (gpu.api[i].end > end)
             end = gpu.api[i].end;
+    end = gpu.ends_last > end ? gpu.ends_last : end;   /* launches whose end the view set */
     sp_mem_cycle_t *mem = sp_mem_cycle_take(job->window); /* NULL unless profile_memory */
     if (!settled)
         sp_report_share_wait_while(&rt.share, &rt.settled, 0);

@@ -83,8 +83,11 @@ static uint64_t gpu_key(const sp_gpu_api_t *g)
  * n-th is the n-th, whatever the two clocks' offset (calibration can be off
  * by more than a call lasts: ~17 us seen under valgrind). Otherwise CUPTI saw
  * calls we did not (inside a library): pair by time, each host call with the
- * first unused record that starts within its span (with slack); a call timed
- * by its start only (SP_EV_END_CUPTI) spans up to the next host call's start. */
+ * first unused record that starts within its span (with slack). A call timed
+ * by its start only (SP_EV_END_CUPTI) has no span: its record starts within
+ * the slack after it, and nearer to it than to the group's next call, whose
+ * record it must not take when its own is missing (dropped, or outside the
+ * window): all the group's later calls would take their next one's. */
 static void pair_group(sp_gpu_view_t *v, const sp_event_ref_t *ev, const sp_kv_t *h, size_t nh, const sp_kv_t *c,
                        size_t nc)
 {
@@ -97,10 +100,14 @@ static void pair_group(sp_gpu_view_t *v, const sp_event_ref_t *ev, const sp_kv_t
     }
     for (size_t j = 0, k = 0; j < nh; j++) {
         const sp_event_t *e = ev[h[j].val].ev;
-        uint64_t end = !(e->flags & SP_EV_END_CUPTI) ? e->t1 : j + 1 < nh ? ev[h[j + 1].val].ev->t0 : UINT64_MAX - SLACK_NS;
+        uint64_t last = (e->flags & SP_EV_END_CUPTI ? e->t0 : e->t1) + SLACK_NS;   /* latest start */
+        if ((e->flags & SP_EV_END_CUPTI) && j + 1 < nh) {
+            uint64_t mid = e->t0 + (ev[h[j + 1].val].ev->t0 - e->t0) / 2;
+            last = mid < last ? mid : last;
+        }
         while (k < nc && v->api[c[k].val].start + SLACK_NS < e->t0)
             k++;
-        if (k < nc && v->api[c[k].val].start <= end + SLACK_NS) {
+        if (k < nc && v->api[c[k].val].start <= last) {
             v->host_match[h[j].val] = (int32_t)c[k].val;
             v->api_used[c[k++].val] = 1;
         }
@@ -121,6 +128,7 @@ static void end_from_cupti(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t ne
         const sp_gpu_api_t *m = sp_gpuv_match(v, h);
         if (m && m->end > m->start)
             e->t1 = e->t0 + (m->end - m->start);
+        v->ends_last = e->t1 > v->ends_last ? e->t1 : v->ends_last;
         v->ends_cupti += m != NULL;
         v->ends_none += m == NULL;
     }
@@ -159,6 +167,7 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, const
         v->memo[r] = calloc(1, sizeof *v->memo[r]);
     if ((napi && !v->host_match) || !v->api_used) {
         sp_gpuv_free(v);
+        end_from_cupti(v, ev, nev);   /* no pairs: every launch timed by its start lasts 0, counted */
         return;
     }
     for (size_t h = 0; napi && h < nev; h++)
@@ -171,6 +180,7 @@ void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, const
     sp_kv_t *c = napi ? malloc(2 * napi * sizeof *c) : NULL, *h = NULL;
     if (napi && !c) {
         sp_gpuv_free(v);
+        end_from_cupti(v, ev, nev);
         return;
     }
     size_t k = 0;

@@ -36,6 +36,7 @@ typedef struct sp_gpu_view {
     uint64_t host_corr_base; /* sp_gpuv_host_corr's first id: above every CUPTI id of the window */
     uint64_t ends_cupti, ends_none; /* launches timed by their start only (SP_EV_END_CUPTI): ended by
                                        CUPTI's record of the call / without one (0 ns long) */
+    uint64_t ends_last;    /* the latest end among them */
     struct sp_gpuv_memo *memo[2]; /* kernel display names by string id, as they are asked for: one
                                      per reader (SP_GPUV_TRACE, SP_GPUV_REPORTS), which run at once */
 } sp_gpu_view_t;
