@@ -4,7 +4,8 @@
  * the real function; the real pointer starts at a per-symbol resolver so no
  * NULL check is needed. With the gate open, the slow path records on its hot
  * branch: one TLS load, the recursion guard, two clock reads around the real
- * call and one record, no call out of line, errno untouched; everything rarer
+ * call (a launch: one while CUPTI's record of it gives its end; SP_TIMED_CALL)
+ * and one record, no call out of line, errno untouched; everything rarer
  * (activation, markers, warmup, signals) is its cold branch. The recursion
  * guard keeps a runtime that calls its own exported entry points, or the
  * driver's, from being recorded twice. Cold branches hand the real function
@@ -247,9 +248,10 @@ _Static_assert(offsetof(sp_thread_t, in_hook) == 16, "SP_ASM_OPEN's in_hook offs
 
 /* The slow path of sym, entered with the gate open: `call` is the
  * parenthesised argument list; `fill` fills e->a[] / e->aux from the
- * arguments (and r, the result). Hot when the thread is known, holds no
- * guard and the gate is a record window and `cold_if` is false: guard, two
- * clock reads around the real call, one record; errno untouched (the real
+ * arguments (and r, the result); `ends` as SP_TIMED_CALL's. Hot when the
+ * thread is known, holds no guard and the gate is a record window and
+ * `cold_if` is false: guard, the clock read before (and after, `ends`) the
+ * real call, one record; errno untouched (the real
  * function's reaches the caller). A call the real function makes itself (the
  * runtime's launch calling the driver's) passes through after one TLS load.
  * Everything else is sp_cold_<sym>: activation, thread registration, the
