@@ -76,8 +76,8 @@ static unsigned refused_reported;   /* bit i: base_kinds[i]'s refusal was report
 /* collectors/cupti.h: 1 while a launch's end is a second clock read. With
  * launch_end_mode -1 (launch_durations: auto) that is whenever CUPTI is not
  * recording both API kinds (api_kinds_ok: neither was refused), or the open
- * window's records are being lost (records_lost). Written under
- * kinds_lock but by sp_cupti_launch_records_lost. */
+ * window's records are being lost (records_lost). Every write is atomic:
+ * under kinds_lock, or at set-up, fork and shutdown, or a loss (no lock). */
 _Atomic int sp_launch_end_clock = 1;
 static int launch_end_mode = -1, api_kinds_ok;
 static _Atomic int records_lost;
@@ -253,8 +253,10 @@ void sp_cupti_window_open(void)
         api.flush_all(0);
     if (!pending && sh.state == SP_CUPTI_HANDED_OVER)
         handover_close = 0;   /* what was flushed at the hand-over came before this window */
-    if (!pending && atomic_exchange(&records_lost, 0))
-        update_launch_end();   /* the records are let go below: room for the new window's */
+    /* A new window: a loss that lasts (no buffer, the cap reached by a
+     * pending collect's records) is reported again by the next record. */
+    if (atomic_exchange(&records_lost, 0))
+        update_launch_end();
     pthread_mutex_unlock(&kinds_lock);
     pthread_mutex_lock(&sh.lock);
     sh.window_begin = sp_clock_mono_ns();

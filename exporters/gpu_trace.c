@@ -84,10 +84,21 @@ static uint64_t gpu_key(const sp_gpu_api_t *g)
  * by more than a call lasts: ~17 us seen under valgrind). Otherwise CUPTI saw
  * calls we did not (inside a library): pair by time, each host call with the
  * first unused record that starts within its span (with slack). A call timed
- * by its start only (SP_EV_END_CUPTI) has no span: its record starts within
- * the slack after it, and nearer to it than to the group's next call, whose
- * record it must not take when its own is missing (dropped, or outside the
- * window): all the group's later calls would take their next one's. */
+ * by its start only (SP_EV_END_CUPTI) has no span. CUPTI's record of it
+ * starts after it and before the thread's next call, so the group's calls cut
+ * the time into cells, call j's from cell_begin(j) to cell_begin(j + 1), and
+ * it takes the record of its cell that starts nearest to it. Cells do not
+ * overlap: a call whose record is missing (lost, or outside the window) takes
+ * none, where with overlapping spans every later call of the group took its
+ * next one's. */
+static uint64_t cell_begin(const sp_event_ref_t *ev, const sp_kv_t *h, size_t j)
+{
+    uint64_t t = ev[h[j].val].ev->t0, back = SLACK_NS;   /* CUPTI's clock may be a little behind */
+    if (j > 0 && (t - ev[h[j - 1].val].ev->t0) / 2 < back)
+        back = (t - ev[h[j - 1].val].ev->t0) / 2;
+    return t > back ? t - back : 0;
+}
+
 static void pair_group(sp_gpu_view_t *v, const sp_event_ref_t *ev, const sp_kv_t *h, size_t nh, const sp_kv_t *c,
                        size_t nc)
 {
@@ -100,14 +111,24 @@ static void pair_group(sp_gpu_view_t *v, const sp_event_ref_t *ev, const sp_kv_t
     }
     for (size_t j = 0, k = 0; j < nh; j++) {
         const sp_event_t *e = ev[h[j].val].ev;
-        uint64_t last = (e->flags & SP_EV_END_CUPTI ? e->t0 : e->t1) + SLACK_NS;   /* latest start */
-        if ((e->flags & SP_EV_END_CUPTI) && j + 1 < nh) {
-            uint64_t mid = e->t0 + (ev[h[j + 1].val].ev->t0 - e->t0) / 2;
-            last = mid < last ? mid : last;
+        if (e->flags & SP_EV_END_CUPTI) {
+            uint64_t lo = cell_begin(ev, h, j), hi = j + 1 < nh ? cell_begin(ev, h, j + 1) : UINT64_MAX;
+            size_t best = nc;
+            uint64_t best_d = UINT64_MAX;
+            for (; k < nc && v->api[c[k].val].start < hi; k++) {
+                uint64_t s = v->api[c[k].val].start, d = s > e->t0 ? s - e->t0 : e->t0 - s;
+                if (s >= lo && d < best_d)
+                    best = k, best_d = d;
+            }
+            if (best < nc) {
+                v->host_match[h[j].val] = (int32_t)c[best].val;
+                v->api_used[c[best].val] = 1;
+            }
+            continue;
         }
         while (k < nc && v->api[c[k].val].start + SLACK_NS < e->t0)
             k++;
-        if (k < nc && v->api[c[k].val].start <= last) {
+        if (k < nc && v->api[c[k].val].start <= e->t1 + SLACK_NS) {
             v->host_match[h[j].val] = (int32_t)c[k].val;
             v->api_used[c[k++].val] = 1;
         }

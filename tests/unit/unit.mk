@@ -9,7 +9,7 @@
 UNIT_OUT := $(BUILD)/unit
 UNIT_TESTS := $(UNIT_OUT)/test_config $(UNIT_OUT)/test_plan $(UNIT_OUT)/test_jsonw $(UNIT_OUT)/test_strings $(UNIT_OUT)/test_cupti_names $(UNIT_OUT)/test_kernels $(UNIT_OUT)/test_nvtx_glob $(UNIT_OUT)/test_radix $(UNIT_OUT)/test_events $(UNIT_OUT)/test_clock \
               $(UNIT_OUT)/test_agg $(UNIT_OUT)/test_stacks $(UNIT_OUT)/test_objtab $(UNIT_OUT)/test_export_worker $(UNIT_OUT)/test_cupti_buffers \
-              $(UNIT_OUT)/test_ops_lists
+              $(UNIT_OUT)/test_ops_lists $(UNIT_OUT)/test_gpu_pair
 UNIT_LIBYAML := $(or $(LIBYAML_A),/usr/lib/x86_64-linux-gnu/libyaml.a)
 # test_config reads profiling.example.yaml from the repository root.
 UNIT_CFLAGS := $(CFLAGS_COMMON) -DSP_REPO_ROOT='"$(CURDIR)"'
@@ -56,6 +56,11 @@ $(UNIT_OUT)/test_export_worker: exporters/worker.c collectors/threads.c
 # The activity buffers, CUPTI's record walk stood in for by the test, its allocations counted.
 $(UNIT_OUT)/test_cupti_buffers: collectors/cupti_buffers.c collectors/cupti_records.c
 $(UNIT_OUT)/test_cupti_buffers: UNIT_CFLAGS += -isystem $(CUDA_HOME)/include -Wl,--wrap=posix_memalign
+
+# Calls paired with CUPTI's API records, CUPTI's names and devices stood in for by the test.
+$(UNIT_OUT)/test_gpu_pair: exporters/gpu_trace.c exporters/gpu_annot.c exporters/gpu_launch.c exporters/radix.c \
+    exporters/jsonw.c exporters/gz.c collectors/api.c collectors/strings.c collectors/strings_log.c collectors/log.c
+$(UNIT_OUT)/test_gpu_pair: UNIT_CFLAGS += -isystem $(CUDA_HOME)/include
 
 $(UNIT_OUT)/%: tests/unit/%.c $(UNIT_HEADERS)
 	@mkdir -p $(@D)
