@@ -78,6 +78,10 @@ static inline uint64_t sp_gpuv_call_ext(const sp_gpu_view_t *v, uint64_t range)
 
 /* Builds the view; host events sorted by start, t0/t1 in ns. Takes ownership of recs' arrays. */
 void sp_gpuv_build(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev, const sp_gpu_recs_t *recs);
+/* sp_gpuv_build's pairing (exporters/gpu_pair.c): host_match and api_used
+ * filled (left alone without them), the ends of launches timed by their
+ * start set and counted (ends_*). */
+void sp_gpuv_pair(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev);
 /* Its ranges (External ids, nesting: ext, nranges, range_*; gpu_annot.h), which only the trace reads:
  * built apart, on the trace writer's thread once the reports are under way beside it. */
 void sp_gpuv_build_ranges(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev);

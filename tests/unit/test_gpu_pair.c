@@ -1,4 +1,4 @@
-/* tests/unit/test_gpu_pair.c — exporters/gpu_trace.c's pairing of intercepted
+/* tests/unit/test_gpu_pair.c — exporters/gpu_pair.c's pairing of intercepted
  * calls with CUPTI's API records (sp_gpuv_build) for launches timed by their
  * start only (SP_EV_END_CUPTI, launch_durations: auto): each takes its own
  * record's duration; where counts differ (a record lost, a call only CUPTI

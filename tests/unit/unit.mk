@@ -58,7 +58,7 @@ $(UNIT_OUT)/test_cupti_buffers: collectors/cupti_buffers.c collectors/cupti_reco
 $(UNIT_OUT)/test_cupti_buffers: UNIT_CFLAGS += -isystem $(CUDA_HOME)/include -Wl,--wrap=posix_memalign
 
 # Calls paired with CUPTI's API records, CUPTI's names and devices stood in for by the test.
-$(UNIT_OUT)/test_gpu_pair: exporters/gpu_trace.c exporters/gpu_annot.c exporters/gpu_launch.c exporters/radix.c \
+$(UNIT_OUT)/test_gpu_pair: exporters/gpu_pair.c exporters/gpu_trace.c exporters/gpu_annot.c exporters/gpu_launch.c exporters/radix.c \
     exporters/jsonw.c exporters/gz.c collectors/api.c collectors/strings.c collectors/strings_log.c collectors/log.c
 $(UNIT_OUT)/test_gpu_pair: UNIT_CFLAGS += -isystem $(CUDA_HOME)/include
 
