@@ -126,7 +126,7 @@ static void set_kinds(int on)
         }
     }
     is_on = on;
-    api_kinds_ok = apis == 2;
+    api_kinds_ok = on && apis == 2;
     update_launch_end();
 }
 

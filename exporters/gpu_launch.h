@@ -18,8 +18,6 @@ typedef struct sp_launch {
     uint8_t driver;    /* CUPTI's DRIVER record: a nested driver call shares its runtime caller's id */
     uint8_t flowed;    /* a flow arrow already leaves this call (graph launches run many kernels) */
     uint8_t host;      /* an intercepted call (not a call only CUPTI saw) */
-    int32_t shift;     /* host calls: host start minus CUPTI's start of the same call (ns; 0 past
-                          +-2 s), which places the driver calls CUPTI saw inside it on the host's clock */
 } sp_launch_t;
 
 typedef struct sp_launches {

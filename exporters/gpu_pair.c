@@ -3,7 +3,8 @@
  * (runtime or driver: their cbids overlap, driver 20 cuModuleLoadDataEx runs
  * inside the first cudaMalloc, runtime 20, under lazy loading) and callback
  * id, in order (pair_group); a launch timed by its start only takes its end
- * from that record (end_from_cupti). Pairing at export costs nothing at run
+ * from that record (end_from_cupti); driver calls CUPTI saw inside a paired
+ * runtime call move onto the host's clock (nested_onto_host). Pairing at export costs nothing at run
  * time, where pushing an external correlation id around every call would
  * cost two CUPTI calls on the hot path. */
 #include "gpu_trace.h"
@@ -136,6 +137,52 @@ static void end_from_cupti(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t ne
     }
 }
 
+/* A driver call CUPTI saw inside an intercepted runtime call (NVIDIA's
+ * runtime launching through cuLaunchKernel: the runtime call's correlation
+ * id, its thread) moves onto the host's clock, as far from the host call's
+ * start as CUPTI's two records are apart: inside that call whatever the
+ * clocks' offset, also where CUPTI's record ends it (end_from_cupti), for
+ * the trace and the reports alike. The runtime calls paired and the driver
+ * records left, each radix-sorted by (id, thread), then merged. Out of
+ * memory the records keep CUPTI's times. */
+static void nested_onto_host(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
+{
+    size_t na = 0, nb = 0;
+    for (size_t h = 0; v->host_match && h < nev; h++)
+        na += v->host_match[h] >= 0 && v->api[v->host_match[h]].kind == SP_GPU_RUNTIME;
+    for (size_t i = 0; na && i < v->napi; i++)
+        nb += !v->api_used[i] && v->api[i].kind == SP_GPU_DRIVER;
+    sp_kv_t *a = nb ? malloc(2 * na * sizeof *a) : NULL, *b = a ? malloc(2 * nb * sizeof *b) : NULL;
+    if (!b) {
+        free(a);
+        return;
+    }
+    na = nb = 0;
+    for (size_t h = 0; h < nev; h++) {
+        const sp_gpu_api_t *m = v->host_match[h] >= 0 ? &v->api[v->host_match[h]] : NULL;
+        if (m && m->kind == SP_GPU_RUNTIME)
+            a[na++] = (sp_kv_t){(uint64_t)m->correlation << 32 | m->tid, h};
+    }
+    for (size_t i = 0; i < v->napi; i++)
+        if (!v->api_used[i] && v->api[i].kind == SP_GPU_DRIVER)
+            b[nb++] = (sp_kv_t){(uint64_t)v->api[i].correlation << 32 | v->api[i].tid, i};
+    sp_kv_t *as = sp_radix_sort(a, a + na, na), *bs = sp_radix_sort(b, b + nb, nb);
+    for (size_t i = 0, j = 0; as && bs && j < nb; j++) {
+        while (i < na && as[i].key < bs[j].key)
+            i++;
+        if (i == na)
+            break;
+        if (as[i].key != bs[j].key)
+            continue;
+        sp_gpu_api_t *d = &v->api[bs[j].val];
+        uint64_t shift = ev[as[i].val].ev->t0 - v->api[v->host_match[as[i].val]].start;   /* modulo 2^64 */
+        d->start += shift;
+        d->end += shift;
+    }
+    free(a);
+    free(b);
+}
+
 void sp_gpuv_pair(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
 {
     size_t napi = v->host_match ? v->napi : 0, nh = 0;
@@ -153,7 +200,6 @@ void sp_gpuv_pair(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
         end_from_cupti(v, ev, nev);
         return;
     }
-    size_t k = 0;
     for (size_t i = 0; c && i < napi; i++)
         c[i] = (sp_kv_t){api[i].start, i};
     sp_kv_t *cs = c ? sp_radix_sort(c, c + napi, napi) : NULL;
@@ -166,7 +212,7 @@ void sp_gpuv_pair(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
         cs = c = shrunk ? shrunk : c;
         h = malloc(2 * (nh ? nh : 1) * sizeof *h);
     }
-    k = 0;
+    size_t k = 0;
     for (size_t j = 0; h && j < nev; j++)
         if (ev[j].ev->kind == SP_EV_API && ev[j].ev->name < SP_API_COUNT)
             h[k++] = (sp_kv_t){host_key(&ev[j]), j};
@@ -187,4 +233,5 @@ void sp_gpuv_pair(sp_gpu_view_t *v, const sp_event_ref_t *ev, size_t nev)
     free(c);
     free(h);
     end_from_cupti(v, ev, nev);
+    nested_onto_host(v, ev, nev);
 }

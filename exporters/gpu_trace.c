@@ -353,8 +353,7 @@ static void write_gpu_event(sp_jw_t *w, const sp_gpu_view_t *v, const sp_gpu_eve
  * thread, same correlation id; not its span: CUPTI's clock is mapped to the host's) is drawn as CUPTI gave it, but its id is written as
  * stepprof_runtime_correlation: under "correlation" a second event with the call's id makes clients
  * (TensorBoard's plugin) count that call's GPU work twice. */
-static void write_unmatched_api(sp_jw_t *w, const sp_gpu_api_t *e, uint64_t start, uint64_t ext, int pid,
-                                uint64_t base, int nested)
+static void write_unmatched_api(sp_jw_t *w, const sp_gpu_api_t *e, uint64_t ext, int pid, uint64_t base, int nested)
 {
     const char *real = sp_cupti_api_name(e->kind == SP_GPU_DRIVER, e->cbid);
     char fallback[32], buf[64];
@@ -363,7 +362,7 @@ static void write_unmatched_api(sp_jw_t *w, const sp_gpu_api_t *e, uint64_t star
         real = fallback;
     }
     const char *name = sp_gpuv_api_name(real, buf, sizeof buf);
-    sp_gpuv_slice(w, e->kind == SP_GPU_DRIVER ? "cuda_driver" : "cuda_runtime", name, pid, e->tid, (int64_t)(start - base),
+    sp_gpuv_slice(w, e->kind == SP_GPU_DRIVER ? "cuda_driver" : "cuda_runtime", name, pid, e->tid, (int64_t)(e->start - base),
           (int64_t)(e->end - e->start));
     SP_JW_KU(w, ",\"args\":{\"cbid\":", e->cbid);
     if (nested)
@@ -398,20 +397,12 @@ static void flow(sp_jw_t *w, uint32_t id, long pid, long tid, int64_t ts, long g
     SP_JW_LIT(w, ",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"},\n");
 }
 
-/* The intercepted runtime call a driver call only CUPTI saw ran inside, or NULL. */
-static const sp_launch_t *inside_runtime_call(const sp_launches_t *t, const sp_gpu_api_t *e)
+static int inside_runtime_call(const sp_launches_t *t, const sp_gpu_api_t *e)
 {
     if (e->kind != SP_GPU_DRIVER)
-        return NULL;
+        return 0;
     const sp_launch_t *f = sp_launches_find(t, e->correlation);
-    return f && f->host && !f->driver && f->tid == (int64_t)e->tid ? f : NULL;
-}
-
-/* Host start minus CUPTI's start of one call, 0 past +-2 s. */
-static int32_t host_shift(uint64_t host, uint64_t cupti)
-{
-    int64_t d = (int64_t)(host - cupti);
-    return d > INT32_MAX || d < -INT32_MAX ? 0 : (int32_t)d;
+    return f && f->host && !f->driver && f->tid == (int64_t)e->tid;
 }
 
 /* The table of launching calls: room and id range for the host events CUPTI
@@ -450,26 +441,22 @@ void sp_gpuv_write_events(sp_jw_t *w, const sp_gpu_view_t *v, const sp_event_ref
         const sp_gpu_api_t *m = sp_gpuv_match(v, h);
         if (m)
             sp_launches_add(&t, &(sp_launch_t){ext, (int64_t)ev[h].ev->t0, sp_ev_owner(ev[h].ev)->tid, m->correlation,
-                                               m->kind == SP_GPU_DRIVER, 0, 1, host_shift(ev[h].ev->t0, m->start)});
+                                               m->kind == SP_GPU_DRIVER, 0, 1});
     }
     if (walk.oom)
         w->err = ENOMEM;
     sp_annot_walk_free(&walk);
-    /* Ranges in (thread, start) order, to place calls only CUPTI saw. A driver
-     * call inside an intercepted runtime call is placed as far from the host's
-     * start of that call as CUPTI's records are apart: inside it on the host's
-     * clock whatever the clocks' offset, and inside a launch that CUPTI's record
-     * times (SP_EV_END_CUPTI: host start + CUPTI's duration). */
+    /* Ranges in (thread, start) order, to place calls only CUPTI saw (a driver
+     * call inside an intercepted runtime call already on the host's clock:
+     * gpu_pair.c nested_onto_host). */
     uint64_t *byt = sp_annot_by_thread(v, ev);
     for (size_t i = 0; i < v->napi; i++) {
         const sp_gpu_api_t *e = &v->api[i];
         if (!v->api_used[i]) {
-            const sp_launch_t *in = inside_runtime_call(&t, e);
-            uint64_t start = e->start + (uint64_t)(int64_t)(in ? in->shift : 0);
-            uint64_t range = sp_annot_range_at(v, ev, byt, e->tid, (int64_t)start);
-            write_unmatched_api(w, e, start, sp_gpuv_call_ext(v, range), pid, base, in != NULL);
-            sp_launches_add(&t, &(sp_launch_t){range, (int64_t)start, e->tid, e->correlation,
-                                               e->kind == SP_GPU_DRIVER, 0, 0, 0});
+            uint64_t range = sp_annot_range_at(v, ev, byt, e->tid, (int64_t)e->start);
+            write_unmatched_api(w, e, sp_gpuv_call_ext(v, range), pid, base, inside_runtime_call(&t, e));
+            sp_launches_add(&t, &(sp_launch_t){range, (int64_t)e->start, e->tid, e->correlation,
+                                               e->kind == SP_GPU_DRIVER, 0, 0});
         }
     }
     free(byt);

@@ -237,9 +237,7 @@ void sp_sched_activate(void)
     }
     sp_log_level = sp_sched_shared.cfg.log_level;
     sp_clock_init();
-    sp_cupti_set_launch_durations(sp_sched_shared.cfg.launch_durations == SP_LAUNCH_DUR_HOST    ? 1
-                                  : sp_sched_shared.cfg.launch_durations == SP_LAUNCH_DUR_START ? 0
-                                                                                                : -1);
+    sp_cupti_set_launch_durations(sp_sched_shared.cfg.launch_durations);
     if (sp_sched_shared.cfg.cupti)
         sp_cupti_init(sp_sched_shared.cfg.profile_memory, sp_sched_shared.cfg.cupti_buffer_mb);
     {

@@ -51,8 +51,9 @@ enum { SP_TABLE_PRINT_NONE = 0, SP_TABLE_PRINT_STDERR = 1, SP_TABLE_PRINT_FILE =
 
 /* sp_config_t.cupti_api_filter. */
 enum { SP_CUPTI_API_FILTER_QUERIES = 0, SP_CUPTI_API_FILTER_NONE = 1 };
-/* sp_config_t.launch_durations (collectors/cupti.h sp_cupti_set_launch_durations). */
-enum { SP_LAUNCH_DUR_AUTO = 0, SP_LAUNCH_DUR_HOST = 1, SP_LAUNCH_DUR_START = 2 };
+/* sp_config_t.launch_durations: the values sp_cupti_set_launch_durations takes
+ * (whether a launch reads the clock at its end: always, never, CUPTI decides). */
+enum { SP_LAUNCH_DUR_AUTO = -1, SP_LAUNCH_DUR_START = 0, SP_LAUNCH_DUR_HOST = 1 };
 
 /* sp_config_t.gzip_lib. */
 enum { SP_GZIP_LIB_AUTO = 0, SP_GZIP_LIB_ISAL = 1, SP_GZIP_LIB_ZLIB = 2 };
