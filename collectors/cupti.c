@@ -73,12 +73,17 @@ static const struct {
 };
 static unsigned refused_reported;   /* bit i: base_kinds[i]'s refusal was reported */
 
-/* collectors/cupti.h: 1 while a launch's end is a second clock read. With
- * launch_end_mode -1 (launch_durations: auto) that is whenever CUPTI is not
- * recording both API kinds (api_kinds_ok: neither was refused), or the open
- * window's records are being lost (records_lost). Every write is atomic:
- * under kinds_lock, or at set-up, fork and shutdown, or a loss (no lock). */
+/* collectors/cupti.h: 1 while a runtime launch's end is a second clock read.
+ * With launch_end_mode -1 (launch_durations: auto) that is whenever CUPTI is
+ * not recording runtime API calls (api_kinds_ok: the RUNTIME kind on and not
+ * refused), or the open window's records are being lost (records_lost). Every
+ * write is atomic: under kinds_lock, or at set-up, fork and shutdown, or a
+ * loss (no lock). A driver launch reads twice but with `start`
+ * (sp_drv_launch_end_clock): CUPTI records no DRIVER record of the driver
+ * calls a runtime makes, which its interposer cannot tell from the program's
+ * own (a statically linked runtime: cuBLAS, cuDNN; H200, 2026-11-27). */
 _Atomic int sp_launch_end_clock = 1;
+int sp_drv_launch_end_clock = 1;
 static int launch_end_mode = -1, api_kinds_ok;
 static _Atomic int records_lost;
 
@@ -100,6 +105,7 @@ void sp_cupti_launch_records_lost(void)
 void sp_cupti_set_launch_durations(int end_clock)
 {
     launch_end_mode = end_clock;
+    sp_drv_launch_end_clock = end_clock != 0;
     update_launch_end();
 }
 
@@ -113,11 +119,10 @@ static void set_kinds(int on)
 {
     CUptiResult (*fn)(CUpti_ActivityKind) = on ? api.enable : api.disable;
     size_t n = sizeof base_kinds / sizeof base_kinds[0] - !with_memory;   /* MEMORY2 last */
-    int apis = 0;
+    int apis = 0;   /* the RUNTIME kind on */
     for (size_t i = 0; i < n; i++) {
         CUptiResult r = fn(base_kinds[i].kind);
-        if (r == CUPTI_SUCCESS &&
-            (base_kinds[i].kind == CUPTI_ACTIVITY_KIND_RUNTIME || base_kinds[i].kind == CUPTI_ACTIVITY_KIND_DRIVER))
+        if (r == CUPTI_SUCCESS && base_kinds[i].kind == CUPTI_ACTIVITY_KIND_RUNTIME)
             apis++;
         if (on && r != CUPTI_SUCCESS && !(refused_reported & 1u << i)) {
             refused_reported |= 1u << i;
@@ -126,7 +131,7 @@ static void set_kinds(int on)
         }
     }
     is_on = on;
-    api_kinds_ok = on && apis == 2;
+    api_kinds_ok = on && apis;
     update_launch_end();
 }
 

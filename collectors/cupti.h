@@ -32,10 +32,12 @@ int sp_cupti_active(void);
 void sp_cupti_enable(int on);      /* kinds on (warmup/record) or off; remembered before init */
 /* Whether a recorded kernel launch reads the clock a second time at its end
  * (inject/hook.h): 1 = always (launch_durations: host), 0 = never (start:
- * its end is CUPTI's record's when there is one, else it lasts 0), -1 = while
- * CUPTI does not record both API kinds (auto). Set before sp_cupti_init. */
+ * its end is CUPTI's record's when there is one, else it lasts 0), -1 = a
+ * runtime launch while CUPTI does not record runtime API calls, a driver
+ * launch always (auto). Set before sp_cupti_init. */
 void sp_cupti_set_launch_durations(int end_clock);
-extern _Atomic int sp_launch_end_clock;
+extern _Atomic int sp_launch_end_clock;   /* runtime launches */
+extern int sp_drv_launch_end_clock;       /* driver launches: 0 only with `start` */
 void sp_cupti_window_open(void);   /* drops records gathered so far (warmup) */
 /* The program's thread closes a window: a counter and its device (*device, as
  * its cudaSetDevice calls left it; 0 by default), no CUDA call, no flush. The exporter then calls

@@ -81,7 +81,7 @@ static inline void fill_drv_launch(sp_event_t *e, CUfunction f, unsigned gx, uns
                        (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, \
                         unsigned bz, unsigned shm, CUstream s, void **params, void **extra),      \
                        (f, gx, gy, gz, bx, by, bz, shm, s, params, extra), f, SP_MARK_CUFUNCTION, rdi, \
-                       fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
+                       sp_drv_launch_end_clock, fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
 LAUNCH_HOOKS(cuLaunchKernel)
 LAUNCH_HOOKS(cuLaunchKernel_ptsz)
 #define COOP_HOOKS(sym)                                                                           \
@@ -89,12 +89,12 @@ LAUNCH_HOOKS(cuLaunchKernel_ptsz)
                        (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, \
                         unsigned bz, unsigned shm, CUstream s, void **params),                    \
                        (f, gx, gy, gz, bx, by, bz, shm, s, params), f, SP_MARK_CUFUNCTION, rdi,   \
-                       fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
+                       sp_drv_launch_end_clock, fill_drv_launch(e, f, gx, gy, gz, bx, by, bz, shm, s))
 COOP_HOOKS(cuLaunchCooperativeKernel)
 COOP_HOOKS(cuLaunchCooperativeKernel_ptsz)
 #define LAUNCH_EX_HOOKS(sym)                                                                      \
     SP_INTERPOSE_GATED(CUresult, sym, (const CUlaunchConfig *c, CUfunction f, void **params, void **extra), \
-                       (c, f, params, extra), f, SP_MARK_CUFUNCTION, rsi,                         \
+                       (c, f, params, extra), f, SP_MARK_CUFUNCTION, rsi, sp_drv_launch_end_clock, \
                        c ? fill_drv_launch(e, f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, \
                                            c->blockDimY, c->blockDimZ, c->sharedMemBytes, c->hStream) \
                          : (void)(e->a[0] = P(f)))

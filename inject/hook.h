@@ -233,10 +233,11 @@ _Static_assert(offsetof(sp_thread_t, in_hook) == 16, "SP_ASM_OPEN's in_hook offs
 /* The end of a recorded call, guard held: the real call after a clock read,
  * its record, the guard given back; returns what the real call did. `ends`
  * says whether a second clock read ends the call: 1 for every call but the
- * launches, which read sp_launch_end_clock (collectors/cupti.h): 0 while
- * CUPTI's API records time them, or launch_durations is `start`; their record
- * is then marked SP_EV_END_CUPTI (t1 = t0) and the exporter takes the end
- * from CUPTI's record of the same call (exporters/gpu_trace.c). */
+ * launches, which read sp_launch_end_clock (runtime) or sp_drv_launch_end_clock
+ * (driver; collectors/cupti.h): 0 while CUPTI's API records time them, or
+ * launch_durations is `start`; their record is then marked SP_EV_END_CUPTI
+ * (t1 = t0) and the exporter takes the end from CUPTI's record of the same
+ * call (exporters/gpu_pair.c). */
 #define SP_TIMED_CALL(ret, sym, call, ends, fill)                                  \
     uint64_t t0 = sp_clock_ticks();                                                \
     ret r = real_##sym call;                                                       \
@@ -309,10 +310,11 @@ _Static_assert(offsetof(sp_thread_t, in_hook) == 16, "SP_ASM_OPEN's in_hook offs
  * counts for markers (SP_WIN_COUNT, no window), a launch of a kernel the
  * markers' verdict cache already knows not to match is a tail call as well:
  * one more load and compare, inline, no frame (inject/markers.h). Any other
- * launch takes the slow path, which asks the marker and fills the cache. */
-#define SP_INTERPOSE_GATED(ret, sym, params, call, fn, is_handle, reg, fill)       \
+ * launch takes the slow path, which asks the marker and fills the cache.
+ * `ends` as SP_TIMED_CALL's. */
+#define SP_INTERPOSE_GATED(ret, sym, params, call, fn, is_handle, reg, ends, fill) \
     SP_SLOW_FN(ret, sym, params, call, sp_mark_launch_wanted(fn), sp_mark_launch(fn, is_handle, &w), \
-               sp_launch_end_clock, fill)                                          \
+               ends, fill)                                                         \
     SP_ENTRY(sym, SP_ASM_CLOSED(sym)                                                \
                   "1:\tcmpl $0x40000000, %eax\n" /* SP_WIN_COUNT */                \
                   "\tjne 2f\n"                                                     \

@@ -65,7 +65,7 @@ static inline uint32_t peer_devices(int dst, int src)
 
 #define LAUNCH_HOOKS(sym)                                                                         \
     SP_INTERPOSE_GATED(cudaError_t, sym, (const void *f, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s), \
-                       (f, g, b, args, shm, s), f, 0, rdi, fill_launch(e, f, g, b, shm, s))
+                       (f, g, b, args, shm, s), f, 0, rdi, sp_launch_end_clock, fill_launch(e, f, g, b, shm, s))
 LAUNCH_HOOKS(cudaLaunchKernel)
 LAUNCH_HOOKS(cudaLaunchKernel_ptsz)
 LAUNCH_HOOKS(cudaLaunchCooperativeKernel)
@@ -73,13 +73,13 @@ LAUNCH_HOOKS(cudaLaunchCooperativeKernel_ptsz)
 
 #define KLAUNCH_HOOKS(sym)                                                                        \
     SP_INTERPOSE_GATED(cudaError_t, sym, (cudaKernel_t k, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s), \
-                       (k, g, b, args, shm, s), k, 1, rdi, fill_launch(e, k, g, b, shm, s))
+                       (k, g, b, args, shm, s), k, 1, rdi, sp_launch_end_clock, fill_launch(e, k, g, b, shm, s))
 KLAUNCH_HOOKS(__cudaLaunchKernel)
 KLAUNCH_HOOKS(__cudaLaunchKernel_ptsz)
 
 #define LAUNCH_EX_HOOKS(sym)                                                                      \
     SP_INTERPOSE_GATED(cudaError_t, sym, (const cudaLaunchConfig_t *c, const void *f, void **args), (c, f, args), \
-                       f, 0, rsi, fill_launch_ex(e, c, f))
+                       f, 0, rsi, sp_launch_end_clock, fill_launch_ex(e, c, f))
 LAUNCH_EX_HOOKS(cudaLaunchKernelExC)
 LAUNCH_EX_HOOKS(cudaLaunchKernelExC_ptsz)
 

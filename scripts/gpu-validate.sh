@@ -14,7 +14,8 @@
 # per-thread builds) bare and preloaded. GV_STEPS / GV_WAIT / GV_WARMUP / GV_ACTIVE change
 # the loops' schedule; DEVICE=cpu runs the loops on the CPU (a dry run of the
 # script); (6) the launch hot path on the host CPU with the stand-in (issue
-# 10); (7) DDP ranks started by torch.multiprocessing.spawn. Without a GPU it
+# 10); (7) DDP ranks started by torch.multiprocessing.spawn; (8) every launch
+# timed by one clock read ended by CUPTI's record, in every trace. Without a GPU it
 # runs what a CPU can check and says what it skipped.
 # The traces it leaves in OUTDIR feed gpu_clients.py (HTA, TensorBoard) on the
 # CPU machine.
@@ -183,3 +184,6 @@ env LD_PRELOAD="$LIB" PROF_OUTPUT_DIR="$D/sp" $SCHED_TORCH $T $LIM $PY "$ROOT/te
     spawn "$D" $([ $ON_GPU = 1 ] && echo cuda) >"$D/out" 2>"$D/err"; echo "- exit $?: $(tr '\n' ' ' <"$D/out")"
 grep stepprof "$D/err" | head -4 | sed 's/^/    /'
 $X spawned "$D/sp" $FIRST $LAST $ON_GPU
+echo
+echo "## 8. launch durations from CUPTI's records (launch_durations: auto), every trace above"
+$X ends "$OUT"

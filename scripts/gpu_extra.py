@@ -17,7 +17,9 @@ traces copied back):
   steptimes DIR FIRST LAST    median step times of plain/stepprof/torch (and *_stack) runs over steps
                               FIRST..LAST (recording) and after LAST (after the window)
   spawned DIR FIRST LAST GPU  torch_spawn.py's 2 DDP ranks: a trace per rank, rank and backend, the window's
-                              steps, and with GPU 1 launches in each step and kernels (section 7)"""
+                              steps, and with GPU 1 launches in each step and kernels (section 7)
+  ends DIR                    every trace under DIR: launches timed by their start all ended by CUPTI's
+                              record (stepprof_launch_ends none 0), no launch of dur 0 (section 8)"""
 import bisect
 import collections
 import glob
@@ -229,10 +231,29 @@ def spawned(d, first, last, gpu):
             os.path.basename(p)[:6], t.get("distributedInfo"), per, len(cat(t, "kernel")), "ok" if ok else "NOT OK"))
 
 
+def ends(d):
+    """launch_durations auto on the real runtime and driver: a launch that read the clock once takes
+    CUPTI's record's duration; one without a record (none) would last 0. Per trace under d."""
+    bad = 0
+    for p in sorted(glob.glob(os.path.join(d, "**", "*.pt.trace.json*"), recursive=True)):
+        t = load(p)
+        if "stepprof_gpu_source" not in t:
+            continue   # torch.profiler's
+        got = t.get("stepprof_launch_ends", {"cupti": 0, "none": 0})   # no header: every launch read twice
+        la = [e for e in cat(t, "cuda_runtime") + cat(t, "cuda_driver") if "Launch" in e["name"]
+              and e["args"].get("stepprof_source") != "cupti"]
+        zero = collections.Counter(e["name"] for e in la if e.get("dur", 0) <= 0)
+        ok = got["none"] == 0 and not zero
+        bad += not ok
+        print(f"- {os.path.relpath(p, d)}: ends {got}, launches {len(la)}, "
+              f"dur 0: {dict(zero) or 'none'} [{'ok' if ok else 'DIFFERS'}]")
+    print(f"- launch ends: {'ok' if not bad else f'{bad} traces DIFFER'}")
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     fn = {"windows": windows, "driver": driver, "nested": nested, "drvprog": drvprog, "handover": handover, "stack": stack,
-          "steptimes": steptimes, "spawned": spawned}[cmd]
+          "steptimes": steptimes, "spawned": spawned, "ends": ends}[cmd]
     conv = {"driver": (str, str, int), "steptimes": (str, int, int), "spawned": (str, int, int, int)}.get(cmd)
     fn(*[c(a) for c, a in zip(conv, args)] if conv else args)
 

@@ -285,8 +285,8 @@ def launch_durations(env):
 def test_launch_durations_from_cupti_records():
     """launch_durations: a launch reads the clock once while CUPTI records API calls, and takes its
     duration from CUPTI's record of the same call; a second read otherwise (CUPTI off or refusing
-    the runtime kind, or `host`); never with `start` (0 without CUPTI). Other calls always read
-    twice. The header counts the launches timed by their start (stepprof_launch_ends)."""
+    the runtime kind, or `host`; not when it refuses the driver kind only); never with `start` (0
+    without CUPTI). Other calls always read twice. The header counts the launches timed by their start (stepprof_launch_ends)."""
     _, t, launches = launch_durations({})
     assert t["stepprof_launch_ends"] == {"cupti": 12, "none": 0}, t.get("stepprof_launch_ends")
     steps = [e for e in t["traceEvents"] if e.get("name", "").startswith("ProfilerStep#") and e.get("ph") == "X"
@@ -308,6 +308,10 @@ def test_launch_durations_from_cupti_records():
     assert copies and all(e["dur"] > 0 for e in copies), copies
     _, t, launches = launch_durations({"PROF_LAUNCH_DURATIONS": "start"})
     assert t["stepprof_launch_ends"] == {"cupti": 12, "none": 0}, t.get("stepprof_launch_ends")
+    # The DRIVER kind refused: a runtime launch's record is a RUNTIME one, still one read.
+    _, t, launches = launch_durations({"FAKECUPTI_ENABLE_ERROR": 1, "FAKECUPTI_ENABLE_ERROR_KIND": 6})
+    assert t["stepprof_launch_ends"] == {"cupti": 12, "none": 0}, t.get("stepprof_launch_ends")
+    assert all(e["dur"] > 0 for e in launches), launches
 
 
 def test_launches_read_the_clock_twice_once_cupti_loses_records():

@@ -49,8 +49,9 @@ def _check(argv, mode, libs=()):
                   and e["args"].get("stepprof_source") == "cupti"]
     assert not cupti_dups, cupti_dups
     assert not [e for e in ev if e.get("cat") == "cuda_runtime" and e["name"].startswith("cudaLaunch")]
-    # launch_durations: auto: each launch read the clock once; its duration is CUPTI's record's.
-    assert trace["stepprof_launch_ends"] == {"cupti": 5, "none": 0}, trace.get("stepprof_launch_ends")
+    # launch_durations: auto: a driver launch reads the clock at both ends (CUPTI records no DRIVER
+    # record of the driver calls a runtime makes: on a GPU, cuBLAS's and cuDNN's launches then lasted 0).
+    assert "stepprof_launch_ends" not in trace, trace["stepprof_launch_ends"]
     assert all(e["dur"] > 0 for e in host if e["name"] == "cuLaunchKernel"), host
     launches = [e["args"] for e in host if e["name"] == "cuLaunchKernel"]
     for a in launches:
@@ -75,6 +76,18 @@ def test_driver_cugetprocaddress():
 def test_driver_static_cudart_style():
     """Reaches the driver only through dlopen("libcuda.so.1") + dlsym("cuGetProcAddress_v2")."""
     _check([prog("drv_static"), "dlopen"], "dlopen")
+
+
+def test_driver_launch_durations():
+    """launch_durations: `start` times a driver launch by its start too, its end CUPTI's DRIVER record's;
+    `auto` (above) and `host` read the clock at both ends."""
+    r = run([prog("drv_linked"), "direct"], env={"PROF_LAUNCH_DURATIONS": "start"})
+    assert r.returncode == 0 and "launches=5" in r.stdout, r.stderr
+    t = load(r.trace())
+    launches = [e for e in t["traceEvents"] if e.get("name") == "cuLaunchKernel" and e.get("ph") == "X"
+                and e["args"].get("stepprof_source") != "cupti"]
+    assert t["stepprof_launch_ends"] == {"cupti": 5, "none": 0}, t.get("stepprof_launch_ends")
+    assert len(launches) == 5 and all(e["dur"] > 0 for e in launches), launches
 
 
 def test_driver_from_unlinked_library():
