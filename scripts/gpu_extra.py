@@ -208,8 +208,11 @@ def steptimes(d, first, last):
         ms = json.load(open(p))["step_ms"]
         rec, after = statistics.median(ms[first:last + 1]), statistics.median(ms[last + 3:])
         base = base or (rec, after)
+        # After a single cycle nothing of stepprof's may stay on (CUPTI's kinds did, 2026-11-27): between
+        # processes bare steps move by up to 40%, so only a large ratio is flagged.
+        flag = " [after the window: over x1.3, a cost left on?]" if after / base[1] > 1.3 else ""
         print(f"- {name}: median step {rec:.3f} ms while recording (steps {first}..{last}; x{rec / base[0]:.3f}), "
-              f"{after:.3f} ms after the window (x{after / base[1]:.3f})")
+              f"{after:.3f} ms after the window (x{after / base[1]:.3f}){flag}")
 
 
 def spawned(d, first, last, gpu):

@@ -325,15 +325,29 @@ def test_runtime_call_through_driver_recorded_once():
     _tables_count_each_call_once(r)
 
 
-def test_runtime_call_nested_driver_records_stay_out_of_tables():
-    """With CUPTI's DRIVER kind on, CUPTI also records the driver call each runtime call makes (the
-    stand-in gives it the runtime call's correlation id). The trace draws it nested in its runtime call
-    as CUPTI gave it, inside it whatever the offset between CUPTI's clock and the host's (the launch
-    itself lasts as long as CUPTI's record of it); the table and the summary count the runtime call only."""
-    for skew in (5000, -5000):
-        _, ev = _train({"FAKECUPTI_CLOCK_SKEW_NS": skew})
-        _nested_inside(ev)
+def test_runtime_call_driver_calls_unrecorded_by_cupti():
+    """As on a GPU, CUPTI writes no DRIVER record of the driver calls the runtime makes: the trace has
+    no driver event at all, each kernel pairs with its runtime launch (the runtime call's id), and the
+    tables count each runtime call once."""
     r, ev = _train({})
+    assert not [e for e in ev if e.get("cat") == "cuda_driver"], "no driver event"
+    launches = {e["args"]["correlation"] for e in ev if e.get("name") == "cudaLaunchKernel" and e.get("ph") == "X"}
+    kernels = [e for e in ev if e.get("cat") == "kernel"]
+    assert len(kernels) == 12 and {k["args"]["correlation"] for k in kernels} == launches
+    _tables_count_each_call_once(r)
+
+
+def test_runtime_call_nested_driver_records_stay_out_of_tables():
+    """Should a CUPTI record the driver call each runtime call makes with the runtime call's id (the
+    stand-in's FAKECUPTI_RUNTIME_DRIVER_RECORDS; no GPU has shown it), the trace draws it nested in its
+    runtime call as CUPTI gave it, inside it whatever the offset between CUPTI's clock and the host's
+    (the launch itself lasts as long as CUPTI's record of it); the table and the summary count the
+    runtime call only."""
+    nested = {"FAKECUPTI_RUNTIME_DRIVER_RECORDS": 1}
+    for skew in (5000, -5000):
+        _, ev = _train({**nested, "FAKECUPTI_CLOCK_SKEW_NS": skew})
+        _nested_inside(ev)
+    r, ev = _train(nested)
     _nested_inside(ev)
     _tables_count_each_call_once(r)
 

@@ -11,6 +11,8 @@
  *   FAKECUPTI_ENABLE_ERROR=n     cuptiActivityEnable returns n and enables nothing
  *   FAKECUPTI_ENABLE_ERROR_KIND=k   ... only for activity kind k (as CUPTI refuses one kind a device
  *                                or configuration does not support)
+ *   FAKECUPTI_RUNTIME_DRIVER_RECORDS=1   DRIVER records of the driver calls the runtime stand-in makes,
+ *                                with the runtime call's id (NVIDIA's CUPTI writes none; fakecupti_records.c)
  *   FAKECUPTI_LOG=path           one appended line per control call, "<CLOCK_MONOTONIC ns> <what>":
  *                                "enable <kind>", "disable <kind>", "flush <flag>", "finalize"; a failed
  *                                enable/disable adds " error <result>"
