@@ -79,7 +79,7 @@ $PY "$ROOT/scripts/gpu_checklist.py" "$OUT/checklist" ${GPU:+--gpu}
 echo
 echo "## 2-3. PyTorch loop: stepprof vs torch.profiler"
 if [ -z "${DEVICE:-}" ] && { [ -z "$GPU" ] || ! $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; }; then
-    echo "skipped: no GPU or no PyTorch with CUDA here. CPU check of the comparison script on two stepprof traces:"
+    echo "sections 2-8 skipped: no GPU or no PyTorch with CUDA here. CPU check of the comparison script on two stepprof traces:"
     T=$(ls "$OUT"/train/*.pt.trace.json 2>/dev/null | head -1)
     [ -n "$T" ] && $PY "$ROOT/scripts/gpu_compare.py" "$T" "$T" | tail -3
     exit 0

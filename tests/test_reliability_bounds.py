@@ -335,11 +335,11 @@ def test_buffer_mb_1_four_threads_exiting_every_call_kept_or_counted_with_cupti(
 
 def test_cupti_records_past_the_cap_in_warmup_are_not_counted_in_the_window():
     # One recorded step after a wait step, with and without a warmup step before it (the program's
-    # first step, before its first CUDA call, is not seen). Each step makes 12 CUPTI records (per
-    # launch: the runtime call, the driver call it makes, the kernel) and the cap is 4, so the warmup
-    # step overflows it too; its drops must not be added to the recorded cycle's: 12 - 4 = 8 dropped.
-    # Without a warmup the window also holds the lazy module load, a driver record inside the first
-    # launch CUPTI observes: 9.
+    # first step, before its first CUDA call, is not seen). Each step makes 8 CUPTI records (per
+    # launch: the runtime call and the kernel) and the cap is 4, so the warmup step overflows it too;
+    # its drops must not be added to the recorded cycle's: 8 - 4 = 4 dropped. Without a warmup the
+    # window also holds the lazy module load, a driver record inside the first launch CUPTI
+    # observes: 5.
     # Kernels take no simulated time here, so no warmup kernel still runs on the GPU once the window
     # opens (one that does is the window's by its time, and its drop is rightly counted).
     # The program runs on for 100 steps after the window: CUPTI records them until the exporter's
@@ -358,7 +358,7 @@ def test_cupti_window_drops_count_its_gpu_work_that_runs_after_the_close():
     # tens of ms, so the recorded step's kernels start long after its window closed (a few ms even
     # under ASan). Their records past the cap are still the window's drops (their launches were its
     # calls, by correlation id), while the calls and kernels of the steps after it are not:
-    # 12 + the lazy module load - 4 kept = 9.
+    # 8 + the lazy module load - 4 kept = 5.
     r, _, _ = _steps(6, {"FAKECUDA_KERNEL_NS": 5000000, "PROF_MARKER": "nvtx:train_step", "PROF_WAIT": 2,
                          "PROF_WARMUP": 0, "PROF_ACTIVE": 1, "PROF_MAX_EVENTS_PER_CYCLE": 4})
     t = load(r.trace())

@@ -196,7 +196,8 @@ static void observe_enter(const char *api, void *ctx) {
   c->cbid = cbid_of(api);
   /* A driver call the runtime makes to implement a runtime call (fakecuda_drv.c): its GPU work carries
    * the runtime call's id, as a kernel's does on a GPU (the runtime record's). */
-  c->by_runtime = t->depth > 1 && (c->cbid & FCP_DRIVER_CBID) && !(c[-1].cbid & FCP_DRIVER_CBID);
+  c->by_runtime = t->depth > 1 && (c->cbid & FCP_DRIVER_CBID) &&
+                  (!(c[-1].cbid & FCP_DRIVER_CBID) || c[-1].by_runtime);
   c->corr = c->by_runtime ? c[-1].corr : atomic_fetch_add_explicit(&next_corr, 1, memory_order_relaxed);
   c->sync = false;
   c->start = fcp_mono_now();
