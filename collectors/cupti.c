@@ -75,8 +75,8 @@ static unsigned refused_reported;   /* bit i: base_kinds[i]'s refusal was report
 
 /* collectors/cupti.h: 1 while a runtime launch's end is a second clock read.
  * With launch_end_mode -1 (launch_durations: auto) that is whenever CUPTI is
- * not recording runtime API calls (api_kinds_ok: the RUNTIME kind on and not
- * refused), or the open window's records are being lost (records_lost). Every
+ * not recording runtime API calls (runtime_kind_on: the RUNTIME kind on and
+ * not refused), or the open window's records are being lost (records_lost). Every
  * write is atomic: under kinds_lock, or at set-up, fork and shutdown, or a
  * loss (no lock). A driver launch reads twice but with `start`
  * (sp_drv_launch_end_clock): CUPTI records no DRIVER record of the driver
@@ -84,12 +84,12 @@ static unsigned refused_reported;   /* bit i: base_kinds[i]'s refusal was report
  * own (a statically linked runtime: cuBLAS, cuDNN; H200, 2026-11-27). */
 _Atomic int sp_launch_end_clock = 1;
 int sp_drv_launch_end_clock = 1;
-static int launch_end_mode = -1, api_kinds_ok;
+static int launch_end_mode = -1, runtime_kind_on;
 static _Atomic int records_lost;
 
 static void update_launch_end(void)
 {
-    int v = launch_end_mode >= 0 ? launch_end_mode : !(is_on && api_kinds_ok) || atomic_load(&records_lost);
+    int v = launch_end_mode >= 0 ? launch_end_mode : !(is_on && runtime_kind_on) || atomic_load(&records_lost);
     atomic_store(&sp_launch_end_clock, v);
     if (!v && launch_end_mode < 0 && atomic_load(&records_lost))
         atomic_store(&sp_launch_end_clock, 1);   /* capped meanwhile: its store may have come first */
@@ -119,11 +119,10 @@ static void set_kinds(int on)
 {
     CUptiResult (*fn)(CUpti_ActivityKind) = on ? api.enable : api.disable;
     size_t n = sizeof base_kinds / sizeof base_kinds[0] - !with_memory;   /* MEMORY2 last */
-    int apis = 0;   /* the RUNTIME kind on */
     for (size_t i = 0; i < n; i++) {
         CUptiResult r = fn(base_kinds[i].kind);
-        if (r == CUPTI_SUCCESS && base_kinds[i].kind == CUPTI_ACTIVITY_KIND_RUNTIME)
-            apis++;
+        if (base_kinds[i].kind == CUPTI_ACTIVITY_KIND_RUNTIME)
+            runtime_kind_on = on && r == CUPTI_SUCCESS;
         if (on && r != CUPTI_SUCCESS && !(refused_reported & 1u << i)) {
             refused_reported |= 1u << i;
             sp_log(SP_LOG_WARN, "CUPTI refused to record %s (activity kind %d: %s, CUPTI error %d); the trace has "
@@ -131,7 +130,6 @@ static void set_kinds(int on)
         }
     }
     is_on = on;
-    api_kinds_ok = on && apis;
     update_launch_end();
 }
 

@@ -41,7 +41,7 @@ typedef struct sp_event {
 } sp_event_t;   /* 80 bytes: a 64 KiB chunk holds 818 */
 /* flags of an SP_EV_API record: the call was timed by its start only (t1 =
  * t0); its end is CUPTI's record's (inject/hook.h SP_TIMED_CALL), set at
- * export (exporters/gpu_trace.c), or none: a zero-length call. */
+ * export (exporters/gpu_pair.c), or none: a zero-length call. */
 #define SP_EV_END_CUPTI 1u
 #define SP_EVENT_HAS_STACK 1
 

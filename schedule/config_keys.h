@@ -63,9 +63,10 @@
       "that only ask (cudaGetDevice, cudaGetLastError, cuCtxGetCurrent...), as torch.profiler does; " \
       "none: keep them all")                                                                    \
     X(LAUNCH_DURATIONS, "launch_durations", ENUM, launch_durations, "auto", 0, 0,                  \
-      launch_durations_choices, "where a kernel launch's duration comes from: auto = CUPTI's record " \
-      "of the call when CUPTI records API calls (one clock read per launch), else a second clock "  \
-      "read; host = always a second clock read; start = never one (without CUPTI launches last 0)") \
+      launch_durations_choices, "where a kernel launch's duration comes from: auto = for a runtime " \
+      "launch CUPTI's record of the call while CUPTI records runtime API calls (one clock read per " \
+      "launch), else a second clock read; a driver launch always reads twice; host = always a "    \
+      "second clock read; start = never one (a launch without CUPTI's record lasts 0)")           \
     X(CUPTI_BUFFER_MB, "cupti_buffer_mb", LONG, cupti_buffer_mb, "64", 4, 4096, NULL,              \
       "cap on CUPTI activity buffers in MiB (4 MiB each); past it CUPTI drops and counts records") \
     X(BUFFER_MB, "buffer_mb", LONG, buffer_mb, "256", 1, 65536, NULL,                              \

@@ -262,19 +262,16 @@ static void start_step(long s, uint64_t now)
     step = s;
     step_t0 = now;
     sp_mem_step(step);
-    /* A closed window followed directly by another record step starts a new
-     * cycle: force the transition through NONE so a new window opens. Followed
-     * by a step that records nothing (a wait, or the schedule's end), CUPTI's
-     * kinds go off as in any transition to NONE (enter_action sees none here):
-     * left on, CUPTI went on recording every call and kernel to the run's end
-     * (on an H200 a transformer's steps after its window took x1.4-1.7). */
-    int closed = !sp_sched_shared.cur_window && (action == SP_ACT_RECORD || action == SP_ACT_RECORD_AND_SAVE);
-    if (closed)
-        action = SP_ACT_NONE;
-    sp_action_t next = action_for(step);
-    if (closed && next == SP_ACT_NONE)
-        sp_cupti_enable(0);
-    enter_action(next, now);
+    /* A window closed at this boundary ends its cycle: the transition to NONE
+     * (CUPTI's kinds off, the idle gate), then the step's own action, so a
+     * record step opens a new window and a wait step or the schedule's end
+     * records nothing. Only setting the action to NONE left CUPTI on from the
+     * first warmup to the exit (H200: a transformer's steps after its window
+     * took x1.4-1.7). Off then on again costs no CUPTI call: the closed
+     * window's collect is pending, and sp_cupti_enable only notes the wish. */
+    if (!sp_sched_shared.cur_window && (action == SP_ACT_RECORD || action == SP_ACT_RECORD_AND_SAVE))
+        enter_action(SP_ACT_NONE, now);
+    enter_action(action_for(step), now);
 }
 
 void sp_sched_profiler_api(int start)

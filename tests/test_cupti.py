@@ -146,14 +146,13 @@ def test_kinds_enabled_only_in_windows():
     passed on it (the probe's pair and the exit's). A collect still pending at the next warmup
     rightly leaves them on: five wait steps, each synced on 5 ms kernels, give it >= 100 ms."""
     need_fake_cupti()
-    log = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"sp-cupti-{os.getpid()}.log")
-    if os.path.exists(log):
-        os.unlink(log)
-    r = run([prog("train")], env={"STEPS": 18, "PROF_MARKER": "nvtx:train_step", "PROF_WAIT": 5,
-                                   "PROF_WARMUP": 1, "PROF_ACTIVE": 2, "PROF_REPEAT": 2, "FAKECUPTI_LOG": log,
-                                   "FAKECUDA_KERNEL_NS": 5000000})
+    with tempfile.TemporaryDirectory(prefix="sp-test-") as d:
+        log = os.path.join(d, "cupti.log")
+        r = run([prog("train")], env={"STEPS": 18, "PROF_MARKER": "nvtx:train_step", "PROF_WAIT": 5,
+                                       "PROF_WARMUP": 1, "PROF_ACTIVE": 2, "PROF_REPEAT": 2, "FAKECUPTI_LOG": log,
+                                       "FAKECUDA_KERNEL_NS": 5000000})
+        lines = [l.split() for l in open(log)]
     assert r.returncode == 0 and len(r.traces()) == 2
-    lines = [l.split() for l in open(log)]
     kernel_kind = "10"   # CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
     seq = [l[1] for l in lines if len(l) > 2 and l[2] == kernel_kind and l[1] in ("enable", "disable")]
     # the probe at init, then on for cycle 1 (warmup + active), off, on for cycle 2, off
