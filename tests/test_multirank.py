@@ -391,7 +391,8 @@ def test_multiprocessing_ranks_wake_at_their_first_optimizer_step():
         assert len([l for l in r.sp_lines if "marker torch" in l]) == 1, (method, opts, r.sp_lines)
     # Activated before its first step and recording the whole run: the window opens at that step.
     r = _spawned("spawn", "probe", PROF_WAIT=None, PROF_WARMUP=None, PROF_ACTIVE=None)
-    assert r.returncode == 0 and len([l for l in r.sp_lines if "marker torch" in l]) == 3, r.sp_lines
+    assert r.returncode == 0 and len([l for l in r.sp_lines if "marker torch" in l]) == 3, \
+        (r.returncode, r.sp_lines, r.stdout[-1000:], r.stderr[-3000:])
     ranks = [t for t in r.traces() if os.path.basename(t).startswith("rank")]
     assert len(ranks) == 2, r.files()
     for t in ranks:
